@@ -1,0 +1,112 @@
+"""Persistence backends: where the persistence listener writes a turn's terminal message.
+
+Each backend structurally satisfies ``drupe.streaming.listeners.persistence.PersistenceBackend``
+(this module does not import ``streaming``; the dependency points the other way):
+
+* ``kind`` names the storage (``"sqlite"``, ``"postgresql"`` or ``"memory"``);
+* ``persists_empty_terminal`` says whether a ``paused``/``error`` turn with no message must still
+  be written (placeholder-finalizing backends: the row must leave ``pending``);
+* ``persist_assistant`` writes the final message. It may raise (``PersistenceError``); the
+  listener then calls ``mark_terminal_error`` and suppresses success notifications. It is called
+  at most once per turn, from the stream's terminal phase, shielded by the caller;
+* ``mark_terminal_error`` is best effort and never raises: it moves the row to ``error``.
+
+Backends hold no SQL: ``PlaceholderBackend`` delegates to ``MessageStore``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from drupe.chunks.types import UIMessage
+from drupe.errors import PersistenceError
+from drupe.persistence.messages import MessageStore
+from drupe.persistence.records import TerminalStatus
+
+__all__ = ["MemoryBackend", "PersistedTerminal", "PlaceholderBackend"]
+
+_log: Final = logging.getLogger(__name__)
+
+
+class PlaceholderBackend:
+    """Finalizes one ``pending`` assistant placeholder row of the database."""
+
+    persists_empty_terminal: bool = True
+
+    def __init__(self, store: MessageStore, message_id: str) -> None:
+        self._store = store
+        self.message_id = message_id
+        self.kind: str = store.dialect
+
+    async def persist_assistant(
+        self,
+        *,
+        message: UIMessage,
+        status: TerminalStatus,
+        model_id: str | None,
+        stats: Mapping[str, Any],
+    ) -> None:
+        """Write the final parts, status, metadata and stats into the placeholder row.
+
+        The row keeps its own id (the message's ``id`` may be a synthetic one). Raises
+        ``PersistenceError`` when the row is gone or the write fails.
+        """
+        await self._store.finalize_assistant(
+            self.message_id,
+            parts=message["parts"],
+            status=status,
+            metadata=message.get("metadata"),
+            stats=stats,
+            model_id=model_id,
+        )
+
+    async def mark_terminal_error(self) -> None:
+        """Move the placeholder to ``error`` if it is still ``pending``; never raises."""
+        try:
+            await self._store.mark_error(self.message_id)
+        except PersistenceError:
+            # Isolation boundary: the listener is already handling a failed terminal write.
+            _log.warning("could not mark message %r as error", self.message_id, exc_info=True)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PersistedTerminal:
+    """What a ``MemoryBackend`` received for one terminal write."""
+
+    message: UIMessage
+    status: TerminalStatus
+    model_id: str | None
+    stats: Mapping[str, Any]
+
+
+@dataclass(slots=True)
+class MemoryBackend:
+    """Keeps terminal messages in memory (ephemeral conversations, tests, demos).
+
+    ``persists_empty_terminal`` defaults to ``False``: there is no placeholder to settle.
+    """
+
+    kind: str = "memory"
+    persists_empty_terminal: bool = False
+    terminals: list[PersistedTerminal] = field(default_factory=list)
+    marked_error: int = 0
+
+    async def persist_assistant(
+        self,
+        *,
+        message: UIMessage,
+        status: TerminalStatus,
+        model_id: str | None,
+        stats: Mapping[str, Any],
+    ) -> None:
+        """Record the terminal message; never raises."""
+        self.terminals.append(
+            PersistedTerminal(message=message, status=status, model_id=model_id, stats=stats)
+        )
+
+    async def mark_terminal_error(self) -> None:
+        """Count the call; never raises."""
+        self.marked_error += 1

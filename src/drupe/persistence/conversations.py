@@ -1,0 +1,169 @@
+"""``ConversationStore``: create, read, list, rename, touch and delete conversations.
+
+The only code that issues SQL against ``conversations``. Deleting a conversation deletes its
+messages (``ON DELETE CASCADE``). Listing is newest-updated first with a keyset cursor
+(``ConversationRecord.cursor``), so pages stay stable while new conversations arrive. Every call
+is one transaction; a missing conversation raises ``UnknownConversationError``.
+"""
+
+from __future__ import annotations
+
+import builtins
+import uuid
+from collections.abc import Mapping
+from datetime import datetime
+from typing import Any
+
+from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy.exc import IntegrityError
+
+from drupe.errors import PersistenceError, UnknownConversationError, ValidationError
+from drupe.persistence.clock import utc_now
+from drupe.persistence.records import ConversationRecord
+from drupe.persistence.tables import ConversationRow
+from drupe.persistence.transaction import Sessions, transaction
+
+__all__ = ["ConversationStore", "new_conversation_id"]
+
+_MAX_PAGE = 1000
+
+
+def new_conversation_id() -> str:
+    """Return a new random conversation id."""
+    return f"conv_{uuid.uuid4().hex}"
+
+
+def _record(row: ConversationRow) -> ConversationRecord:
+    return ConversationRecord(
+        id=row.id,
+        title=row.title,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+        trace_id=row.trace_id,
+        metadata=dict(row.meta),
+    )
+
+
+def _parse_cursor(cursor: str) -> tuple[datetime, str]:
+    stamp, sep, conversation_id = cursor.partition("|")
+    try:
+        updated_at = datetime.fromisoformat(stamp)
+    except ValueError:
+        updated_at = None
+    if not sep or updated_at is None or updated_at.tzinfo is None:
+        raise ValidationError(f"malformed conversation cursor {cursor!r}")
+    return updated_at, conversation_id
+
+
+class ConversationStore:
+    """Conversations in one database. Safe to share between tasks."""
+
+    def __init__(self, sessions: Sessions) -> None:
+        self._sessions = sessions
+
+    async def create(
+        self,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        metadata: Mapping[str, Any] | None = None,
+        trace_id: str | None = None,
+    ) -> ConversationRecord:
+        """Create a conversation; raises ``ValidationError`` if the id is taken."""
+        now = utc_now()
+        row = ConversationRow(
+            id=conversation_id or new_conversation_id(),
+            title=title,
+            created_at=now,
+            updated_at=now,
+            trace_id=trace_id,
+            siblings_group_seq=0,
+            meta=dict(metadata or {}),
+        )
+        try:
+            async with transaction(self._sessions) as db:
+                db.add(row)
+        except PersistenceError as err:
+            if isinstance(err.__cause__, IntegrityError):
+                raise ValidationError(f"conversation {row.id!r} already exists") from err
+            raise
+        return _record(row)
+
+    async def ensure(self, conversation_id: str, *, title: str | None = None) -> ConversationRecord:
+        """Return the conversation, creating it first if it does not exist yet."""
+        existing = await self.get(conversation_id)
+        if existing is not None:
+            return existing
+        try:
+            return await self.create(conversation_id, title=title)
+        except ValidationError:
+            # Another task created it between our read and our insert.
+            existing = await self.get(conversation_id)
+            if existing is None:
+                raise
+            return existing
+
+    async def get(self, conversation_id: str) -> ConversationRecord | None:
+        """Return the conversation, or ``None`` if there is none with this id."""
+        async with transaction(self._sessions) as db:
+            row = await db.get(ConversationRow, conversation_id)
+            return None if row is None else _record(row)
+
+    async def list(
+        self, limit: int = 50, before: str | None = None
+    ) -> builtins.list[ConversationRecord]:
+        """Return up to ``limit`` conversations, newest-updated first, after cursor ``before``."""
+        if not 1 <= limit <= _MAX_PAGE:
+            raise ValidationError(f"limit must be between 1 and {_MAX_PAGE}, got {limit!r}")
+        query = select(ConversationRow).order_by(
+            ConversationRow.updated_at.desc(), ConversationRow.id.desc()
+        )
+        if before is not None:
+            updated_at, conversation_id = _parse_cursor(before)
+            query = query.where(
+                or_(
+                    ConversationRow.updated_at < updated_at,
+                    and_(
+                        ConversationRow.updated_at == updated_at,
+                        ConversationRow.id < conversation_id,
+                    ),
+                )
+            )
+        async with transaction(self._sessions) as db:
+            rows = (await db.scalars(query.limit(limit))).all()
+            return [_record(row) for row in rows]
+
+    async def rename(self, conversation_id: str, title: str | None) -> ConversationRecord:
+        """Set the title (``None`` clears it) and bump ``updated_at``."""
+        return await self._update(conversation_id, title=title, updated_at=utc_now())
+
+    async def touch(self, conversation_id: str) -> ConversationRecord:
+        """Bump ``updated_at`` to now (the conversation moves to the top of the list)."""
+        return await self._update(conversation_id, updated_at=utc_now())
+
+    async def set_trace_id(self, conversation_id: str, trace_id: str | None) -> ConversationRecord:
+        """Record the trace id of the conversation's latest turn."""
+        return await self._update(conversation_id, trace_id=trace_id)
+
+    async def delete(self, conversation_id: str) -> None:
+        """Delete the conversation and every message in it."""
+        async with transaction(self._sessions) as db:
+            result = await db.execute(
+                delete(ConversationRow)
+                .where(ConversationRow.id == conversation_id)
+                .returning(ConversationRow.id)
+            )
+            if result.first() is None:
+                raise UnknownConversationError(conversation_id)
+
+    async def _update(self, conversation_id: str, **values: Any) -> ConversationRecord:
+        async with transaction(self._sessions) as db:
+            row = await db.scalar(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id)
+                .values(**values)
+                .returning(ConversationRow)
+            )
+            if row is None:
+                raise UnknownConversationError(conversation_id)
+            return _record(row)

@@ -1,0 +1,159 @@
+"""Open Drupe's database: engine, connection settings, migrations, and the stores.
+
+``open_database`` is the only way in. It normalises the URL (SQLite file in the user data dir by
+default; ``postgresql://`` and ``postgres://`` become ``postgresql+asyncpg://``), sets the SQLite
+pragmas on every new connection (WAL, ``foreign_keys=ON``, ``busy_timeout``,
+``synchronous=NORMAL``), migrates the schema to head, and yields a ``Database`` whose stores are
+the only code that issues SQL. The engine is disposed when the block exits, even on error or
+cancellation. ``upgrade`` is the same migration step without the rest (``drupe db upgrade``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Final
+
+import orjson
+import platformdirs
+from sqlalchemy import event
+from sqlalchemy.engine import make_url
+from sqlalchemy.exc import ArgumentError
+from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
+from sqlalchemy.pool import ConnectionPoolEntry
+
+from drupe.errors import ConfigError
+from drupe.persistence import migrate
+from drupe.persistence.api_keys import ApiKeyStore
+from drupe.persistence.conversations import ConversationStore
+from drupe.persistence.messages import MessageStore
+from drupe.persistence.transaction import Sessions
+
+__all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
+
+DEFAULT_FILENAME: Final = "drupe.db"
+SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
+_SQLITE_PRAGMAS: Final = (
+    "PRAGMA journal_mode=WAL",
+    "PRAGMA foreign_keys=ON",
+    f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
+    "PRAGMA synchronous=NORMAL",
+)
+_POSTGRES_ALIASES: Final = ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Database:
+    """An open database: its engine, a DB-session factory, and the stores over them."""
+
+    engine: AsyncEngine
+    sessions: Sessions
+    conversations: ConversationStore
+    messages: MessageStore
+    api_keys: ApiKeyStore
+
+    @property
+    def dialect(self) -> str:
+        """``"sqlite"`` or ``"postgresql"``."""
+        return self.engine.dialect.name
+
+
+def database_url(url: str | None = None, *, data_dir: Path | None = None) -> str:
+    """Return the async SQLAlchemy URL Drupe connects to.
+
+    ``None`` means the SQLite file ``drupe.db`` in ``data_dir`` (default: the per-user data
+    directory, created if missing). Raises ``ConfigError`` for an unsupported URL.
+    """
+    if url is None:
+        directory = data_dir if data_dir is not None else Path(platformdirs.user_data_dir("drupe"))
+        directory.mkdir(parents=True, exist_ok=True)
+        return f"sqlite+aiosqlite:///{directory / DEFAULT_FILENAME}"
+    try:
+        parsed = make_url(url)
+    except ArgumentError as err:
+        raise ConfigError(f"malformed database URL: {err}") from None
+    if parsed.drivername in _POSTGRES_ALIASES:
+        parsed = parsed.set(drivername="postgresql+asyncpg")
+    elif parsed.drivername == "sqlite":
+        parsed = parsed.set(drivername="sqlite+aiosqlite")
+    if parsed.drivername not in ("postgresql+asyncpg", "sqlite+aiosqlite"):
+        raise ConfigError(
+            f"unsupported database driver {parsed.drivername!r}: use a sqlite:// or "
+            "postgresql:// URL"
+        )
+    return parsed.render_as_string(hide_password=False)
+
+
+def _dumps(value: Any) -> str:
+    return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
+
+
+def _create_engine(url: str, connect_args: Mapping[str, Any] | None) -> AsyncEngine:
+    engine = create_async_engine(
+        url,
+        json_serializer=_dumps,
+        json_deserializer=orjson.loads,
+        connect_args=dict(connect_args or {}),
+        pool_pre_ping=not url.startswith("sqlite"),
+    )
+    if engine.dialect.name == "sqlite":
+        event.listen(engine.sync_engine, "connect", _set_sqlite_pragmas)
+    return engine
+
+
+def _set_sqlite_pragmas(dbapi_connection: Any, _record: ConnectionPoolEntry) -> None:
+    cursor = dbapi_connection.cursor()
+    try:
+        for pragma in _SQLITE_PRAGMAS:
+            cursor.execute(pragma)
+    finally:
+        cursor.close()
+
+
+@asynccontextmanager
+async def open_database(
+    url: str | None = None,
+    *,
+    data_dir: Path | None = None,
+    connect_args: Mapping[str, Any] | None = None,
+    migrate_schema: bool = True,
+) -> AsyncIterator[Database]:
+    """Open the database, migrate it to head, and yield the ``Database``.
+
+    ``connect_args`` go to the driver (for example asyncpg's ``server_settings`` to pick a
+    schema through ``search_path``). ``migrate_schema=False`` skips the migration step, for
+    tools that inspect a database without changing it.
+    """
+    engine = _create_engine(database_url(url, data_dir=data_dir), connect_args)
+    try:
+        if migrate_schema:
+            async with engine.begin() as conn:
+                await conn.run_sync(migrate.upgrade)
+        sessions = async_sessionmaker(engine, expire_on_commit=False)
+        yield Database(
+            engine=engine,
+            sessions=sessions,
+            conversations=ConversationStore(sessions),
+            messages=MessageStore(sessions, dialect=engine.dialect.name),
+            api_keys=ApiKeyStore(sessions),
+        )
+    finally:
+        await engine.dispose()
+
+
+async def upgrade(
+    url: str | None = None,
+    *,
+    data_dir: Path | None = None,
+    connect_args: Mapping[str, Any] | None = None,
+) -> str:
+    """Migrate the database to head and return the revision it is now at."""
+    async with (
+        open_database(url, data_dir=data_dir, connect_args=connect_args) as database,
+        database.engine.connect() as conn,
+    ):
+        revision = await conn.run_sync(migrate.current_revision)
+    assert revision is not None, "a migrated database has a revision"
+    return revision

@@ -1,0 +1,396 @@
+"""``MessageStore``: the message tree of every conversation, and its lifecycle writes.
+
+The only code that issues SQL against ``messages``. It owns:
+
+* turn admission writes: ``create_turn`` stores the user row (``success``) and one ``pending``
+  assistant placeholder per model in ONE transaction, or nothing at all;
+* terminal writes: ``finalize_assistant``, ``mark_error``, and ``set_pending`` (an approval
+  continuation reopens a row);
+* boot reconciliation (``reconcile_pending``, see ``drupe.persistence.reconcile``);
+* reads: a row, a conversation's rows, the newest row, and the root-to-message path (a recursive
+  CTE that runs on SQLite and PostgreSQL).
+
+Every public call is one transaction. Bad input raises a ``ValidationError`` subclass and writes
+nothing; a database failure raises ``PersistenceError``. Nothing here decides what a turn means:
+the context providers and the persistence listener do.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, cast
+
+from sqlalchemy import Integer, delete, literal_column, select, update
+from sqlalchemy.exc import IntegrityError
+from sqlalchemy.ext.asyncio import AsyncSession
+
+from drupe.errors import (
+    DuplicateModelError,
+    PersistenceError,
+    UnknownConversationError,
+    ValidationError,
+)
+from drupe.persistence.clock import utc_now
+from drupe.persistence.reconcile import reconcile_statement
+from drupe.persistence.records import (
+    MessageRecord,
+    MessageRole,
+    MessageStatus,
+    NewMessage,
+    NewPlaceholder,
+    TerminalStatus,
+)
+from drupe.persistence.tables import ConversationRow, MessageRow
+from drupe.persistence.transaction import Sessions, transaction
+
+__all__ = ["MessageStore"]
+
+_MAX_DEPTH = 100_000
+_TERMINAL_STATUSES: frozenset[str] = frozenset(("success", "paused", "error"))
+
+
+def _record(row: MessageRow) -> MessageRecord:
+    return MessageRecord(
+        id=row.id,
+        conversation_id=row.conversation_id,
+        parent_id=row.parent_id,
+        role=cast(MessageRole, row.role),  # the CHECK constraint admits only MessageRole values
+        parts=list(row.parts),
+        status=cast(MessageStatus, row.status),  # likewise guarded by a CHECK constraint
+        model_id=row.model_id,
+        siblings_group_id=row.siblings_group_id,
+        stats=row.stats,
+        metadata=row.meta,
+        created_at=row.created_at,
+        updated_at=row.updated_at,
+    )
+
+
+def _check_placeholders(placeholders: Sequence[NewPlaceholder]) -> None:
+    models: set[str] = set()
+    ids: set[str] = set()
+    for placeholder in placeholders:
+        if placeholder.message_id in ids:
+            raise ValidationError(f"message id {placeholder.message_id!r} is given more than once")
+        ids.add(placeholder.message_id)
+        if placeholder.model_id is not None:
+            if placeholder.model_id in models:
+                raise DuplicateModelError(placeholder.model_id)
+            models.add(placeholder.model_id)
+
+
+class MessageStore:
+    """Messages in one database. Safe to share between tasks."""
+
+    def __init__(self, sessions: Sessions, *, dialect: str) -> None:
+        self._sessions = sessions
+        self.dialect = dialect
+        """``"sqlite"`` or ``"postgresql"``: the backends report it as their ``kind``."""
+
+    # -- admission writes ------------------------------------------------------------------
+
+    async def create_turn(
+        self,
+        conversation_id: str,
+        *,
+        user_message: NewMessage | None,
+        parent_id: str | None,
+        placeholders: Sequence[NewPlaceholder],
+        siblings_group_id: int | None = None,
+    ) -> None:
+        """Store a turn's rows in one transaction: all of them, or none.
+
+        ``parent_id`` is the parent of the first new row: of the user row when ``user_message``
+        is given, else (a regenerate that reuses an existing user row) of every placeholder,
+        and then it is required. Placeholders hang under the user row otherwise. Raises
+        ``UnknownConversationError``, ``DuplicateModelError`` or ``ValidationError`` (unknown
+        parent, duplicate ids) and stores nothing.
+        """
+        if user_message is None and parent_id is None:
+            raise ValidationError("a turn without a user message needs parent_id (regenerate)")
+        if user_message is None and not placeholders:
+            raise ValidationError("a turn needs a user message or at least one placeholder")
+        _check_placeholders(placeholders)
+        if user_message is not None and any(p.message_id == user_message.id for p in placeholders):
+            raise ValidationError(f"message id {user_message.id!r} is given more than once")
+        rows: list[MessageRow] = []
+        placeholder_parent = parent_id
+        if user_message is not None:
+            rows.append(self._complete_row(conversation_id, user_message, parent_id))
+            placeholder_parent = user_message.id
+        rows.extend(
+            self._placeholder_row(
+                conversation_id,
+                message_id=placeholder.message_id,
+                parent_id=placeholder_parent,
+                model_id=placeholder.model_id,
+                siblings_group_id=siblings_group_id,
+                metadata=placeholder.metadata,
+            )
+            for placeholder in placeholders
+        )
+        await self._insert(conversation_id, parent_id, rows)
+
+    async def create_user_message(
+        self, conversation_id: str, *, message: NewMessage, parent_id: str | None
+    ) -> MessageRecord:
+        """Store one complete message alone (a steer row); status ``success``."""
+        row = self._complete_row(conversation_id, message, parent_id)
+        await self._insert(conversation_id, parent_id, [row])
+        return _record(row)
+
+    async def create_placeholder(
+        self,
+        conversation_id: str,
+        *,
+        message_id: str,
+        parent_id: str | None,
+        model_id: str | None,
+        siblings_group_id: int | None = None,
+    ) -> MessageRecord:
+        """Store one ``pending`` assistant row (e.g. the answer to a steer)."""
+        row = self._placeholder_row(
+            conversation_id,
+            message_id=message_id,
+            parent_id=parent_id,
+            model_id=model_id,
+            siblings_group_id=siblings_group_id,
+            metadata=None,
+        )
+        await self._insert(conversation_id, parent_id, [row])
+        return _record(row)
+
+    async def next_siblings_group_id(self, conversation_id: str) -> int:
+        """Return a new sibling group id; strictly increasing per conversation, never reused."""
+        async with transaction(self._sessions) as db:
+            value = await db.scalar(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id)
+                .values(siblings_group_seq=ConversationRow.siblings_group_seq + 1)
+                .returning(ConversationRow.siblings_group_seq)
+            )
+            if value is None:
+                raise UnknownConversationError(conversation_id)
+            return int(value)
+
+    # -- terminal writes -------------------------------------------------------------------
+
+    async def finalize_assistant(
+        self,
+        message_id: str,
+        *,
+        parts: Sequence[Mapping[str, Any]],
+        status: TerminalStatus,
+        metadata: Mapping[str, Any] | None = None,
+        stats: Mapping[str, Any] | None = None,
+        model_id: str | None = None,
+    ) -> None:
+        """Write the final parts and status of a row; ``None`` keeps the stored value.
+
+        Raises ``PersistenceError`` when the row does not exist (nothing to finalize).
+        """
+        if status not in _TERMINAL_STATUSES:
+            raise ValidationError(f"{status!r} is not a terminal status")
+        values: dict[str, Any] = {
+            "parts": [dict(part) for part in parts],
+            "status": status,
+            "updated_at": utc_now(),
+        }
+        if metadata is not None:
+            values["meta"] = dict(metadata)
+        if stats is not None:
+            values["stats"] = dict(stats)
+        if model_id is not None:
+            values["model_id"] = model_id
+        await self._update_existing(message_id, values)
+
+    async def set_pending(self, message_id: str, *, parts: Sequence[Mapping[str, Any]]) -> None:
+        """Reopen a row as ``pending`` with these parts (an approval continuation resumes it)."""
+        values = {"parts": [dict(part) for part in parts], "status": "pending"}
+        await self._update_existing(message_id, {**values, "updated_at": utc_now()})
+
+    async def mark_error(self, message_id: str) -> bool:
+        """Move a ``pending`` row to ``error``; return whether a row changed.
+
+        Best-effort path after a failed terminal write: a row that already settled is never
+        demoted, and a missing row is not an error.
+        """
+        async with transaction(self._sessions) as db:
+            changed = await db.scalar(
+                update(MessageRow)
+                .where(MessageRow.id == message_id, MessageRow.status == "pending")
+                .values(status="error", updated_at=utc_now())
+                .returning(MessageRow.id)
+            )
+            return changed is not None
+
+    async def reconcile_pending(self) -> int:
+        """Turn every ``pending`` assistant row into ``error``; return how many changed."""
+        async with transaction(self._sessions) as db:
+            conn = await db.connection()
+            result = await conn.execute(reconcile_statement(self.dialect, utc_now()))
+            return result.rowcount
+
+    async def delete(self, message_ids: Iterable[str]) -> int:
+        """Delete these rows and (``ON DELETE CASCADE``) their descendants; return the count
+        of the rows named that existed."""
+        ids = list(dict.fromkeys(message_ids))
+        if not ids:
+            return 0
+        async with transaction(self._sessions) as db:
+            deleted = await db.scalars(
+                delete(MessageRow).where(MessageRow.id.in_(ids)).returning(MessageRow.id)
+            )
+            return len(deleted.all())
+
+    # -- reads -----------------------------------------------------------------------------
+
+    async def get(self, message_id: str) -> MessageRecord | None:
+        """Return the row, or ``None``."""
+        async with transaction(self._sessions) as db:
+            row = await db.get(MessageRow, message_id)
+            return None if row is None else _record(row)
+
+    async def path_to(self, message_id: str) -> list[MessageRecord]:
+        """Return the rows from the root of the tree down to ``message_id`` (inclusive).
+
+        Raises ``ValidationError`` when the message does not exist.
+        """
+        path = (
+            select(MessageRow.id, MessageRow.parent_id, literal_column("0", Integer).label("depth"))
+            .where(MessageRow.id == message_id)
+            .cte("path", recursive=True)
+        )
+        parent = select(MessageRow.id, MessageRow.parent_id, (path.c.depth + 1).label("depth"))
+        parent = parent.join(path, MessageRow.id == path.c.parent_id).where(
+            path.c.depth < _MAX_DEPTH
+        )
+        path = path.union_all(parent)
+        query = (
+            select(MessageRow).join(path, MessageRow.id == path.c.id).order_by(path.c.depth.desc())
+        )
+        async with transaction(self._sessions) as db:
+            rows = (await db.scalars(query)).all()
+        if not rows:
+            raise ValidationError(f"unknown message {message_id!r}")
+        return [_record(row) for row in rows]
+
+    async def list_for_conversation(self, conversation_id: str) -> list[MessageRecord]:
+        """Return every row of the conversation, oldest first."""
+        query = (
+            select(MessageRow)
+            .where(MessageRow.conversation_id == conversation_id)
+            .order_by(MessageRow.created_at, MessageRow.id)
+        )
+        async with transaction(self._sessions) as db:
+            rows = (await db.scalars(query)).all()
+            if not rows and await db.get(ConversationRow, conversation_id) is None:
+                raise UnknownConversationError(conversation_id)
+            return [_record(row) for row in rows]
+
+    async def latest_leaf(self, conversation_id: str) -> MessageRecord | None:
+        """Return the newest row of the conversation (``None`` when it has none)."""
+        query = (
+            select(MessageRow)
+            .where(MessageRow.conversation_id == conversation_id)
+            .order_by(MessageRow.created_at.desc(), MessageRow.id.desc())
+            .limit(1)
+        )
+        async with transaction(self._sessions) as db:
+            row = await db.scalar(query)
+            if row is None and await db.get(ConversationRow, conversation_id) is None:
+                raise UnknownConversationError(conversation_id)
+            return None if row is None else _record(row)
+
+    # -- internals -------------------------------------------------------------------------
+
+    @staticmethod
+    def _complete_row(
+        conversation_id: str, message: NewMessage, parent_id: str | None
+    ) -> MessageRow:
+        now = utc_now()
+        return MessageRow(
+            id=message.id,
+            conversation_id=conversation_id,
+            parent_id=parent_id,
+            role=message.role,
+            parts=[dict(part) for part in message.parts],
+            status="success",
+            model_id=None,
+            siblings_group_id=None,
+            stats=None,
+            meta=None if message.metadata is None else dict(message.metadata),
+            created_at=now,
+            updated_at=now,
+        )
+
+    @staticmethod
+    def _placeholder_row(
+        conversation_id: str,
+        *,
+        message_id: str,
+        parent_id: str | None,
+        model_id: str | None,
+        siblings_group_id: int | None,
+        metadata: Mapping[str, Any] | None,
+    ) -> MessageRow:
+        now = utc_now()
+        return MessageRow(
+            id=message_id,
+            conversation_id=conversation_id,
+            parent_id=parent_id,
+            role="assistant",
+            parts=[],
+            status="pending",
+            model_id=model_id,
+            siblings_group_id=siblings_group_id,
+            stats=None,
+            meta=None if metadata is None else dict(metadata),
+            created_at=now,
+            updated_at=now,
+        )
+
+    async def _insert(
+        self, conversation_id: str, parent_id: str | None, rows: Sequence[MessageRow]
+    ) -> None:
+        try:
+            async with transaction(self._sessions) as db:
+                # Write first: on SQLite this takes the write lock before any read, so a
+                # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
+                touched = await db.scalar(
+                    update(ConversationRow)
+                    .where(ConversationRow.id == conversation_id)
+                    .values(updated_at=utc_now())
+                    .returning(ConversationRow.id)
+                )
+                if touched is None:
+                    raise UnknownConversationError(conversation_id)
+                if parent_id is not None:
+                    await self._check_parent(db, conversation_id, parent_id)
+                db.add_all(rows)
+                await db.flush()
+        except PersistenceError as err:
+            if isinstance(err.__cause__, IntegrityError):
+                raise ValidationError(f"rejected by the database: {err.__cause__.orig}") from err
+            raise
+
+    @staticmethod
+    async def _check_parent(db: AsyncSession, conversation_id: str, parent_id: str) -> None:
+        owner = await db.scalar(
+            select(MessageRow.conversation_id).where(MessageRow.id == parent_id)
+        )
+        if owner != conversation_id:
+            raise ValidationError(
+                f"parent message {parent_id!r} is not in conversation {conversation_id!r}"
+            )
+
+    async def _update_existing(self, message_id: str, values: Mapping[str, Any]) -> None:
+        async with transaction(self._sessions) as db:
+            changed = await db.scalar(
+                update(MessageRow)
+                .where(MessageRow.id == message_id)
+                .values(**values)
+                .returning(MessageRow.id)
+            )
+            if changed is None:
+                raise PersistenceError(f"message {message_id!r} does not exist")

@@ -1,0 +1,69 @@
+"""Boot reconciliation: every ``pending`` assistant row left by a crash becomes ``error``.
+
+Runs once at boot, before the first admission can write a new placeholder (invariant 3). It is
+one set-based ``UPDATE`` per dialect, so its cost grows with the number of pending rows (found
+through the partial index ``ix_messages_pending``), not with the size of the table. Each
+reconciled row keeps its parts, loses any ``data-error`` part it had, and gains exactly one:
+``{"type": "data-error", "data": {"name": "ServerRestart", "message": ...}}``.
+
+The SQL is written out per dialect on purpose: the JSON functions differ (``json_each`` /
+``json_insert`` on SQLite, ``jsonb_array_elements`` / ``||`` on PostgreSQL), and the literal
+``status = 'pending'`` is what lets both planners use the partial index.
+"""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any, Final
+
+import orjson
+from sqlalchemy import String, TextClause, bindparam, text
+from sqlalchemy.dialects.postgresql import JSONB
+
+from drupe.errors import PersistenceError
+from drupe.persistence.tables import UtcDateTime
+
+__all__ = ["RESTART_ERROR", "RESTART_ERROR_PART", "reconcile_statement"]
+
+RESTART_ERROR: Final[dict[str, Any]] = {
+    "name": "ServerRestart",
+    "message": "The server stopped before this answer finished.",
+}
+RESTART_ERROR_PART: Final[dict[str, Any]] = {"type": "data-error", "data": RESTART_ERROR}
+
+_SQLITE: Final = """
+UPDATE messages
+SET status = 'error',
+    updated_at = :now,
+    parts = json_insert(
+        (SELECT json_group_array(json(part.value))
+           FROM json_each(messages.parts) AS part
+          WHERE json_extract(part.value, '$.type') IS NOT 'data-error'),
+        '$[#]', json(:part))
+WHERE status = 'pending' AND role = 'assistant'
+"""
+
+_POSTGRESQL: Final = """
+UPDATE messages
+SET status = 'error',
+    updated_at = :now,
+    parts = COALESCE(
+        (SELECT jsonb_agg(part.value ORDER BY part.ordinality)
+           FROM jsonb_array_elements(messages.parts) WITH ORDINALITY AS part(value, ordinality)
+          WHERE part.value ->> 'type' IS DISTINCT FROM 'data-error'),
+        '[]'::jsonb) || jsonb_build_array(:part)
+WHERE status = 'pending' AND role = 'assistant'
+"""
+
+
+def reconcile_statement(dialect: str, now: datetime) -> TextClause:
+    """Return the reconcile ``UPDATE`` for ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
+    stamp = bindparam("now", now, type_=UtcDateTime())
+    if dialect == "sqlite":
+        part = bindparam("part", orjson.dumps(RESTART_ERROR_PART).decode(), type_=String())
+        return text(_SQLITE).bindparams(stamp, part)
+    if dialect == "postgresql":
+        return text(_POSTGRESQL).bindparams(
+            stamp, bindparam("part", RESTART_ERROR_PART, type_=JSONB())
+        )
+    raise PersistenceError(f"no reconcile statement for dialect {dialect!r}")

@@ -1,0 +1,105 @@
+"""The values the stores accept and return: frozen dataclasses, never ORM objects.
+
+Callers outside ``drupe.persistence`` only ever see these records, so no lazy loading, session or
+SQL leaks out of the package. ``parts``, ``stats`` and ``metadata`` are the JSON documents as
+stored (``parts`` is the AI SDK UIMessage ``parts`` list).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any, Literal
+
+__all__ = [
+    "ApiKeyRecord",
+    "ConversationRecord",
+    "MessageRecord",
+    "MessageRole",
+    "MessageStatus",
+    "NewMessage",
+    "NewPlaceholder",
+    "TerminalStatus",
+]
+
+MessageRole = Literal["user", "assistant", "system"]
+MessageStatus = Literal["pending", "success", "paused", "error"]
+TerminalStatus = Literal["success", "paused", "error"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationRecord:
+    """A stored conversation. ``cursor`` feeds ``ConversationStore.list(before=...)``."""
+
+    id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    trace_id: str | None
+    metadata: Mapping[str, Any]
+
+    @property
+    def cursor(self) -> str:
+        """An opaque keyset cursor: list conversations updated before this one."""
+        return f"{self.updated_at.isoformat()}|{self.id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class MessageRecord:
+    """A stored message, one node of its conversation's tree."""
+
+    id: str
+    conversation_id: str
+    parent_id: str | None
+    role: MessageRole
+    parts: list[dict[str, Any]]
+    status: MessageStatus
+    model_id: str | None
+    siblings_group_id: int | None
+    stats: Mapping[str, Any] | None
+    metadata: Mapping[str, Any] | None
+    created_at: datetime
+    updated_at: datetime
+
+    def as_ui_message(self) -> dict[str, Any]:
+        """Return the AI SDK UIMessage JSON (``{id, role, parts, metadata?}``) of this row."""
+        message: dict[str, Any] = {"id": self.id, "role": self.role, "parts": self.parts}
+        if self.metadata is not None:
+            message["metadata"] = dict(self.metadata)
+        return message
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKeyRecord:
+    """A stored API key. The plaintext key is never part of a record."""
+
+    id: str
+    name: str
+    prefix: str
+    created_at: datetime
+    last_used_at: datetime | None
+    revoked_at: datetime | None
+
+    @property
+    def is_revoked(self) -> bool:
+        return self.revoked_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewMessage:
+    """A message to write as complete (status ``success``): a user, system or steer row."""
+
+    id: str
+    parts: Sequence[Mapping[str, Any]]
+    role: MessageRole = "user"
+    metadata: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NewPlaceholder:
+    """A ``pending`` assistant row to write before a model starts answering."""
+
+    message_id: str
+    model_id: str | None
+    metadata: Mapping[str, Any] | None = field(default=None)

@@ -1,0 +1,160 @@
+"""The SQL schema of Drupe, as typed SQLAlchemy 2 ORM classes.
+
+Owns the table, column, constraint and index definitions, and the two column types the schema
+needs on both dialects: ``UtcDateTime`` (timezone-aware UTC in, timezone-aware UTC out, even on
+SQLite, which stores no offset) and ``JsonValue`` (``JSON`` on SQLite, ``JSONB`` on PostgreSQL).
+
+The Alembic migrations under ``migrations/versions`` are the source of truth for the deployed
+schema; a test checks that the metadata here and the migrated database agree. This module issues
+no SQL: only the stores do.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any, Final
+
+from sqlalchemy import (
+    CheckConstraint,
+    Dialect,
+    ForeignKey,
+    Index,
+    Integer,
+    MetaData,
+    String,
+    Text,
+    text,
+)
+from sqlalchemy.dialects.postgresql import JSONB
+from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+from sqlalchemy.types import JSON, DateTime, TypeDecorator, TypeEngine
+
+__all__ = [
+    "MESSAGE_ROLES",
+    "MESSAGE_STATUSES",
+    "ApiKeyRow",
+    "Base",
+    "ConversationRow",
+    "JsonValue",
+    "MessageRow",
+    "UtcDateTime",
+]
+
+MESSAGE_ROLES: Final = ("user", "assistant", "system")
+MESSAGE_STATUSES: Final = ("pending", "success", "paused", "error")
+
+_NAMING = {
+    "ix": "ix_%(table_name)s_%(column_0_N_name)s",
+    "uq": "uq_%(table_name)s_%(column_0_N_name)s",
+    "ck": "ck_%(table_name)s_%(constraint_name)s",
+    "fk": "fk_%(table_name)s_%(column_0_name)s_%(referred_table_name)s",
+    "pk": "pk_%(table_name)s",
+}
+
+
+class UtcDateTime(TypeDecorator[datetime]):
+    """A timestamp that is always timezone-aware UTC in Python.
+
+    Naive datetimes are rejected on the way in (they are a bug, not a convention). SQLite keeps
+    no offset, so values are normalised to UTC before storage and tagged UTC on the way out.
+    """
+
+    impl = DateTime(timezone=True)
+    cache_ok = True
+
+    def process_bind_param(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        if value.tzinfo is None:
+            raise ValueError(f"naive datetime {value!r}: Drupe stores timezone-aware UTC only")
+        value = value.astimezone(UTC)
+        return value.replace(tzinfo=None) if dialect.name == "sqlite" else value
+
+    def process_result_value(self, value: datetime | None, dialect: Dialect) -> datetime | None:
+        if value is None:
+            return None
+        return value.replace(tzinfo=UTC) if value.tzinfo is None else value.astimezone(UTC)
+
+
+class JsonValue(TypeDecorator[Any]):
+    """A JSON document: ``JSON`` on SQLite, ``JSONB`` on PostgreSQL."""
+
+    impl = JSON
+    cache_ok = True
+
+    def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
+        if dialect.name == "postgresql":
+            return dialect.type_descriptor(JSONB())
+        return dialect.type_descriptor(JSON())
+
+
+class Base(DeclarativeBase):
+    """Declarative base holding Drupe's metadata (with deterministic constraint names)."""
+
+    metadata = MetaData(naming_convention=_NAMING)
+
+
+class ConversationRow(Base):
+    """One conversation: the address of a stream and the root of a message tree."""
+
+    __tablename__ = "conversations"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    title: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    trace_id: Mapped[str | None] = mapped_column(String(64))
+    siblings_group_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
+    meta: Mapped[dict[str, Any]] = mapped_column("metadata", JsonValue, default=dict)
+
+    __table_args__ = (Index(None, "updated_at", "id"),)
+
+
+class MessageRow(Base):
+    """One message, a node of the conversation's tree (``parent_id`` points to its parent)."""
+
+    __tablename__ = "messages"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(
+        String(255), ForeignKey("conversations.id", ondelete="CASCADE")
+    )
+    parent_id: Mapped[str | None] = mapped_column(
+        String(255), ForeignKey("messages.id", ondelete="CASCADE")
+    )
+    role: Mapped[str] = mapped_column(String(16))
+    parts: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
+    status: Mapped[str] = mapped_column(String(16))
+    model_id: Mapped[str | None] = mapped_column(String(255))
+    siblings_group_id: Mapped[int | None] = mapped_column(Integer)
+    stats: Mapped[dict[str, Any] | None] = mapped_column(JsonValue)
+    meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JsonValue)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint("role IN ('user', 'assistant', 'system')", name="role"),
+        CheckConstraint("status IN ('pending', 'success', 'paused', 'error')", name="status"),
+        Index(None, "conversation_id", "created_at"),
+        Index(None, "parent_id"),
+        Index(
+            "ix_messages_pending",
+            "conversation_id",
+            sqlite_where=text("status = 'pending'"),
+            postgresql_where=text("status = 'pending'"),
+        ),
+    )
+
+
+class ApiKeyRow(Base):
+    """One gateway API key; only the SHA-256 of the key is stored."""
+
+    __tablename__ = "api_keys"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    prefix: Mapped[str] = mapped_column(String(32), index=True)
+    key_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
