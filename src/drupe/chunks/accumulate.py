@@ -1,0 +1,650 @@
+"""Fold UI message stream chunks into a UI message: a port of the AI SDK's ``readUIMessageStream``.
+
+Owns: ``Accumulator`` and ``accumulate``, which reproduce ``processUIMessageStream``
+(``ai@6.0.326``, ``src/ui/process-ui-message-stream.ts``) as driven by ``readUIMessageStream``
+(``resetStateOnMessageIdChange``): the message equals, as JSON, the last snapshot the SDK yields
+for the same chunks and seed. Tested against the real package under Node
+(``tests/chunks/test_node_crosscheck.py``).
+
+Faithful details worth knowing:
+
+- a seed that is not an ``assistant`` message is replaced by an empty one with its id; a
+  ``start`` whose ``messageId`` differs from the current id starts a fresh message;
+- the SDK yields a snapshot on every chunk that changes the message except ``start-step``, so
+  ``step-start`` parts pushed after the last yielded snapshot are left out of ``snapshot()``;
+- ``error``, ``abort`` and ``finish-step`` do not change the message (``finish-step`` closes the
+  open text and reasoning ids); ``finish`` only merges metadata;
+- where the SDK throws (a delta or end without its start, a tool chunk for an unknown tool call,
+  metadata that cannot be merged) ``push`` raises ``AccumulateError`` and changes nothing.
+
+Must never: mutate a chunk or the seed, or do work beyond the size of the chunk in ``push``:
+text and tool-input deltas are buffered, and joined (tool input: parsed) only when a snapshot is
+taken or another chunk touches the part.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any, Final, NoReturn
+
+from drupe.chunks.metadata import MetadataMergeError, merge_objects
+from drupe.chunks.partial_json import UNDEFINED, parse_partial_json
+from drupe.chunks.types import Chunk, UIMessage, UIPart
+
+__all__ = ["AccumulateError", "Accumulator", "accumulate", "clone_json"]
+
+_RESULT_STATES: Final = frozenset(("output-available", "output-error"))
+_TOOL_CHUNK_TYPES: Final = frozenset(
+    (
+        "tool-input-start",
+        "tool-input-available",
+        "tool-input-error",
+        "tool-approval-request",
+        "tool-output-denied",
+        "tool-output-available",
+        "tool-output-error",
+    )
+)
+
+
+class AccumulateError(ValueError):
+    """The chunk sequence is one the AI SDK rejects (its ``UIMessageStreamError``)."""
+
+
+def clone_json(value: Any) -> Any:
+    """Deep copy of a JSON-like value (dicts and lists are copied, everything else shared)."""
+    if isinstance(value, dict):
+        return {k: clone_json(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [clone_json(v) for v in value]
+    return value
+
+
+def _truthy(value: Any) -> bool:
+    """JavaScript truthiness (empty arrays and objects are truthy)."""
+    if value is UNDEFINED or value is None or value is False or value == "":
+        return False
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return value == value and value != 0
+    return True
+
+
+def _nullish(value: Any) -> bool:
+    return value is UNDEFINED or value is None
+
+
+def _coalesce(value: Any, fallback: Any) -> Any:
+    """JavaScript ``value ?? fallback``."""
+    return fallback if value is UNDEFINED or value is None else value
+
+
+def _assign(target: dict[str, Any], key: str, value: Any) -> None:
+    """``target[key] = value`` where ``UNDEFINED`` removes the key (JSON drops it)."""
+    if value is UNDEFINED:
+        target.pop(key, None)
+    else:
+        target[key] = value
+
+
+def _is_tool_part(part: UIPart) -> bool:
+    part_type = part.get("type")
+    return isinstance(part_type, str) and (
+        part_type.startswith("tool-") or part_type == "dynamic-tool"
+    )
+
+
+def _static_tool_name(part: UIPart) -> str:
+    return str(part["type"]).split("-", 1)[1]
+
+
+class _PartialToolCall:
+    __slots__ = ("dynamic", "input_encoding", "pieces", "title", "tool_metadata", "tool_name")
+
+    def __init__(
+        self,
+        *,
+        text: str,
+        input_encoding: Any,
+        tool_name: Any,
+        dynamic: Any,
+        title: Any,
+        tool_metadata: Any,
+    ) -> None:
+        self.pieces = [text]
+        self.input_encoding = input_encoding
+        self.tool_name = tool_name
+        self.dynamic = dynamic
+        self.title = title
+        self.tool_metadata = tool_metadata
+
+    def text(self) -> str:
+        if len(self.pieces) > 1:
+            self.pieces[:] = ["".join(self.pieces)]
+        return self.pieces[0]
+
+
+class _PendingInput:
+    """A tool part whose ``input``/``rawInput`` still have to be computed from buffered deltas."""
+
+    __slots__ = ("call", "part", "with_raw")
+
+    def __init__(self, part: UIPart, call: _PartialToolCall, with_raw: bool) -> None:
+        self.part = part
+        self.call = call
+        self.with_raw = with_raw
+
+
+class Accumulator:
+    """Incremental ``readUIMessageStream``: ``push`` chunks, take ``snapshot()`` at any time."""
+
+    __slots__ = (
+        "_active_reasoning",
+        "_active_text",
+        "_data_index",
+        "_message",
+        "_parts",
+        "_pending_inputs",
+        "_pending_text",
+        "_step_start",
+        "_tool_calls",
+        "_tool_index",
+        "_unwritten_steps",
+        "aborted",
+        "error_texts",
+        "finish_reason",
+        "written",
+    )
+
+    def __init__(self, seed: UIMessage | None = None) -> None:
+        self.finish_reason: str | None = None
+        """The last ``finish`` chunk's ``finishReason`` (state the SDK keeps beside the message)."""
+        self.error_texts: list[str] = []
+        """``errorText`` of every ``error`` chunk (the SDK hands them to ``onError``)."""
+        self.aborted = False
+        """Whether an ``abort`` chunk was seen (it does not change the message)."""
+        self.written = False
+        """Whether the SDK would have yielded at least one snapshot."""
+        if seed is not None and seed.get("role") == "assistant":
+            message: dict[str, Any] = clone_json(seed)
+            self._load(message)
+        else:
+            seed_id = _coalesce(seed.get("id", UNDEFINED), "") if seed is not None else ""
+            self._load({"id": seed_id, "role": "assistant", "parts": []})
+
+    # --- state --------------------------------------------------------------------------------
+
+    def _load(self, message: dict[str, Any]) -> None:
+        """``createStreamingUIMessageState``: index the parts, reopen streaming tool inputs."""
+        self._message = message
+        self._parts: list[UIPart] = message["parts"]
+        self._active_text: dict[str, UIPart] = {}
+        self._active_reasoning: dict[str, UIPart] = {}
+        self._tool_calls: dict[str, _PartialToolCall] = {}
+        self._tool_index: dict[str, list[int]] = {}
+        self._data_index: dict[tuple[str, str], int] = {}
+        self._pending_text: dict[int, tuple[UIPart, list[str]]] = {}
+        self._pending_inputs: dict[str, _PendingInput] = {}
+        self._unwritten_steps = 0
+        self._step_start = -1
+        for index, part in enumerate(self._parts):
+            self._index_part(index, part)
+        for part in self._parts[self._step_start + 1 :]:
+            if not _is_tool_part(part) or part.get("state") != "input-streaming":
+                continue
+            dynamic = part["type"] == "dynamic-tool"
+            raw = _coalesce(part.get("rawInput", UNDEFINED), "")
+            self._tool_calls[part["toolCallId"]] = _PartialToolCall(
+                text=raw if isinstance(raw, str) else "",
+                input_encoding=part.get("inputEncoding", UNDEFINED),
+                tool_name=part.get("toolName", UNDEFINED) if dynamic else _static_tool_name(part),
+                dynamic=dynamic,
+                title=part.get("title", UNDEFINED),
+                tool_metadata=part.get("toolMetadata", UNDEFINED),
+            )
+
+    def _index_part(self, index: int, part: UIPart) -> None:
+        part_type = part.get("type")
+        if part_type == "step-start":
+            self._step_start = index
+        elif _is_tool_part(part):
+            call_id = part.get("toolCallId")
+            if isinstance(call_id, str):
+                self._tool_index.setdefault(call_id, []).append(index)
+        elif isinstance(part_type, str) and part_type.startswith("data-"):
+            part_id = part.get("id")
+            if isinstance(part_id, str):
+                self._data_index.setdefault((part_type, part_id), index)
+
+    def _push_part(self, part: UIPart) -> None:
+        self._parts.append(part)
+        self._index_part(len(self._parts) - 1, part)
+
+    def _write(self) -> None:
+        self.written = True
+        self._unwritten_steps = 0
+
+    def _find_in_step(self, call_id: str, kind: str) -> UIPart | None:
+        """First tool part of the current step with ``call_id``; kind: static, dynamic, any."""
+        for index in self._tool_index.get(call_id, ()):
+            if index > self._step_start:
+                part = self._parts[index]
+                is_dynamic = part["type"] == "dynamic-tool"
+                if kind == "any" or (kind == "dynamic") == is_dynamic:
+                    return part
+        return None
+
+    def _tool_invocation(self, call_id: str) -> UIPart:
+        part = self._find_in_step(call_id, "any")
+        if part is None:
+            indices = self._tool_index.get(call_id)
+            if not indices:
+                raise AccumulateError(f'No tool invocation found for tool call ID "{call_id}".')
+            part = self._parts[indices[-1]]
+        return part
+
+    # --- lazy text and tool input ---------------------------------------------------------
+
+    def _flush_text(self, part: UIPart) -> None:
+        pending = self._pending_text.pop(id(part), None)
+        if pending is not None:
+            part["text"] = "".join(pending[1])
+
+    def _flush_input(self, call_id: str) -> None:
+        pending = self._pending_inputs.pop(call_id, None)
+        if pending is None:
+            return
+        text = pending.call.text()
+        if pending.call.input_encoding == "text":
+            _assign(pending.part, "input", text)
+        else:
+            _assign(pending.part, "input", parse_partial_json(text))
+        if pending.with_raw:
+            pending.part["rawInput"] = text
+
+    def _flush_all(self) -> None:
+        for part, pieces in self._pending_text.values():
+            part["text"] = "".join(pieces)
+        self._pending_text.clear()
+        for call_id in list(self._pending_inputs):
+            self._flush_input(call_id)
+
+    # --- tool parts (updateToolPart / updateDynamicToolPart) ---------------------------------
+
+    def _update_tool(
+        self, dynamic: bool, options: dict[str, Any], existing: UIPart | None = None
+    ) -> tuple[UIPart, bool]:
+        """Update or create a tool part; returns it and whether it already existed."""
+        call_id = options["toolCallId"]
+        part = existing
+        if part is None:
+            part = self._find_in_step(call_id, "dynamic" if dynamic else "static")
+        state = options["state"]
+        get = options.get
+        metadata = get("providerMetadata", UNDEFINED)
+        metadata_key = (
+            "resultProviderMetadata" if state in _RESULT_STATES else "callProviderMetadata"
+        )
+        if part is not None:
+            part["state"] = state
+            if dynamic:
+                _assign(part, "toolName", options["toolName"])
+            else:
+                part["type"] = f"tool-{options['toolName']}"
+            _assign(part, "input", get("input", UNDEFINED))
+            _assign(part, "output", get("output", UNDEFINED))
+            _assign(part, "errorText", get("errorText", UNDEFINED))
+            _assign(part, "rawInput", get("rawInput", UNDEFINED))
+            encoding = get("inputEncoding", UNDEFINED)
+            if _nullish(encoding):
+                part.pop("inputEncoding", None)
+            else:
+                part["inputEncoding"] = encoding
+            _assign(part, "preliminary", get("preliminary", UNDEFINED))
+            if get("title", UNDEFINED) is not UNDEFINED:
+                part["title"] = options["title"]
+            if get("toolMetadata", UNDEFINED) is not UNDEFINED:
+                part["toolMetadata"] = options["toolMetadata"]
+            executed = _coalesce(
+                get("providerExecuted", UNDEFINED), part.get("providerExecuted", UNDEFINED)
+            )
+            _assign(part, "providerExecuted", executed)
+            if not _nullish(metadata):
+                part[metadata_key] = metadata
+            return part, True
+        part = {"type": "dynamic-tool" if dynamic else f"tool-{options['toolName']}"}
+        if dynamic:
+            _assign(part, "toolName", options["toolName"])
+        part["toolCallId"] = call_id
+        part["state"] = state
+        keys = (
+            ("input", "output", "errorText", "preliminary", "providerExecuted", "title")
+            if dynamic
+            else ("title", "input", "output", "rawInput", "errorText", "providerExecuted")
+        )
+        for key in keys:
+            _assign(part, key, get(key, UNDEFINED))
+        if not dynamic:
+            _assign(part, "preliminary", get("preliminary", UNDEFINED))
+        if get("toolMetadata", UNDEFINED) is not UNDEFINED:
+            part["toolMetadata"] = options["toolMetadata"]
+        if not _nullish(get("inputEncoding", UNDEFINED)):
+            part["inputEncoding"] = options["inputEncoding"]
+        if not _nullish(metadata):
+            part[metadata_key] = metadata
+        self._push_part(part)
+        return part, False
+
+    # --- metadata -------------------------------------------------------------------------------
+
+    def _merged_metadata(self, current: Any, metadata: Any) -> Any:
+        """The new ``metadata`` (``UNDEFINED`` when unchanged); raises before any mutation."""
+        if _nullish(metadata):
+            return UNDEFINED
+        if _nullish(current):
+            return metadata
+        try:
+            return merge_objects(current, metadata)
+        except MetadataMergeError as exc:
+            raise AccumulateError(str(exc)) from None
+
+    def _apply_metadata(self, metadata: Any) -> bool:
+        merged = self._merged_metadata(self._message.get("metadata", UNDEFINED), metadata)
+        if merged is UNDEFINED:
+            return False
+        self._message["metadata"] = merged
+        return True
+
+    # --- the fold -----------------------------------------------------------------------------
+
+    def push(self, chunk: Chunk) -> None:
+        """Apply one chunk. Raises ``AccumulateError`` (changing nothing) where the SDK throws."""
+        chunk_type = chunk["type"]
+        get = chunk.get
+
+        if chunk_type == "text-delta" or chunk_type == "reasoning-delta":
+            active = self._active_text if chunk_type == "text-delta" else self._active_reasoning
+            part = active.get(chunk["id"])
+            if part is None:
+                self._missing_start(chunk_type, chunk["id"])
+            pending = self._pending_text.get(id(part))
+            if pending is None:
+                self._pending_text[id(part)] = (part, [part["text"], chunk["delta"]])
+            else:
+                pending[1].append(chunk["delta"])
+            metadata = get("providerMetadata")
+            if metadata is not None:
+                part["providerMetadata"] = metadata
+            self._write()
+        elif chunk_type == "tool-input-delta":
+            self._tool_input_delta(chunk["toolCallId"], chunk["inputTextDelta"])
+        elif chunk_type == "text-start":
+            part = {"type": "text", "text": ""}
+            _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
+            part["state"] = "streaming"
+            self._active_text[chunk["id"]] = part
+            self._push_part(part)
+            self._write()
+        elif chunk_type == "reasoning-start":
+            part = {"type": "reasoning"}
+            _assign(part, "id", get("id", UNDEFINED))
+            part["text"] = ""
+            _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
+            part["state"] = "streaming"
+            self._active_reasoning[chunk["id"]] = part
+            self._push_part(part)
+            self._write()
+        elif chunk_type == "text-end" or chunk_type == "reasoning-end":
+            active = self._active_text if chunk_type == "text-end" else self._active_reasoning
+            part = active.get(chunk["id"])
+            if part is None:
+                self._missing_start(chunk_type, chunk["id"])
+            self._flush_text(part)
+            part["state"] = "done"
+            metadata = get("providerMetadata")
+            if metadata is not None:
+                part["providerMetadata"] = metadata
+            del active[chunk["id"]]
+            self._write()
+        elif chunk_type == "file":
+            part = {"type": "file"}
+            _assign(part, "mediaType", get("mediaType", UNDEFINED))
+            _assign(part, "url", get("url", UNDEFINED))
+            if get("providerMetadata") is not None:
+                part["providerMetadata"] = chunk["providerMetadata"]
+            self._push_part(part)
+            self._write()
+        elif chunk_type == "source-url" or chunk_type == "source-document":
+            keys = (
+                ("sourceId", "url", "title", "providerMetadata")
+                if chunk_type == "source-url"
+                else ("sourceId", "mediaType", "title", "filename", "providerMetadata")
+            )
+            part = {"type": chunk_type}
+            for key in keys:
+                _assign(part, key, get(key, UNDEFINED))
+            self._push_part(part)
+            self._write()
+        elif chunk_type.startswith("tool-"):
+            self._tool_chunk(chunk_type, chunk)
+        elif chunk_type == "start-step":
+            self._push_part({"type": "step-start"})
+            self._unwritten_steps += 1
+        elif chunk_type == "finish-step":
+            self._active_text = {}
+            self._active_reasoning = {}
+        elif chunk_type == "start":
+            self._start(chunk)
+        elif chunk_type == "finish":
+            reason = get("finishReason")
+            if reason is not None:
+                self.finish_reason = reason
+            if self._apply_metadata(get("messageMetadata", UNDEFINED)):
+                self._write()
+        elif chunk_type == "message-metadata":
+            if self._apply_metadata(get("messageMetadata", UNDEFINED)):
+                self._write()
+        elif chunk_type == "error":
+            self.error_texts.append(str(get("errorText")))
+        elif chunk_type == "abort":
+            self.aborted = True
+        elif chunk_type.startswith("data-"):
+            self._data_chunk(chunk_type, chunk)
+
+    def _missing_start(self, chunk_type: str, part_id: str) -> NoReturn:
+        kind = chunk_type.partition("-")[0]
+        noun = "text part" if kind == "text" else "reasoning part"
+        raise AccumulateError(
+            f'Received {chunk_type} for missing {noun} with ID "{part_id}". '
+            f'Ensure a "{kind}-start" chunk is sent before any "{chunk_type}" chunks.'
+        )
+
+    def _start(self, chunk: Chunk) -> None:
+        message_id = chunk.get("messageId")
+        reset = message_id is not None and message_id != self._message["id"]
+        metadata = chunk.get("messageMetadata", UNDEFINED)
+        current = UNDEFINED if reset else self._message.get("metadata", UNDEFINED)
+        merged = self._merged_metadata(current, metadata)
+        if reset:
+            self.finish_reason = None
+            self._load({"id": message_id, "role": "assistant", "parts": []})
+        if message_id is not None:
+            self._message["id"] = message_id
+        if merged is not UNDEFINED:
+            self._message["metadata"] = merged
+        if reset or message_id is not None or not _nullish(metadata):
+            self._write()
+
+    def _data_chunk(self, chunk_type: str, chunk: Chunk) -> None:
+        if _truthy(chunk.get("transient", UNDEFINED)):
+            return
+        part_id = chunk.get("id")
+        existing: UIPart | None = None
+        if isinstance(part_id, str):
+            index = self._data_index.get((chunk_type, part_id))
+            existing = None if index is None else self._parts[index]
+        elif part_id is not None:
+            existing = next(
+                (
+                    p
+                    for p in self._parts
+                    if p.get("type") == chunk_type
+                    and type(p.get("id")) is type(part_id)
+                    and p.get("id") == part_id
+                ),
+                None,
+            )
+        if existing is not None:
+            _assign(existing, "data", chunk.get("data", UNDEFINED))
+        else:
+            self._push_part(dict(chunk))
+        self._write()
+
+    def _tool_input_delta(self, call_id: str, delta: str) -> None:
+        call = self._tool_calls.get(call_id)
+        if call is None:
+            raise AccumulateError(
+                f'Received tool-input-delta for missing tool call with ID "{call_id}". '
+                'Ensure a "tool-input-start" chunk is sent before any "tool-input-delta" chunks.'
+            )
+        dynamic = _truthy(call.dynamic)
+        target = self._find_in_step(call_id, "dynamic" if dynamic else "static")
+        pending = self._pending_inputs.get(call_id)
+        if pending is not None and pending.part is not target:
+            self._flush_input(call_id)
+        call.pieces.append(delta)
+        options = {
+            "toolCallId": call_id,
+            "toolName": call.tool_name,
+            "state": "input-streaming",
+            "inputEncoding": call.input_encoding,
+            "title": call.title,
+            "toolMetadata": call.tool_metadata,
+        }
+        part, existed = self._update_tool(dynamic, options, target)
+        self._pending_inputs[call_id] = _PendingInput(part, call, existed or not dynamic)
+        self._write()
+
+    def _tool_chunk(self, chunk_type: str, chunk: Chunk) -> None:
+        if chunk_type not in _TOOL_CHUNK_TYPES:
+            return  # not a chunk type of the ai v6 set: the SDK ignores it
+        get = chunk.get
+        call_id = chunk["toolCallId"]
+        self._flush_input(call_id)
+        common = {
+            "toolCallId": call_id,
+            "providerExecuted": get("providerExecuted", UNDEFINED),
+            "providerMetadata": get("providerMetadata", UNDEFINED),
+        }
+        if chunk_type == "tool-input-start":
+            self._tool_calls[call_id] = _PartialToolCall(
+                text="",
+                input_encoding=get("inputEncoding", UNDEFINED),
+                tool_name=chunk["toolName"],
+                dynamic=get("dynamic", UNDEFINED),
+                title=get("title", UNDEFINED),
+                tool_metadata=get("toolMetadata", UNDEFINED),
+            )
+            options = {
+                **common,
+                "toolName": chunk["toolName"],
+                "state": "input-streaming",
+                "inputEncoding": get("inputEncoding", UNDEFINED),
+                "title": get("title", UNDEFINED),
+                "toolMetadata": get("toolMetadata", UNDEFINED),
+            }
+            self._update_tool(_truthy(get("dynamic", UNDEFINED)), options)
+        elif chunk_type == "tool-input-available":
+            options = {
+                **common,
+                "toolName": chunk["toolName"],
+                "state": "input-available",
+                "input": get("input", UNDEFINED),
+                "title": get("title", UNDEFINED),
+                "toolMetadata": get("toolMetadata", UNDEFINED),
+            }
+            self._update_tool(_truthy(get("dynamic", UNDEFINED)), options)
+        elif chunk_type == "tool-input-error":
+            existing = self._find_in_step(call_id, "any")
+            dynamic = (
+                existing["type"] == "dynamic-tool"
+                if existing is not None
+                else _truthy(get("dynamic", UNDEFINED))
+            )
+            options = {
+                **common,
+                "toolName": chunk["toolName"],
+                "state": "output-error",
+                "errorText": get("errorText", UNDEFINED),
+                "toolMetadata": get("toolMetadata", UNDEFINED),
+            }
+            if dynamic:
+                options["input"] = get("input", UNDEFINED)
+            else:
+                options["rawInput"] = get("input", UNDEFINED)
+            self._update_tool(dynamic, options)
+        elif chunk_type == "tool-approval-request":
+            part = self._tool_invocation(call_id)
+            part["state"] = "approval-requested"
+            approval: dict[str, Any] = {}
+            _assign(approval, "id", get("approvalId", UNDEFINED))
+            if get("approvalDescriptor") is not None:
+                approval["descriptor"] = chunk["approvalDescriptor"]
+            if "inputSchemaInput" in chunk:
+                approval["inputSchemaInput"] = chunk["inputSchemaInput"]
+            if get("signature") is not None:
+                approval["signature"] = chunk["signature"]
+            part["approval"] = approval
+        elif chunk_type == "tool-output-denied":
+            self._tool_invocation(call_id)["state"] = "output-denied"
+        elif chunk_type == "tool-output-available" or chunk_type == "tool-output-error":
+            part = self._tool_invocation(call_id)
+            dynamic = part["type"] == "dynamic-tool"
+            options = {
+                **common,
+                "toolName": part.get("toolName", UNDEFINED) if dynamic else _static_tool_name(part),
+                "input": part.get("input", UNDEFINED),
+                "title": part.get("title", UNDEFINED),
+                "toolMetadata": _coalesce(
+                    get("toolMetadata", UNDEFINED), part.get("toolMetadata", UNDEFINED)
+                ),
+            }
+            if chunk_type == "tool-output-available":
+                options["state"] = "output-available"
+                options["output"] = get("output", UNDEFINED)
+                options["preliminary"] = get("preliminary", UNDEFINED)
+            else:
+                options["state"] = "output-error"
+                options["errorText"] = get("errorText", UNDEFINED)
+                if not dynamic:
+                    options["rawInput"] = part.get("rawInput", UNDEFINED)
+            self._update_tool(dynamic, options, part)
+        self._write()
+
+    # --- reading ------------------------------------------------------------------------------
+
+    def snapshot(self) -> UIMessage:
+        """An independent deep copy of the message as the SDK last yielded it."""
+        self._flush_all()
+        message = {k: clone_json(v) for k, v in self._message.items() if k != "parts"}
+        parts = self._parts
+        if self._unwritten_steps:
+            parts = parts[: len(parts) - self._unwritten_steps]
+        message["parts"] = [clone_json(part) for part in parts]
+        return message  # type: ignore[return-value]
+
+    @property
+    def message_id(self) -> str:
+        """The current message id."""
+        return str(self._message["id"])
+
+
+def accumulate(chunks: Iterable[Chunk], *, seed: UIMessage | None = None) -> UIMessage:
+    """Fold ``chunks`` (onto ``seed``, as ``readUIMessageStream({message: seed})``) into a message.
+
+    When no chunk makes the SDK yield a snapshot, the result is the seed (or an empty assistant
+    message with id ``""``) where the SDK would yield nothing.
+    """
+    accumulator = Accumulator(seed)
+    for chunk in chunks:
+        accumulator.push(chunk)
+    return accumulator.snapshot()

@@ -1,0 +1,56 @@
+"""``accumulate`` equals the real AI SDK (``readUIMessageStream`` under Node) on the same chunks."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from chunks.conftest import NodeRunner, load_sequences
+from drupe.chunks.accumulate import AccumulateError, Accumulator, accumulate
+
+pytestmark = pytest.mark.node
+
+SEQUENCES = load_sequences()
+
+
+def _python_result(case: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+    accumulator = Accumulator(case.get("seed"))
+    try:
+        for chunk in case["chunks"]:
+            accumulator.push(chunk)
+    except AccumulateError:
+        return dict(accumulator.snapshot()), True
+    return dict(accumulator.snapshot()), False
+
+
+def test_there_are_at_least_twenty_valid_recorded_sequences() -> None:
+    assert len([c for c in SEQUENCES.values() if not c.get("error")]) >= 20
+
+
+def test_accumulate_equals_read_ui_message_stream_on_recorded_sequences(
+    read_ui_message_stream: NodeRunner,
+) -> None:
+    cases = [{"name": name, **case} for name, case in SEQUENCES.items()]
+    results = read_ui_message_stream(cases)
+    assert [r["name"] for r in results] == list(SEQUENCES)
+    mismatches = []
+    for case, result in zip(cases, results, strict=True):
+        mine, raised = _python_result(case)
+        thrown = [e for e in result["errors"] if e["name"] != "Error" or case.get("error")]
+        assert result["message"] is not None, case["name"]
+        if mine != result["message"]:
+            mismatches.append((case["name"], mine, result["message"]))
+        assert raised == bool(case.get("error")), case["name"]
+        assert bool(thrown) == raised, (case["name"], result["errors"])
+    assert not mismatches, mismatches
+
+
+def test_accumulate_raises_where_the_sdk_throws() -> None:
+    for name, case in SEQUENCES.items():
+        if case.get("error"):
+            with pytest.raises(AccumulateError):
+                accumulate(case["chunks"], seed=case.get("seed"))
+        else:
+            accumulate(case["chunks"], seed=case.get("seed"))
+            assert name
