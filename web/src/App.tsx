@@ -1,0 +1,278 @@
+// Shell: hash routing (#/c/<id>), the conversation list, models and the user's pickers.
+import { useCallback, useEffect, useRef, useState } from "react";
+import {
+  api,
+  type ConversationDetail,
+  type ConversationSummary,
+  errorMessage,
+  isLiveStatus,
+  type ModelList,
+  STRATEGIES,
+  type Strategy,
+} from "./api";
+import { ChatView, EmptyLine } from "./components/ChatView";
+import { Composer } from "./components/Composer";
+import { Sidebar } from "./components/Sidebar";
+import { useStatusPolling, useStatuses } from "./statusStore";
+
+export function parseRoute(hash: string): string | null {
+  const m = /^#\/c\/([^/?#]+)/.exec(hash);
+  if (!m) return null;
+  try {
+    return decodeURIComponent(m[1]);
+  } catch {
+    return m[1];
+  }
+}
+
+function useRoute(): [string | null, (id: string | null) => void] {
+  const [id, setId] = useState(() => parseRoute(window.location.hash));
+  useEffect(() => {
+    const onHash = () => setId(parseRoute(window.location.hash));
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  const go = useCallback((next: string | null) => {
+    window.location.hash = next ? `#/c/${encodeURIComponent(next)}` : "#/";
+  }, []);
+  return [id, go];
+}
+
+function usePersisted<T>(key: string, initial: T, valid: (v: unknown) => v is T) {
+  const [value, setValue] = useState<T>(() => {
+    try {
+      const raw = localStorage.getItem(key);
+      const parsed: unknown = raw == null ? undefined : JSON.parse(raw);
+      return valid(parsed) ? parsed : initial;
+    } catch {
+      return initial;
+    }
+  });
+  const set = useCallback(
+    (v: T) => {
+      setValue(v);
+      try {
+        localStorage.setItem(key, JSON.stringify(v));
+      } catch {
+        // storage unavailable: keep it in memory
+      }
+    },
+    [key],
+  );
+  return [value, set] as const;
+}
+
+const isStrategy = (v: unknown): v is Strategy => STRATEGIES.includes(v as Strategy);
+const isStringList = (v: unknown): v is string[] =>
+  Array.isArray(v) && v.every((x) => typeof x === "string");
+
+export function App() {
+  const [route, go] = useRoute();
+  const [items, setItems] = useState<ConversationSummary[]>([]);
+  const [cursor, setCursor] = useState<string | null>(null);
+  const [listError, setListError] = useState<string | null>(null);
+  const [models, setModels] = useState<ModelList>({ models: [], default: "" });
+  const [selected, setSelected] = usePersisted<string[]>("drupe.models", [], isStringList);
+  const [strategy, setStrategy] = usePersisted<Strategy>("drupe.strategy", "enqueue", isStrategy);
+  const [firstMessage, setFirstMessage] = useState<{ id: string; text: string } | null>(null);
+
+  useStatusPolling();
+  const polled = useStatuses();
+
+  const reloadList = useCallback(async () => {
+    try {
+      const page = await api.listConversations();
+      setItems((old) => {
+        // keep the pages loaded beyond the first one
+        const fresh = new Set(page.items.map((i) => i.id));
+        const lastFresh = page.items[page.items.length - 1]?.updatedAt;
+        const tail = page.nextCursor && lastFresh ? old.filter((o) => !fresh.has(o.id) && o.updatedAt < lastFresh) : [];
+        return [...page.items, ...tail];
+      });
+      setCursor((c) => (c === null ? page.nextCursor : c));
+      setListError(null);
+    } catch (e) {
+      setListError(errorMessage(e));
+    }
+  }, []);
+
+  const loadMore = useCallback(async () => {
+    if (!cursor) return;
+    try {
+      const page = await api.listConversations(cursor);
+      setItems((old) => [...old, ...page.items.filter((i) => !old.some((o) => o.id === i.id))]);
+      setCursor(page.nextCursor);
+    } catch (e) {
+      setListError(errorMessage(e));
+    }
+  }, [cursor]);
+
+  useEffect(() => {
+    void reloadList();
+    api
+      .models()
+      .then((m) => {
+        setModels(m);
+      })
+      .catch(() => undefined);
+  }, [reloadList]);
+
+  // Drop remembered models the server no longer offers.
+  useEffect(() => {
+    if (!models.models.length) return;
+    const known = selected.filter((s) => models.models.some((m) => m.id === s));
+    if (known.length !== selected.length) setSelected(known);
+  }, [models, selected, setSelected]);
+
+  // Reload the list when the set of live conversations changes (new ones, finished ones).
+  const liveKey = Object.entries(polled.statuses)
+    .filter(([, s]) => isLiveStatus(s))
+    .map(([k]) => k)
+    .sort()
+    .join(",");
+  const firstLive = useRef(true);
+  useEffect(() => {
+    if (firstLive.current) {
+      firstLive.current = false;
+      return;
+    }
+    void reloadList();
+  }, [liveKey, reloadList]);
+
+  const createConversation = useCallback(async (): Promise<string | null> => {
+    try {
+      const c = await api.createConversation();
+      setItems((old) => [c, ...old.filter((o) => o.id !== c.id)]);
+      return c.id;
+    } catch (e) {
+      setListError(errorMessage(e));
+      return null;
+    }
+  }, []);
+
+  const onNew = useCallback(async () => {
+    const id = await createConversation();
+    if (id) go(id);
+  }, [createConversation, go]);
+
+  const onRename = useCallback(
+    async (id: string, title: string) => {
+      setItems((old) => old.map((o) => (o.id === id ? { ...o, title } : o)));
+      try {
+        await api.renameConversation(id, title);
+      } catch (e) {
+        setListError(errorMessage(e));
+      }
+      void reloadList();
+    },
+    [reloadList],
+  );
+
+  const onDelete = useCallback(
+    async (id: string) => {
+      try {
+        await api.deleteConversation(id);
+        setItems((old) => old.filter((o) => o.id !== id));
+        if (route === id) go(null);
+      } catch (e) {
+        setListError(errorMessage(e));
+      }
+    },
+    [route, go],
+  );
+
+  const startFromHome = useCallback(
+    async (text: string) => {
+      const id = await createConversation();
+      if (!id) return false;
+      setFirstMessage({ id, text });
+      go(id);
+      return true;
+    },
+    [createConversation, go],
+  );
+
+  const pickerProps = {
+    models: models.models,
+    selectedModels: selected,
+    onSelectModels: setSelected,
+    defaultModel: models.default,
+    strategy,
+    onStrategy: setStrategy,
+  };
+
+  return (
+    <div className="app">
+      <Sidebar
+        items={items}
+        statuses={polled.statuses}
+        activeId={route}
+        hasMore={cursor !== null}
+        error={listError}
+        onNew={onNew}
+        onLoadMore={loadMore}
+        onRename={onRename}
+        onDelete={onDelete}
+      />
+      <main className="main">
+        {route ? (
+          <ConversationPane
+            key={route}
+            id={route}
+            firstMessage={firstMessage?.id === route ? firstMessage.text : undefined}
+            onActivity={reloadList}
+            {...pickerProps}
+          />
+        ) : (
+          <section className="chat home">
+            <div className="message-list" data-testid="message-list">
+              <div className="empty-state" data-testid="empty-state">
+                <EmptyLine />
+                <p className="muted">Start typing below, or pick a conversation on the left.</p>
+              </div>
+            </div>
+            <Composer busy={false} onSend={startFromHome} {...pickerProps} />
+          </section>
+        )}
+      </main>
+    </div>
+  );
+}
+
+function ConversationPane({
+  id,
+  firstMessage,
+  onActivity,
+  ...rest
+}: {
+  id: string;
+  firstMessage?: string;
+  onActivity: () => void;
+} & Omit<Parameters<typeof ChatView>[0], "detail" | "firstMessage" | "onActivity">) {
+  const [detail, setDetail] = useState<ConversationDetail | null>(null);
+  const [error, setError] = useState<string | null>(null);
+  useEffect(() => {
+    let cancelled = false;
+    api
+      .getConversation(id)
+      .then((d) => !cancelled && setDetail(d))
+      .catch((e) => !cancelled && setError(errorMessage(e)));
+    return () => {
+      cancelled = true;
+    };
+  }, [id]);
+  if (error) {
+    return (
+      <section className="chat">
+        <div className="empty-state">
+          <div className="notice error" role="alert" data-testid="chat-error">
+            {error}
+          </div>
+          <a href="#/">Back</a>
+        </div>
+      </section>
+    );
+  }
+  if (!detail) return <section className="chat loading" aria-busy="true" />;
+  return <ChatView detail={detail} firstMessage={firstMessage} onActivity={onActivity} {...rest} />;
+}

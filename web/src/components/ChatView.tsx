@@ -1,0 +1,464 @@
+// One conversation: useChat renders the live answer (submit, resume on reload, regenerate);
+// the server's tree is re-read whenever a stream ends, because the server owns history.
+// Steers and multi-model turns are posted outside useChat and followed via resume / events.
+import { useChat } from "@ai-sdk/react";
+import { DefaultChatTransport, type UIMessage } from "ai";
+import { useCallback, useEffect, useMemo, useRef, useState } from "react";
+import {
+  api,
+  ApiError,
+  type ConversationDetail,
+  errorMessage,
+  isLiveStatus,
+  type ModelInfo,
+  type Strategy,
+} from "../api";
+import { setStatus, useStatuses } from "../statusStore";
+import {
+  groupForDisplay,
+  hasPendingAnswer,
+  infoById,
+  lastUserMessage,
+  type MessageInfo,
+  messageText,
+  toUIMessages,
+  trailingAnswer,
+  visibleMessages,
+} from "../tree";
+import { useConversationEvents } from "../useConversationEvents";
+import { Columns, columnsFromExecutions, modelLabel } from "./Columns";
+import { Composer } from "./Composer";
+import { type ApprovalHandlers, MessageParts } from "./MessageParts";
+import { StatusBadge } from "./StatusBadge";
+
+/** Sends only the last user message (the server builds history from its tree) plus options. */
+const transport = new DefaultChatTransport<UIMessage>({
+  api: "/api/chat",
+  prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => {
+    const last = lastUserMessage(messages);
+    return { body: { ...(body ?? {}), id, messages: last ? [last] : [], trigger, messageId } };
+  },
+});
+
+interface Steer {
+  key: string;
+  text: string;
+  strategy: Strategy;
+  state: "sending" | "queued";
+  /** User message ids known when the steer was sent; a new one with this text resolves it. */
+  knownUserIds: Set<string>;
+}
+
+const RESUME_THROTTLE_MS = 1500;
+
+export function newId(): string {
+  if (typeof crypto !== "undefined" && "randomUUID" in crypto) return crypto.randomUUID();
+  return `m-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
+export function ChatView({
+  detail,
+  models,
+  selectedModels,
+  onSelectModels,
+  defaultModel,
+  strategy,
+  onStrategy,
+  firstMessage,
+  onActivity,
+}: {
+  detail: ConversationDetail;
+  models: ModelInfo[];
+  selectedModels: string[];
+  onSelectModels: (ids: string[]) => void;
+  defaultModel: string;
+  strategy: Strategy;
+  onStrategy: (s: Strategy) => void;
+  firstMessage?: string;
+  onActivity: () => void;
+}) {
+  const id = detail.id;
+  const [info, setInfo] = useState<Map<string, MessageInfo>>(() => infoById(detail.messages));
+  const [title, setTitle] = useState(detail.title);
+  const [error, setError] = useState<string | null>(null);
+  const [steers, setSteers] = useState<Steer[]>([]);
+  const [decided, setDecided] = useState<Map<string, boolean>>(new Map());
+  const initialMessages = useMemo(() => toUIMessages(visibleMessages(detail.messages)), [detail]);
+
+  const syncRef = useRef<() => Promise<void>>(async () => undefined);
+  const chat = useChat({
+    id,
+    messages: initialMessages,
+    transport,
+    resume: !firstMessage,
+    onFinish: () => void syncRef.current(),
+    onError: (e) => setError(errorMessage(e)),
+  });
+  const { messages, setMessages, sendMessage, regenerate, resumeStream, stop } = chat;
+
+  const statusRef = useRef(chat.status);
+  statusRef.current = chat.status;
+  const localBusy = chat.status === "submitted" || chat.status === "streaming";
+
+  const events = useConversationEvents(id);
+  const polled = useStatuses();
+  const serverStatus =
+    (events.connected && events.status) || polled.statuses[id] || detail.status;
+  const liveColumns = events.executions.length >= 2 ? columnsFromExecutions(events.executions) : [];
+  const multiLive = liveColumns.length > 0;
+  const busy =
+    localBusy || isLiveStatus(serverStatus) || liveColumns.some((c) => c.live);
+
+  useEffect(() => {
+    if (events.status) setStatus(id, events.status);
+  }, [id, events.status, events.statusTick]);
+
+  // ---- resume (throttled, so a stale "streaming" status cannot cause a request storm)
+  const lastResume = useRef(firstMessage ? 0 : Date.now());
+  const resumeTimer = useRef<ReturnType<typeof setTimeout> | undefined>(undefined);
+  const multiLiveRef = useRef(multiLive);
+  multiLiveRef.current = multiLive;
+  const eventsConnectedRef = useRef(events.connected);
+  eventsConnectedRef.current = events.connected;
+
+  const resumeNow = useCallback(async () => {
+    lastResume.current = Date.now();
+    try {
+      await resumeStream();
+    } finally {
+      void syncRef.current();
+    }
+  }, [resumeStream]);
+
+  const maybeResume = useCallback(() => {
+    if (statusRef.current === "submitted" || statusRef.current === "streaming") return;
+    if (multiLiveRef.current && eventsConnectedRef.current) return; // columns render it
+    const wait = lastResume.current + RESUME_THROTTLE_MS - Date.now();
+    clearTimeout(resumeTimer.current);
+    if (wait > 0) {
+      resumeTimer.current = setTimeout(() => maybeResume(), wait);
+      return;
+    }
+    void resumeNow();
+  }, [resumeNow]);
+
+  useEffect(() => () => clearTimeout(resumeTimer.current), []);
+
+  // ---- re-read the tree from the server (the source of truth) once nothing streams locally
+  const syncSeq = useRef(0);
+  const sync = useCallback(async () => {
+    const seq = ++syncSeq.current;
+    let d: ConversationDetail;
+    try {
+      d = await api.getConversation(id);
+    } catch (e) {
+      if (seq === syncSeq.current) setError(errorMessage(e));
+      return;
+    }
+    if (seq !== syncSeq.current) return;
+    setTitle(d.title);
+    setStatus(id, d.status);
+    onActivity();
+    if (statusRef.current === "submitted" || statusRef.current === "streaming") return;
+    const visible = visibleMessages(d.messages);
+    setInfo(infoById(d.messages));
+    setMessages(toUIMessages(visible));
+    const userIds = new Map(visible.filter((m) => m.role === "user").map((m) => [m.id, messageText(m)]));
+    setSteers((list) =>
+      list.filter(
+        (s) =>
+          s.state === "sending" ||
+          ![...userIds].some(([uid, text]) => !s.knownUserIds.has(uid) && text === s.text.trim()),
+      ),
+    );
+    if (hasPendingAnswer(d.messages)) maybeResume();
+    else if (!isLiveStatus(d.status)) events.clearExecutions();
+  }, [id, onActivity, setMessages, maybeResume, events.clearExecutions]);
+  syncRef.current = sync;
+
+  // ---- follow the server's status (other tabs, queued steers, approvals continuing)
+  const prevServerStatus = useRef(serverStatus);
+  useEffect(() => {
+    const prev = prevServerStatus.current;
+    prevServerStatus.current = serverStatus;
+    if (isLiveStatus(serverStatus)) {
+      maybeResume();
+    } else if (isLiveStatus(prev) || serverStatus !== prev) {
+      if (!localBusy) void sync();
+    }
+    // statusTick: equal statuses from new events still re-check
+  }, [serverStatus, events.statusTick, polled.tick, maybeResume, sync, localBusy]);
+
+  // ---- first message of a conversation created from the home screen
+  const firstSent = useRef(false);
+  useEffect(() => {
+    if (!firstMessage || firstSent.current) return;
+    firstSent.current = true;
+    void submit(firstMessage);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, []);
+
+  const modelsForRequest = selectedModels.length ? selectedModels : undefined;
+
+  async function submit(text: string): Promise<boolean> {
+    setError(null);
+    const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+    if (busy) {
+      // A steer: the server queues / interrupts / rejects / rolls back per the strategy.
+      const key = newId();
+      const knownUserIds = new Set(messages.filter((m) => m.role === "user").map((m) => m.id));
+      setSteers((s) => [...s, { key, text, strategy, state: "sending", knownUserIds }]);
+      try {
+        await api.submitDetached({
+          id,
+          messages: [userMessage],
+          trigger: "submit-message",
+          strategy,
+          models: modelsForRequest,
+        });
+        setSteers((s) => s.map((x) => (x.key === key ? { ...x, state: "queued" } : x)));
+        if (strategy === "interrupt" || strategy === "rollback") void sync();
+        return true;
+      } catch (e) {
+        setSteers((s) => s.filter((x) => x.key !== key));
+        const busyError = e instanceof ApiError && e.status === 409;
+        setError(busyError ? `Conversation is busy: ${errorMessage(e)}` : errorMessage(e));
+        return false;
+      }
+    }
+    if (selectedModels.length > 1) {
+      // Multi-model: the answers are rendered as columns from the events endpoint.
+      events.clearExecutions();
+      setMessages([...messages, userMessage]);
+      try {
+        await api.submitDetached({
+          id,
+          messages: [userMessage],
+          trigger: "submit-message",
+          strategy,
+          models: selectedModels,
+        });
+      } catch (e) {
+        setError(errorMessage(e));
+      }
+      void sync();
+      return true;
+    }
+    await sendMessage(userMessage, { body: { models: modelsForRequest, strategy } });
+    return true;
+  }
+
+  async function onStop() {
+    try {
+      await api.stop(id);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+    await stop();
+    void sync();
+  }
+
+  async function onRegenerate() {
+    setError(null);
+    const trailing = trailingAnswer(messages, info);
+    if (trailing.length === 0) return;
+    const first = trailing[0];
+    if (selectedModels.length > 1) {
+      const index = messages.findIndex((m) => m.id === first.id);
+      const kept = messages.slice(0, index);
+      const last = lastUserMessage(kept);
+      events.clearExecutions();
+      setMessages(kept);
+      try {
+        await api.submitDetached({
+          id,
+          messages: last ? [last] : [],
+          trigger: "regenerate-message",
+          messageId: first.id,
+          models: selectedModels,
+        });
+      } catch (e) {
+        setError(errorMessage(e));
+      }
+      void sync();
+      return;
+    }
+    await regenerate({ messageId: first.id, body: { models: modelsForRequest } });
+  }
+
+  const onDecision = useCallback(
+    async (approvalId: string, approved: boolean) => {
+      setDecided((m) => new Map(m).set(approvalId, approved));
+      try {
+        await api.approve(id, [{ approvalId, approved }]);
+      } catch (e) {
+        setDecided((m) => {
+          const next = new Map(m);
+          next.delete(approvalId);
+          return next;
+        });
+        setError(errorMessage(e));
+        return;
+      }
+      if (statusRef.current !== "submitted" && statusRef.current !== "streaming") {
+        clearTimeout(resumeTimer.current);
+        await resumeNow();
+      }
+    },
+    [id, resumeNow],
+  );
+  const approvals: ApprovalHandlers = useMemo(() => ({ decided, onDecision }), [decided, onDecision]);
+
+  // While live columns render a multi-model turn, hide useChat's copy of the live answer.
+  const shown = multiLive ? messages.filter((m) => m.role !== "assistant" || info.has(m.id)) : messages;
+  const items = groupForDisplay(shown, info);
+  const lastId = shown[shown.length - 1]?.id;
+  const canRegenerate = !busy && trailingAnswer(messages, info).length > 0;
+
+  // ---- stick to the bottom while new content arrives, unless the user scrolled up
+  const listRef = useRef<HTMLDivElement>(null);
+  const stick = useRef(true);
+  useEffect(() => {
+    const el = listRef.current;
+    if (el && stick.current) el.scrollTop = el.scrollHeight;
+  });
+
+  return (
+    <section className="chat" data-conversation-id={id}>
+      <header className="chat-head">
+        <h1 className="chat-title">{title || "New conversation"}</h1>
+        <StatusBadge status={serverStatus} />
+      </header>
+      <div
+        className="message-list"
+        data-testid="message-list"
+        ref={listRef}
+        onScroll={(e) => {
+          const el = e.currentTarget;
+          stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
+        }}
+      >
+        {shown.length === 0 && !multiLive && (
+          <div className="empty-state" data-testid="empty-state">
+            <EmptyLine />
+          </div>
+        )}
+        {items.map((item) =>
+          item.kind === "group" ? (
+            <Columns
+              key={item.key}
+              live={false}
+              models={models}
+              approvals={approvals}
+              columns={item.messages.map((m) => ({
+                key: m.id,
+                modelId: info.get(m.id)?.modelId ?? null,
+                message: m,
+                live: false,
+                note: statusNote(info.get(m.id)),
+              }))}
+            />
+          ) : (
+            <MessageView
+              key={item.message.id}
+              message={item.message}
+              info={info.get(item.message.id)}
+              models={models}
+              approvals={approvals}
+              streaming={localBusy && item.message.id === lastId && item.message.role === "assistant"}
+            />
+          ),
+        )}
+        {multiLive && <Columns live models={models} approvals={approvals} columns={liveColumns} />}
+        {chat.status === "submitted" && !multiLive && (
+          <div className="message assistant waiting">
+            <span className="cursor" aria-label="waiting" />
+          </div>
+        )}
+        {steers.map((s) => (
+          <div key={s.key} className="message user queued" data-testid="queued-steer" data-state={s.state}>
+            <div className="queued-label">
+              {s.state === "sending" ? "sending…" : `steer · ${s.strategy}`}
+            </div>
+            <div className="plain">{s.text}</div>
+          </div>
+        ))}
+      </div>
+      {error && (
+        <div className="notice error chat-error" role="alert" data-testid="chat-error">
+          <span>{error}</span>
+          <button type="button" className="ghost small" onClick={() => setError(null)} aria-label="Dismiss">
+            ✕
+          </button>
+        </div>
+      )}
+      <Composer
+        busy={busy}
+        models={models}
+        selectedModels={selectedModels}
+        onSelectModels={onSelectModels}
+        defaultModel={defaultModel}
+        strategy={strategy}
+        onStrategy={onStrategy}
+        onSend={submit}
+        onStop={onStop}
+        canRegenerate={canRegenerate}
+        onRegenerate={onRegenerate}
+      />
+    </section>
+  );
+}
+
+function statusNote(meta: MessageInfo | undefined): string | null {
+  if (!meta) return null;
+  if (meta.status === "paused") return "stopped";
+  if (meta.status === "error") return "failed";
+  return null;
+}
+
+function MessageView({
+  message,
+  info,
+  models,
+  approvals,
+  streaming,
+}: {
+  message: UIMessage;
+  info: MessageInfo | undefined;
+  models: ModelInfo[];
+  approvals: ApprovalHandlers;
+  streaming: boolean;
+}) {
+  const note = statusNote(info);
+  return (
+    <div
+      className={`message ${message.role}`}
+      data-testid="message"
+      data-role={message.role}
+      data-message-id={message.id}
+      data-status={info?.status ?? (streaming ? "streaming" : "local")}
+    >
+      {message.role === "assistant" && (
+        <div className="message-model">
+          {modelLabel(models, info?.modelId)}
+          {streaming && <span className="live-dot" aria-label="streaming" />}
+          {note && <span className="muted small"> · {note}</span>}
+        </div>
+      )}
+      {message.role === "user" ? (
+        <div className="plain">{messageText(message)}</div>
+      ) : (
+        <MessageParts message={message} approvals={approvals} streaming={streaming} />
+      )}
+    </div>
+  );
+}
+
+export function EmptyLine() {
+  return (
+    <p>
+      <strong>Drupe</strong> is a self-hosted AI conversation runtime: the server owns every answer,
+      so you can reload, open another tab, steer or stop it mid-stream without losing a word.
+    </p>
+  );
+}

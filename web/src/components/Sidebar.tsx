@@ -1,0 +1,157 @@
+// Conversation list: paginated, live status badges (polled), new / rename / delete.
+import { useState } from "react";
+import type { ConversationStatus, ConversationSummary } from "../api";
+import { StatusBadge } from "./StatusBadge";
+
+export function Sidebar({
+  items,
+  statuses,
+  activeId,
+  hasMore,
+  error,
+  onNew,
+  onLoadMore,
+  onRename,
+  onDelete,
+}: {
+  items: ConversationSummary[];
+  statuses: Record<string, ConversationStatus>;
+  activeId: string | null;
+  hasMore: boolean;
+  error: string | null;
+  onNew: () => void;
+  onLoadMore: () => void;
+  onRename: (id: string, title: string) => void;
+  onDelete: (id: string) => void;
+}) {
+  return (
+    <aside className="sidebar">
+      <div className="sidebar-head">
+        <a className="brand" href="#/">
+          Drupe
+        </a>
+        <button type="button" className="primary" data-testid="new-conversation" onClick={onNew}>
+          + New
+        </button>
+      </div>
+      {error && <div className="notice error small">{error}</div>}
+      <ul className="conversation-list" data-testid="conversation-list">
+        {items.map((c) => (
+          <ConversationItem
+            key={c.id}
+            item={c}
+            status={statuses[c.id] ?? c.status}
+            active={c.id === activeId}
+            onRename={onRename}
+            onDelete={onDelete}
+          />
+        ))}
+        {items.length === 0 && !error && <li className="muted small pad">No conversations yet.</li>}
+      </ul>
+      {hasMore && (
+        <button type="button" className="ghost load-more" onClick={onLoadMore}>
+          Load more
+        </button>
+      )}
+    </aside>
+  );
+}
+
+function ConversationItem({
+  item,
+  status,
+  active,
+  onRename,
+  onDelete,
+}: {
+  item: ConversationSummary;
+  status: ConversationStatus;
+  active: boolean;
+  onRename: (id: string, title: string) => void;
+  onDelete: (id: string) => void;
+}) {
+  const [editing, setEditing] = useState(false);
+  const [confirming, setConfirming] = useState(false);
+  const [draft, setDraft] = useState(item.title ?? "");
+  const title = item.title || "Untitled";
+
+  if (editing) {
+    return (
+      <li className="conversation-item editing" data-testid="conversation-item" data-conversation-id={item.id}>
+        <form
+          onSubmit={(e) => {
+            e.preventDefault();
+            setEditing(false);
+            if (draft.trim() && draft.trim() !== item.title) onRename(item.id, draft.trim());
+          }}
+        >
+          <input
+            autoFocus
+            data-testid="rename-input"
+            value={draft}
+            onChange={(e) => setDraft(e.target.value)}
+            onBlur={() => setEditing(false)}
+            onKeyDown={(e) => e.key === "Escape" && setEditing(false)}
+          />
+        </form>
+      </li>
+    );
+  }
+  return (
+    <li
+      className={`conversation-item${active ? " active" : ""}`}
+      data-testid="conversation-item"
+      data-conversation-id={item.id}
+      data-active={active ? "true" : "false"}
+    >
+      <a href={`#/c/${encodeURIComponent(item.id)}`} className="conversation-link" title={title}>
+        <span className="conversation-title">{title}</span>
+        <StatusBadge status={status} />
+      </a>
+      <span className="item-actions">
+        {confirming ? (
+          <>
+            <button
+              type="button"
+              className="danger small"
+              data-testid="confirm-delete-button"
+              onClick={() => {
+                setConfirming(false);
+                onDelete(item.id);
+              }}
+            >
+              Delete
+            </button>
+            <button type="button" className="ghost small" onClick={() => setConfirming(false)}>
+              Cancel
+            </button>
+          </>
+        ) : (
+          <>
+            <button
+              type="button"
+              className="ghost small"
+              data-testid="rename-button"
+              title="Rename"
+              onClick={() => {
+                setDraft(item.title ?? "");
+                setEditing(true);
+              }}
+            >
+              ✎
+            </button>
+            <button
+              type="button"
+              className="ghost small"
+              data-testid="delete-button"
+              title="Delete"
+              onClick={() => setConfirming(true)}
+            >
+              ✕
+            </button>
+          </>
+        )}
+      </span>
+    </li>
+  );
+}

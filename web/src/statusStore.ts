@@ -1,0 +1,55 @@
+// Conversation statuses polled from GET /api/status every 2 s (badges for the whole list, and
+// the fallback for the open conversation when its event stream is not connected).
+import { useEffect, useSyncExternalStore } from "react";
+import { api, type ConversationStatus } from "./api";
+
+type Snapshot = { statuses: Record<string, ConversationStatus>; tick: number; ok: boolean };
+
+let snapshot: Snapshot = { statuses: {}, tick: 0, ok: false };
+const listeners = new Set<() => void>();
+
+function emit(next: Snapshot): void {
+  snapshot = next;
+  for (const l of listeners) l();
+}
+
+export function setStatuses(statuses: Record<string, ConversationStatus>, ok: boolean): void {
+  emit({ statuses, tick: snapshot.tick + 1, ok });
+}
+
+/** Records a status learnt elsewhere (events, a list reload) without waiting for the poll. */
+export function setStatus(id: string, status: ConversationStatus): void {
+  if (snapshot.statuses[id] === status) return;
+  emit({ ...snapshot, statuses: { ...snapshot.statuses, [id]: status } });
+}
+
+function subscribe(listener: () => void): () => void {
+  listeners.add(listener);
+  return () => listeners.delete(listener);
+}
+
+export function useStatuses(): Snapshot {
+  return useSyncExternalStore(subscribe, () => snapshot);
+}
+
+/** Polls /api/status while mounted. */
+export function useStatusPolling(intervalMs = 2000): void {
+  useEffect(() => {
+    let stopped = false;
+    let timer: ReturnType<typeof setTimeout> | undefined;
+    const tick = async () => {
+      try {
+        const res = await api.status();
+        if (!stopped) setStatuses(res.conversations ?? {}, true);
+      } catch {
+        if (!stopped) emit({ ...snapshot, ok: false });
+      }
+      if (!stopped) timer = setTimeout(tick, intervalMs);
+    };
+    void tick();
+    return () => {
+      stopped = true;
+      clearTimeout(timer);
+    };
+  }, [intervalMs]);
+}

@@ -1,0 +1,167 @@
+// Pure helpers over the server's message tree: which branch the UI shows, how multi-model
+// answers group into columns, and what useChat is seeded with. No I/O, no React.
+import type { UIMessage } from "ai";
+import type { ServerMessage } from "./api";
+
+/**
+ * The current path: from the root to the most recently created message (the latest branch),
+ * following `parentId`. `messages` is in creation order. Unknown parents end the walk.
+ */
+export function currentPath(messages: ServerMessage[]): ServerMessage[] {
+  if (messages.length === 0) return [];
+  const byId = new Map(messages.map((m) => [m.id, m]));
+  const path: ServerMessage[] = [];
+  const seen = new Set<string>();
+  let node: ServerMessage | undefined = messages[messages.length - 1];
+  while (node && !seen.has(node.id)) {
+    seen.add(node.id);
+    path.push(node);
+    node = node.parentId == null ? undefined : byId.get(node.parentId);
+  }
+  return path.reverse();
+}
+
+/** Multi-model siblings: assistant messages with the same parent and the same group id. */
+export function siblingsOf(message: ServerMessage, messages: ServerMessage[]): ServerMessage[] {
+  if (message.role !== "assistant" || message.siblingsGroupId == null) return [message];
+  return messages.filter(
+    (m) =>
+      m.role === "assistant" &&
+      m.parentId === message.parentId &&
+      m.siblingsGroupId === message.siblingsGroupId,
+  );
+}
+
+/**
+ * The messages the chat view shows, in order: the current path where each multi-model answer
+ * is expanded to all its siblings (in creation order). A `pending` assistant message is the live
+ * one: it is left out, because the resumed stream renders it.
+ */
+export function visibleMessages(messages: ServerMessage[]): ServerMessage[] {
+  const out: ServerMessage[] = [];
+  const added = new Set<string>();
+  for (const node of currentPath(messages)) {
+    for (const m of siblingsOf(node, messages)) {
+      if (added.has(m.id)) continue;
+      added.add(m.id);
+      if (m.role === "assistant" && m.status === "pending") continue;
+      out.push(m);
+    }
+  }
+  return out;
+}
+
+/** True when the tree holds a live (pending) assistant message on the current path. */
+export function hasPendingAnswer(messages: ServerMessage[]): boolean {
+  const path = currentPath(messages);
+  return path.some((node) =>
+    siblingsOf(node, messages).some((m) => m.role === "assistant" && m.status === "pending"),
+  );
+}
+
+/** What the UI needs to know about a message that useChat's UIMessage does not carry. */
+export interface MessageInfo {
+  parentId: string | null;
+  status: ServerMessage["status"];
+  modelId: string | null;
+  siblingsGroupId: string | number | null;
+}
+
+export function toUIMessages(messages: ServerMessage[]): UIMessage[] {
+  return messages.map((m) => {
+    const ui: UIMessage = { id: m.id, role: m.role, parts: m.parts ?? [] };
+    if (m.metadata != null) ui.metadata = m.metadata;
+    return ui;
+  });
+}
+
+export function infoById(messages: ServerMessage[]): Map<string, MessageInfo> {
+  return new Map(
+    messages.map((m) => [
+      m.id,
+      {
+        parentId: m.parentId,
+        status: m.status,
+        modelId: m.modelId,
+        siblingsGroupId: m.siblingsGroupId,
+      },
+    ]),
+  );
+}
+
+export type DisplayItem =
+  | { kind: "single"; message: UIMessage }
+  | { kind: "group"; key: string; messages: UIMessage[] };
+
+/**
+ * Groups consecutive assistant messages of one multi-model answer (same parent, same sibling
+ * group) into one item, rendered as side-by-side columns. Everything else stays single.
+ */
+export function groupForDisplay(
+  messages: UIMessage[],
+  info: ReadonlyMap<string, MessageInfo>,
+): DisplayItem[] {
+  const items: DisplayItem[] = [];
+  let group: UIMessage[] = [];
+  let groupKey: string | null = null;
+  const flush = () => {
+    if (group.length > 1 && groupKey != null) {
+      items.push({ kind: "group", key: groupKey, messages: group });
+    } else {
+      for (const m of group) items.push({ kind: "single", message: m });
+    }
+    group = [];
+    groupKey = null;
+  };
+  for (const m of messages) {
+    const meta = info.get(m.id);
+    const key =
+      m.role === "assistant" && meta && meta.siblingsGroupId != null
+        ? `${meta.parentId ?? ""}|${meta.siblingsGroupId}`
+        : null;
+    if (key != null && key === groupKey) {
+      group.push(m);
+      continue;
+    }
+    flush();
+    if (key != null) {
+      group = [m];
+      groupKey = key;
+    } else {
+      items.push({ kind: "single", message: m });
+    }
+  }
+  flush();
+  return items;
+}
+
+/** The last user message of a list (the only one the server reads from a submit). */
+export function lastUserMessage(messages: UIMessage[]): UIMessage | undefined {
+  for (let i = messages.length - 1; i >= 0; i--) {
+    if (messages[i].role === "user") return messages[i];
+  }
+  return undefined;
+}
+
+/**
+ * The assistant messages a regenerate replaces: the trailing answer, or all columns of a
+ * trailing multi-model answer. Empty when the conversation does not end with an answer.
+ */
+export function trailingAnswer(
+  messages: UIMessage[],
+  info: ReadonlyMap<string, MessageInfo>,
+): UIMessage[] {
+  const items = groupForDisplay(messages, info);
+  const last = items[items.length - 1];
+  if (!last) return [];
+  if (last.kind === "group") return last.messages;
+  return last.message.role === "assistant" ? [last.message] : [];
+}
+
+/** Plain text of a message (for titles and copy). */
+export function messageText(message: Pick<UIMessage, "parts">): string {
+  return message.parts
+    .map((p) => (p.type === "text" ? p.text : ""))
+    .join("")
+    .trim();
+}
