@@ -23,7 +23,13 @@ from sqlalchemy.dialects.postgresql import JSONB
 from drupe.errors import PersistenceError
 from drupe.persistence.tables import UtcDateTime
 
-__all__ = ["RESTART_ERROR", "RESTART_ERROR_PART", "reconcile_statement"]
+__all__ = [
+    "POSTGRESQL_RECONCILE_SQL",
+    "RESTART_ERROR",
+    "RESTART_ERROR_PART",
+    "SQLITE_RECONCILE_SQL",
+    "reconcile_statement",
+]
 
 RESTART_ERROR: Final[dict[str, Any]] = {
     "name": "ServerRestart",
@@ -31,7 +37,7 @@ RESTART_ERROR: Final[dict[str, Any]] = {
 }
 RESTART_ERROR_PART: Final[dict[str, Any]] = {"type": "data-error", "data": RESTART_ERROR}
 
-_SQLITE: Final = """
+SQLITE_RECONCILE_SQL: Final = """
 UPDATE messages
 SET status = 'error',
     updated_at = :now,
@@ -43,7 +49,7 @@ SET status = 'error',
 WHERE status = 'pending' AND role = 'assistant'
 """
 
-_POSTGRESQL: Final = """
+POSTGRESQL_RECONCILE_SQL: Final = """
 UPDATE messages
 SET status = 'error',
     updated_at = :now,
@@ -61,9 +67,9 @@ def reconcile_statement(dialect: str, now: datetime) -> TextClause:
     stamp = bindparam("now", now, type_=UtcDateTime())
     if dialect == "sqlite":
         part = bindparam("part", orjson.dumps(RESTART_ERROR_PART).decode(), type_=String())
-        return text(_SQLITE).bindparams(stamp, part)
+        return text(SQLITE_RECONCILE_SQL).bindparams(stamp, part)
     if dialect == "postgresql":
-        return text(_POSTGRESQL).bindparams(
+        return text(POSTGRESQL_RECONCILE_SQL).bindparams(
             stamp, bindparam("part", RESTART_ERROR_PART, type_=JSONB())
         )
     raise PersistenceError(f"no reconcile statement for dialect {dialect!r}")
