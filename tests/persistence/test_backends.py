@@ -1,9 +1,10 @@
-"""Persistence backends: the placeholder row is finalized through the listener's protocol."""
+"""Persistence backends: the placeholder row is finalized through the listener's protocol.
+
+``PlaceholderBackend`` is typed against the real ``PersistenceBackend`` protocol of the
+persistence listener (mypy checks the assignment in ``test_placeholder_backend_finalizes_its_row``).
+"""
 
 from __future__ import annotations
-
-from collections.abc import Mapping
-from typing import Any, Literal, Protocol
 
 import pytest
 
@@ -11,29 +12,11 @@ from drupe.chunks.types import UIMessage
 from drupe.errors import PersistenceError
 from drupe.persistence import (
     Database,
-    MemoryBackend,
     NewMessage,
     NewPlaceholder,
     PlaceholderBackend,
 )
-
-
-class PersistenceBackend(Protocol):
-    """The listener-side protocol, restated here (persistence must not import streaming)."""
-
-    kind: str
-    persists_empty_terminal: bool
-
-    async def persist_assistant(
-        self,
-        *,
-        message: UIMessage,
-        status: Literal["success", "paused", "error"],
-        model_id: str | None,
-        stats: Mapping[str, Any],
-    ) -> None: ...
-
-    async def mark_terminal_error(self) -> None: ...
+from drupe.streaming.listeners.persistence import PersistenceBackend
 
 
 async def _placeholder(database: Database) -> PlaceholderBackend:
@@ -94,14 +77,3 @@ async def test_placeholder_backend_mark_error_never_raises(database: Database) -
     async with database.engine.begin() as conn:
         await conn.exec_driver_sql("ALTER TABLE messages RENAME TO messages_gone")
     await backend.mark_terminal_error()  # the UPDATE fails; the backend swallows it
-
-
-async def test_memory_backend_records_terminals() -> None:
-    backend: PersistenceBackend = MemoryBackend()
-    message: UIMessage = {"id": "m", "role": "assistant", "parts": []}
-    await backend.persist_assistant(message=message, status="success", model_id=None, stats={})
-    await backend.mark_terminal_error()
-    assert isinstance(backend, MemoryBackend)
-    assert backend.kind == "memory" and backend.persists_empty_terminal is False
-    assert [t.status for t in backend.terminals] == ["success"]
-    assert backend.marked_error == 1

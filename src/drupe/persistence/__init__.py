@@ -9,7 +9,7 @@ listener writes through. The core packages (``chunks``, ``streaming``, ``agent``
 from __future__ import annotations
 
 from drupe.persistence.api_keys import ApiKeyStore
-from drupe.persistence.backends import MemoryBackend, PlaceholderBackend
+from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.db import Database, database_url, open_database, upgrade
 from drupe.persistence.messages import MessageStore
@@ -33,7 +33,6 @@ __all__ = [
     "ConversationRecord",
     "ConversationStore",
     "Database",
-    "MemoryBackend",
     "MessageRecord",
     "MessageRole",
     "MessageStatus",

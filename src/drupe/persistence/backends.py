@@ -11,14 +11,14 @@ Each backend structurally satisfies ``drupe.streaming.listeners.persistence.Pers
   at most once per turn, from the stream's terminal phase, shielded by the caller;
 * ``mark_terminal_error`` is best effort and never raises: it moves the row to ``error``.
 
-Backends hold no SQL: ``PlaceholderBackend`` delegates to ``MessageStore``.
+``PlaceholderBackend`` holds no SQL: it delegates to ``MessageStore``. (The in-memory backend of
+ephemeral conversations lives with its provider in ``drupe.streaming.context.ephemeral``.)
 """
 
 from __future__ import annotations
 
 import logging
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 from drupe.chunks.types import UIMessage
@@ -26,7 +26,7 @@ from drupe.errors import PersistenceError
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.records import TerminalStatus
 
-__all__ = ["MemoryBackend", "PersistedTerminal", "PlaceholderBackend"]
+__all__ = ["PlaceholderBackend"]
 
 _log: Final = logging.getLogger(__name__)
 
@@ -70,43 +70,3 @@ class PlaceholderBackend:
         except PersistenceError:
             # Isolation boundary: the listener is already handling a failed terminal write.
             _log.warning("could not mark message %r as error", self.message_id, exc_info=True)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PersistedTerminal:
-    """What a ``MemoryBackend`` received for one terminal write."""
-
-    message: UIMessage
-    status: TerminalStatus
-    model_id: str | None
-    stats: Mapping[str, Any]
-
-
-@dataclass(slots=True)
-class MemoryBackend:
-    """Keeps terminal messages in memory (ephemeral conversations, tests, demos).
-
-    ``persists_empty_terminal`` defaults to ``False``: there is no placeholder to settle.
-    """
-
-    kind: str = "memory"
-    persists_empty_terminal: bool = False
-    terminals: list[PersistedTerminal] = field(default_factory=list)
-    marked_error: int = 0
-
-    async def persist_assistant(
-        self,
-        *,
-        message: UIMessage,
-        status: TerminalStatus,
-        model_id: str | None,
-        stats: Mapping[str, Any],
-    ) -> None:
-        """Record the terminal message; never raises."""
-        self.terminals.append(
-            PersistedTerminal(message=message, status=status, model_id=model_id, stats=stats)
-        )
-
-    async def mark_terminal_error(self) -> None:
-        """Count the call; never raises."""
-        self.marked_error += 1

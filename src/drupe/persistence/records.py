@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any, Literal
 
+from drupe.chunks.types import UIMessage
+
 __all__ = [
     "ApiKeyRecord",
     "ConversationRecord",
@@ -62,9 +64,9 @@ class MessageRecord:
     created_at: datetime
     updated_at: datetime
 
-    def as_ui_message(self) -> dict[str, Any]:
+    def as_ui_message(self) -> UIMessage:
         """Return the AI SDK UIMessage JSON (``{id, role, parts, metadata?}``) of this row."""
-        message: dict[str, Any] = {"id": self.id, "role": self.role, "parts": self.parts}
+        message: UIMessage = {"id": self.id, "role": self.role, "parts": list(self.parts)}
         if self.metadata is not None:
             message["metadata"] = dict(self.metadata)
         return message
