@@ -108,7 +108,7 @@ class ToolCall:
     name: str
     args: Mapping[str, Any] | str = field(default_factory=dict)
     tool_call_id: str | None = None
-    chunk_chars: int = 16
+    chunk_chars: int = 8
 
 
 @dataclass(frozen=True, slots=True)
