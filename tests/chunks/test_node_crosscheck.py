@@ -2,12 +2,15 @@
 
 from __future__ import annotations
 
+import random
 from typing import Any
 
 import pytest
 
 from chunks.conftest import NodeRunner, load_sequences
+from chunks.sequences import random_sequence
 from drupe.chunks.accumulate import AccumulateError, Accumulator, accumulate
+from drupe.chunks.replay import compact_replay
 
 pytestmark = pytest.mark.node
 
@@ -54,3 +57,26 @@ def test_accumulate_raises_where_the_sdk_throws() -> None:
         else:
             accumulate(case["chunks"], seed=case.get("seed"))
             assert name
+
+
+def test_accumulate_equals_the_sdk_on_random_sequences_and_their_evicted_replays(
+    read_ui_message_stream: NodeRunner,
+) -> None:
+    """200 random streams, and a compact replay of a random evicted suffix of each."""
+    cases: list[dict[str, Any]] = []
+    for index in range(200):
+        rng = random.Random(index)
+        chunks, seed = random_sequence(rng)
+        cases.append({"name": f"random-{index}", "chunks": chunks, "seed": seed})
+        evicted = rng.randint(0, len(chunks))
+        replay = compact_replay(chunks[evicted:], seed=seed)
+        cases.append({"name": f"replay-{index}-from-{evicted}", "chunks": replay, "seed": seed})
+    results = read_ui_message_stream(cases)
+    for case, result in zip(cases, results, strict=True):
+        mine = accumulate(case["chunks"], seed=case["seed"])
+        assert result["errors"] == [] or all(e["name"] == "Error" for e in result["errors"]), (
+            case["name"],
+            result["errors"],
+        )
+        if result["message"] is not None:
+            assert mine == result["message"], case["name"]
