@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from sqlalchemy import text
 
 from drupe.errors import PersistenceError, ValidationError
 from drupe.persistence import Database, NewMessage, NewPlaceholder
@@ -132,3 +133,13 @@ async def test_delete_removes_rows_and_their_descendants(database: Database) -> 
     remaining = [r.id for r in await database.messages.list_for_conversation(conversation.id)]
     assert remaining == ["u1", "a1", "u3", "a3"]
     assert await database.messages.delete([]) == 0
+
+
+async def test_absent_json_is_sql_null(database: Database) -> None:
+    conversation = await database.conversations.create()
+    await start_turn(database, conversation.id, "u1", ["a1"])
+    async with database.engine.connect() as conn:
+        nulls = await conn.execute(
+            text("SELECT count(*) FROM messages WHERE stats IS NULL AND metadata IS NULL")
+        )
+        assert nulls.scalar_one() == 2

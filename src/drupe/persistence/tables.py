@@ -77,15 +77,18 @@ class UtcDateTime(TypeDecorator[datetime]):
 
 
 class JsonValue(TypeDecorator[Any]):
-    """A JSON document: ``JSON`` on SQLite, ``JSONB`` on PostgreSQL."""
+    """A JSON document: ``JSON`` on SQLite, ``JSONB`` on PostgreSQL.
 
-    impl = JSON
+    Python ``None`` is stored as SQL ``NULL`` (not the JSON text ``null``), so ``IS NULL`` works.
+    """
+
+    impl = JSON(none_as_null=True)
     cache_ok = True
 
     def load_dialect_impl(self, dialect: Dialect) -> TypeEngine[Any]:
         if dialect.name == "postgresql":
-            return dialect.type_descriptor(JSONB())
-        return dialect.type_descriptor(JSON())
+            return dialect.type_descriptor(JSONB(none_as_null=True))
+        return dialect.type_descriptor(JSON(none_as_null=True))
 
 
 class Base(DeclarativeBase):
