@@ -232,8 +232,8 @@ class ComposedHooks(Hooks):
         for part in self.parts:
             try:
                 await part.on_start(ctx)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_start", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_start", part, ctx, exc)
 
     async def prepare_step(self, ctx: TurnContext, plan: StepPlan) -> StepOverrides | None:
         merged: dict[str, Any] = {}
@@ -241,8 +241,8 @@ class ComposedHooks(Hooks):
         for part in self.parts:
             try:
                 returned = await part.prepare_step(ctx, current)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("prepare_step", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("prepare_step", part, ctx, exc)
                 continue
             if not returned:
                 continue
@@ -255,44 +255,44 @@ class ComposedHooks(Hooks):
         for part in self.parts:
             try:
                 await part.on_step_finish(ctx, step)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_step_finish", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_step_finish", part, ctx, exc)
 
     async def on_tool_execution_start(self, ctx: TurnContext, event: ToolExecutionStart) -> None:
         for part in self.parts:
             try:
                 await part.on_tool_execution_start(ctx, event)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_tool_execution_start", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_tool_execution_start", part, ctx, exc)
 
     async def on_tool_execution_end(self, ctx: TurnContext, event: ToolExecutionEnd) -> None:
         for part in self.parts:
             try:
                 await part.on_tool_execution_end(ctx, event)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_tool_execution_end", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_tool_execution_end", part, ctx, exc)
 
     async def on_finish(self, ctx: TurnContext, result: TurnResult) -> None:
         for part in self.parts:
             try:
                 await part.on_finish(ctx, result)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_finish", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_finish", part, ctx, exc)
 
     async def on_abort(self, ctx: TurnContext) -> None:
         for part in self.parts:
             try:
                 await part.on_abort(ctx)
-            except Exception as error:  # isolation boundary: hook runner
-                _log_hook_error("on_abort", part, ctx, error)
+            except Exception as exc:  # isolation boundary: hook runner
+                _log_hook_error("on_abort", part, ctx, exc)
 
     async def on_error(self, ctx: TurnContext, error: BaseException) -> ErrorDecision | None:
         decision: ErrorDecision = "abort"
         for part in self.parts:
             try:
                 returned = await part.on_error(ctx, error)
-            except Exception as error:  # isolation boundary: a throwing handler counts as "abort"
-                _log_hook_error("on_error", part, ctx, error)
+            except Exception as exc:  # isolation boundary: a throwing handler counts as "abort"
+                _log_hook_error("on_error", part, ctx, exc)
                 continue
             if returned == "retry":
                 decision = "retry"
@@ -321,8 +321,8 @@ async def execute_tool(
     )
     try:
         await hooks.on_tool_execution_start(ctx, start)
-    except Exception as error:  # isolation boundary: hook runner
-        _log_hook_error("on_tool_execution_start", hooks, ctx, error)
+    except Exception as exc:  # isolation boundary: hook runner
+        _log_hook_error("on_tool_execution_start", hooks, ctx, exc)
     started = clock()
     try:
         output = await entry.execute(arguments, tool_context)
@@ -356,8 +356,8 @@ async def _tool_end(
     )
     try:
         await hooks.on_tool_execution_end(ctx, event)
-    except Exception as error:  # isolation boundary: hook runner
-        _log_hook_error("on_tool_execution_end", hooks, ctx, error)
+    except Exception as exc:  # isolation boundary: hook runner
+        _log_hook_error("on_tool_execution_end", hooks, ctx, exc)
 
 
 def _log_hook_error(hook: str, part: Hooks, ctx: TurnContext, error: Exception) -> None:
