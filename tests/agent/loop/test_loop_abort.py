@@ -1,4 +1,4 @@
-"""Abort: cancellation drops later chunks, runs on_abort (not on_error), settles once (scenario 28)."""
+"""Abort (scenario 28): later chunks dropped, on_abort runs, on_error does not, settles once."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from contextlib import aclosing
 from typing import Any
 
 import anyio
+import anyio.lowlevel
 from loop_support import Recorder, Script, collect, request, runner_for, tool, user
 from pydantic_ai.messages import ModelMessage
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -120,7 +121,7 @@ async def test_on_abort_is_shielded_and_bounded_and_its_chunks_are_dropped() -> 
     class SlowAbort(Hooks):
         async def on_abort(self, ctx: TurnContext) -> None:
             ctx.write({"type": "data-late", "data": {}})
-            await anyio.sleep(0)  # runs although the task is being cancelled (shielded)
+            await anyio.lowlevel.checkpoint()  # runs although the task is cancelled (shielded)
             finished_abort.append(True)
             await anyio.sleep_forever()  # bounded by settle_limit
 

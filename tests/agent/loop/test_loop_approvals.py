@@ -1,4 +1,4 @@
-"""Chat approvals: a gated call ends the turn cleanly; a continuation runs or denies the decided calls."""
+"""Chat approvals: a gated call ends the turn cleanly; a continuation runs or denies the calls."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Step retries: retryable failures before the first chunk are retried with backoff and announced."""
+"""Step retries: retryable failures before the first chunk are retried, with backoff, announced."""
 
 from __future__ import annotations
 
