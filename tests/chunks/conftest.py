@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 import pytest
 
@@ -22,12 +22,17 @@ def load_sequences() -> dict[str, dict[str, Any]]:
     return {path.stem: json.loads(path.read_text()) for path in sorted(FIXTURES.glob("*.json"))}
 
 
-NodeRunner = Callable[[Sequence[dict[str, Any]]], list[dict[str, Any]]]
+class NodeRunner(Protocol):
+    """Runs a script of ``tests/node`` on a JSON array of inputs and returns its JSON array."""
+
+    def __call__(
+        self, cases: Sequence[Any], script: str = "accumulate.mjs"
+    ) -> list[dict[str, Any]]: ...
 
 
 @pytest.fixture(scope="session")
 def read_ui_message_stream() -> NodeRunner:
-    """Run ``tests/node/accumulate.mjs`` (the real ``readUIMessageStream``) on many cases."""
+    """Run a ``tests/node`` script (default: ``accumulate.mjs``) on many cases in one process."""
     node = shutil.which("node")
     npm = shutil.which("npm")
     assert node is not None and npm is not None, "the Node cross-check needs node and npm on PATH"
@@ -36,9 +41,9 @@ def read_ui_message_stream() -> NodeRunner:
             [npm, "ci", "--no-audit", "--no-fund", "--loglevel=error"], cwd=NODE_DIR, check=True
         )
 
-    def run(cases: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    def run(cases: Sequence[Any], script: str = "accumulate.mjs") -> list[dict[str, Any]]:
         done = subprocess.run(
-            [node, str(NODE_DIR / "accumulate.mjs")],
+            [node, str(NODE_DIR / script)],
             input=json.dumps(list(cases)).encode(),
             capture_output=True,
             check=True,
