@@ -248,8 +248,8 @@ def _tool_return(
     if state == "output-denied":
         approval = part.get("approval") or {}
         return denied_return(name, call_id, approval.get("reason"))
-    if leave_open:
-        return None
+    if leave_open and state in ("approval-requested", "approval-responded"):
+        return None  # the continuation answers it
     return ToolReturnPart(
         tool_name=name,
         content="The tool call was interrupted before it returned a result.",

@@ -61,6 +61,7 @@ from drupe.agent.convert import (
 from drupe.agent.features.steer_yield import SteerYield, decide_boundary
 from drupe.agent.features.usage import UsageObserver
 from drupe.agent.hooks import (
+    ComposedHooks,
     Hooks,
     StepPlan,
     StepResult,
@@ -116,6 +117,8 @@ class AgentRunner:
         """Answer ``request``, yielding UI chunks; raise on error, propagate cancellation."""
         ctx = TurnContext(request=request)
         hooks = compose_hooks([UsageObserver()], request.hooks)
+        if not isinstance(hooks, ComposedHooks):
+            hooks = ComposedHooks([hooks])  # one part runs as-is; the loop still isolates it
         settled = False
         try:
             model = self._resolve_model(request.model_id)
