@@ -1,9 +1,10 @@
 """The scripted model: a deterministic pydantic-ai ``Model`` for tests, benchmarks and demos.
 
-Owns :class:`ScriptedModel` and the script vocabulary. A *script* is a list of *steps*; one
-model request is one step. A step is a list of events (:class:`Text`, :class:`Thinking`,
-:class:`ToolCall`, :class:`Echo`, :class:`Fail`, :class:`FailMidStream`, :class:`Pause`), all
-plain frozen data. The model is a real ``pydantic_ai.models.Model`` subclass, so the agent
+Owns :class:`ScriptedModel` and the ``scripted:<profile>`` profiles. A *script* is a list of
+*steps*; one model request is one step. A step is a list of events (:class:`Text`,
+:class:`Thinking`, :class:`ToolCall`, :class:`Echo`, :class:`Fail`, :class:`FailMidStream`,
+:class:`Pause`), all plain frozen data defined in :mod:`drupe.testing.script` and re-exported
+here. The model is a real ``pydantic_ai.models.Model`` subclass, so the agent
 loop drives it through exactly the code path a provider takes (``request_stream`` yielding a
 ``StreamedResponse`` whose events come from pydantic-ai's parts manager).
 
@@ -27,11 +28,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
-from typing import Any, Literal, TypeAlias, assert_never
+from typing import Any, TypeAlias, assert_never
 from urllib.parse import parse_qsl
 
 import anyio
@@ -45,14 +46,8 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
-    ModelRequest,
     ModelResponse,
     ModelResponseStreamEvent,
-    SystemPromptPart,
-    TextPart,
-    ThinkingPart,
-    ToolReturnPart,
-    UserPromptPart,
 )
 from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
 from pydantic_ai.profiles import ModelProfile
@@ -60,6 +55,26 @@ from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
 from drupe.errors import ConfigError
+from drupe.testing.script import (
+    Delta,
+    Echo,
+    Event,
+    Fail,
+    FailMidStream,
+    Pause,
+    Planned,
+    Script,
+    Sleep,
+    Step,
+    Text,
+    Thinking,
+    ToolCall,
+    count_words,
+    plan_step,
+    turn_step_index,
+    validate_script,
+    words_in_request,
+)
 
 __all__ = [
     "Echo",
@@ -76,241 +91,11 @@ __all__ = [
     "Thinking",
     "ToolCall",
     "known_profiles",
+    "lorem",
     "register_script",
     "scripted_model",
     "turn_step_index",
 ]
-
-
-# --------------------------------------------------------------------------- script vocabulary
-
-
-@dataclass(frozen=True, slots=True)
-class Text:
-    """Answer text, streamed as one delta per word or per ``chunk_chars`` characters."""
-
-    text: str
-    chunk_chars: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Thinking:
-    """Reasoning text, streamed like :class:`Text` into a thinking part."""
-
-    text: str
-    chunk_chars: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class ToolCall:
-    """A tool call whose JSON arguments stream in ``chunk_chars`` slices."""
-
-    name: str
-    args: Mapping[str, Any] | str = field(default_factory=dict)
-    tool_call_id: str | None = None
-    chunk_chars: int = 8
-
-
-@dataclass(frozen=True, slots=True)
-class Echo:
-    """Text made from the request: the last user text, or the last tool result."""
-
-    prefix: str = "You said: "
-    source: Literal["user", "tool-result"] = "user"
-    chunk_chars: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class Fail:
-    """An HTTP error raised before the first streamed event (the request itself fails).
-
-    Only allowed at the start of a step (after other :class:`Fail` or :class:`Pause` events).
-    ``times=None`` fails every attempt; ``times=N`` fails the first N attempts at the same
-    request and then lets the step continue.
-    """
-
-    status_code: int
-    body: str = "scripted failure"
-    retry_after: float | None = None
-    times: int | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class FailMidStream:
-    """An error raised mid-stream, after the events before it were delivered.
-
-    With a ``status_code`` it is a ``ModelHTTPError`` (``in_stream=True``), as when a provider
-    sends an error event; with ``None`` it is a ``ModelConnectionError`` (a dropped stream).
-    """
-
-    status_code: int | None = 500
-    body: str = "scripted failure mid-stream"
-
-
-@dataclass(frozen=True, slots=True)
-class Pause:
-    """Wait ``seconds`` before the next event (on top of any ``rate`` pacing)."""
-
-    seconds: float
-
-
-Event: TypeAlias = Text | Thinking | ToolCall | Echo | Fail | FailMidStream | Pause
-Step: TypeAlias = Sequence[Event]
-Script: TypeAlias = Sequence[Step]
-Sleep: TypeAlias = Callable[[float], Awaitable[None]]
-
-
-# --------------------------------------------------------------------------- pure planning
-
-
-@dataclass(frozen=True, slots=True)
-class _Delta:
-    kind: Literal["text", "thinking", "tool"]
-    part: int
-    content: str
-    tool_name: str | None = None
-    tool_call_id: str | None = None
-
-
-_Planned: TypeAlias = _Delta | Pause | FailMidStream
-
-
-def turn_step_index(messages: Sequence[ModelMessage]) -> int:
-    """How many model responses follow the last user prompt: the step this request is."""
-    count = 0
-    for message in reversed(messages):
-        if isinstance(message, ModelResponse):
-            count += 1
-        elif any(isinstance(part, UserPromptPart) for part in message.parts):
-            break
-    return count
-
-
-def _last_user_text(messages: Sequence[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in reversed(message.parts):
-                if isinstance(part, UserPromptPart):
-                    return _user_text(part)
-    return ""
-
-
-def _last_tool_result(messages: Sequence[ModelMessage]) -> str:
-    for message in reversed(messages):
-        if isinstance(message, ModelRequest):
-            for part in reversed(message.parts):
-                if isinstance(part, ToolReturnPart):
-                    return part.model_response_str()
-    return ""
-
-
-def _split(text: str, chunk_chars: int | None) -> list[str]:
-    if not text:
-        return []
-    if chunk_chars:
-        return [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
-    pieces: list[str] = []
-    start = 0
-    in_space = False
-    for i, char in enumerate(text):
-        if char.isspace():
-            in_space = True
-        elif in_space:
-            pieces.append(text[start:i])
-            start, in_space = i, False
-    pieces.append(text[start:])
-    return pieces
-
-
-def _plan(step: Step, messages: Sequence[ModelMessage], step_index: int) -> list[_Planned]:
-    """The deltas, pauses and mid-stream failure of one step, after its leading failures."""
-    planned: list[_Planned] = []
-    for part, event in enumerate(step):
-        if part < _leading_len(step):
-            continue  # leading pauses and failures run when the request opens
-        match event:
-            case Fail():
-                raise AssertionError("validated: Fail only leads a step")
-            case Pause() | FailMidStream():
-                planned.append(event)
-            case Text(text=text, chunk_chars=chunk):
-                planned += [_Delta("text", part, piece) for piece in _split(text, chunk)]
-            case Thinking(text=text, chunk_chars=chunk):
-                planned += [_Delta("thinking", part, piece) for piece in _split(text, chunk)]
-            case Echo(prefix=prefix, source=source, chunk_chars=chunk):
-                body = (
-                    _last_user_text(messages) if source == "user" else _last_tool_result(messages)
-                )
-                planned += [_Delta("text", part, p) for p in _split(prefix + body, chunk)]
-            case ToolCall(name=name, args=args, tool_call_id=call_id, chunk_chars=chunk):
-                raw = args if isinstance(args, str) else json.dumps(dict(args))
-                call_id = call_id or f"call_{step_index}_{part}"
-                pieces = _split(raw, chunk) or [""]
-                planned.append(_Delta("tool", part, pieces[0], name, call_id))
-                planned += [_Delta("tool", part, piece) for piece in pieces[1:]]
-            case _:
-                assert_never(event)
-    return planned
-
-
-def _leading_len(step: Step) -> int:
-    """How many events at the start of ``step`` are pauses and failures."""
-    for index, event in enumerate(step):
-        if not isinstance(event, Pause | Fail):
-            return index
-    return len(step)
-
-
-def _validate(script: Script) -> tuple[tuple[Event, ...], ...]:
-    if not script:
-        raise ValueError("a script needs at least one step")
-    steps: list[tuple[Event, ...]] = []
-    for number, step in enumerate(script):
-        events = tuple(step)
-        leading = True
-        for event in events:
-            if isinstance(event, Fail):
-                if not leading:
-                    raise ValueError(
-                        f"step {number}: Fail must come before any content; "
-                        "use FailMidStream for an error after the first chunk"
-                    )
-            elif not isinstance(event, Pause):
-                leading = False
-        steps.append(events)
-    return tuple(steps)
-
-
-def _count_words(text: str, after_space: bool) -> tuple[int, bool]:
-    """Word starts in ``text``, given whether the text before it ended in whitespace."""
-    words = 0
-    for char in text:
-        if char.isspace():
-            after_space = True
-        elif after_space:
-            words += 1
-            after_space = False
-    return words, after_space
-
-
-def _user_text(part: UserPromptPart) -> str:
-    if isinstance(part.content, str):
-        return part.content
-    return " ".join(item for item in part.content if isinstance(item, str))
-
-
-def _words_in_request(messages: Sequence[ModelMessage]) -> int:
-    """Deterministic input usage: the words of every text the request carries."""
-    texts: list[str] = []
-    for message in messages:
-        for part in message.parts:
-            if isinstance(part, UserPromptPart):
-                texts.append(_user_text(part))
-            elif isinstance(part, ToolReturnPart):
-                texts.append(part.model_response_str())
-            elif isinstance(part, SystemPromptPart | TextPart | ThinkingPart):
-                texts.append(part.content)
-    return sum(len(text.split()) for text in texts)
 
 
 def _http_error(
@@ -358,7 +143,7 @@ class ScriptedStreamedResponse(StreamedResponse):
     """Streams one planned step through pydantic-ai's parts manager."""
 
     _model_name: str
-    _plan: list[_Planned]
+    _plan: list[Planned]
     _rate: float | None
     _sleep: Sleep
     _input_tokens: int
@@ -383,7 +168,7 @@ class ScriptedStreamedResponse(StreamedResponse):
             if self._cancelled:
                 raise _StreamCancelled
             delivered += 1
-            words, after_space = _count_words(item.content, after_space)
+            words, after_space = count_words(item.content, after_space)
             output_words += words
             self._usage = RequestUsage(input_tokens=self._input_tokens, output_tokens=output_words)
             match item.kind:
@@ -409,7 +194,7 @@ class ScriptedStreamedResponse(StreamedResponse):
                     assert_never(item.kind)
         self.finish_reason = (
             "tool_call"
-            if any(isinstance(i, _Delta) and i.kind == "tool" for i in self._plan)
+            if any(isinstance(i, Delta) and i.kind == "tool" for i in self._plan)
             else "stop"
         )
 
@@ -462,7 +247,7 @@ class ScriptedModel(Model):
     ) -> None:
         if rate is not None and rate < 0:
             raise ValueError("rate must be >= 0")
-        self._script = _validate(script)
+        self._script = validate_script(script)
         self._rate = rate or None
         self._model_name = model_name
         self._sleep: Sleep = sleep or anyio.sleep
@@ -514,10 +299,10 @@ class ScriptedModel(Model):
         yield ScriptedStreamedResponse(
             model_request_parameters=model_request_parameters,
             _model_name=self._model_name,
-            _plan=_plan(step, messages, step_index),
+            _plan=plan_step(step, messages, step_index),
             _rate=self._rate,
             _sleep=self._sleep,
-            _input_tokens=_words_in_request(messages),
+            _input_tokens=words_in_request(messages),
         )
 
     async def _open(
@@ -629,7 +414,7 @@ def register_script(
     if callable(script_or_factory):
         factory: ScriptFactory = script_or_factory
     else:
-        fixed = _validate(script_or_factory)
+        fixed = validate_script(script_or_factory)
 
         def factory(params: ScriptParams) -> Script:
             return fixed
