@@ -11,17 +11,19 @@ import inspect
 import socket
 import sys
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
 import pytest
 import uvicorn
 from anyio.streams.memory import MemoryObjectReceiveStream
+from mcp.server.mcpserver import MCPServer
 
 from drupe.errors import ToolError, UsageError
 from drupe.tools.base import ToolContext, ToolEntry
 from drupe.tools.deferral import plan_exposition
-from drupe.tools.mcp.cache import FAILURE_BACKOFF_S
+from drupe.tools.mcp.cache import EMPTY_TTL_S, FAILURE_BACKOFF_S
 from drupe.tools.mcp.catalog import McpCatalog
 from drupe.tools.mcp.config import McpServerConfig
 from drupe.tools.meta import TOOL_INVOKE
@@ -177,6 +179,20 @@ async def test_dead_and_hanging_servers_never_delay_a_caller() -> None:
         assert status["dead"].state == "failed"
 
 
+async def test_a_server_that_dies_mid_session_is_reconnected_on_the_next_call() -> None:
+    async with McpCatalog([GOOD]) as catalog:
+        with anyio.fail_after(20):
+            await catalog.refresh("good")
+            with pytest.raises(ToolError, match="Connection closed"):
+                await catalog.call_tool("good", "die", {})
+            status = catalog.status()[0]
+            assert status.state == "disconnected"
+            assert "Connection closed" in (status.last_error or "")
+            assert await catalog.call_tool("good", "add", {"a": 1, "b": 2}) == {"result": 3}
+        status = catalog.status()[0]
+        assert status.state == "connected" and status.connect_attempts == 2
+
+
 async def test_prewarm_connects_three_at_a_time() -> None:
     servers = [_hang(f"hang{i}") for i in range(5)]
     async with McpCatalog(servers, connect_timeout_s=0.2) as catalog:
@@ -201,47 +217,74 @@ async def test_inactive_servers_and_unknown_ids() -> None:
         await McpCatalog([GOOD]).refresh("good")
 
 
-async def test_streamable_http_server_with_forced_approval() -> None:
-    """Scenario 25 with a real MCP tool: approval-gated, never deferred, refused by tool_invoke."""
-    app = demo_server.build().streamable_http_app()
+@asynccontextmanager
+async def serving_http(server: MCPServer) -> AsyncIterator[str]:
+    """Serve ``server`` over streamable HTTP on a loopback socket bound before serving."""
     sock = socket.socket()
     sock.bind(("127.0.0.1", 0))
     sock.listen(16)
     port = sock.getsockname()[1]
-    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
-    config = McpServerConfig(
-        id="remote", transport="http", url=f"http://127.0.0.1:{port}/mcp", require_approval=True
-    )
+    app = server.streamable_http_app()
+    web = uvicorn.Server(uvicorn.Config(app, log_level="warning", lifespan="on"))
     async with anyio.create_task_group() as tg:
-        tg.start_soon(server.serve, [sock])
+        tg.start_soon(web.serve, [sock])
         try:
-            async with McpCatalog([config]) as catalog:
-                with anyio.fail_after(10):
-                    tools = await catalog.refresh("remote")
-                gated = {e.name: e for e in tools}
-                add = gated["mcp__remote__add"]
-                assert add.defer == "never" and add.is_approval_gated({"a": 1, "b": 2})
-                # Once approved, the loop calls it directly and it works over HTTP.
-                assert await add.execute({"a": 20, "b": 22}, CONTEXT) == {"result": 42}
-
-                heavy = [
-                    ToolEntry(
-                        name=f"heavy_{i}",
-                        description="x" * 3_000,
-                        input_schema={"type": "object"},
-                        execute=add.execute,
-                    )
-                    for i in range(5)
-                ]
-                exposition = plan_exposition([*tools, *heavy], context_window=None)
-                assert [e.name for e in exposition.deferred] == [e.name for e in heavy]
-                assert set(gated) <= {e.name for e in exposition.inline}
-                invoke = {e.name: e for e in exposition.meta}[TOOL_INVOKE]
-                with pytest.raises(ToolError, match="needs human approval"):
-                    await invoke.execute(
-                        {"name": "mcp__remote__add", "arguments": {"a": 1, "b": 2}}, CONTEXT
-                    )
-                with pytest.raises(ToolError, match="not available in this request"):
-                    await invoke.execute({"name": "mcp__good__add", "arguments": {}}, CONTEXT)
+            yield f"http://127.0.0.1:{port}/mcp"
         finally:
-            server.should_exit = True
+            web.should_exit = True
+
+
+async def test_a_confirmed_empty_server_is_not_asked_again_for_five_minutes() -> None:
+    clock = FakeClock()
+    async with serving_http(MCPServer("empty")) as url:
+        config = McpServerConfig(id="empty", transport="http", url=url)
+        async with McpCatalog([config], clock=clock) as catalog:
+            with anyio.fail_after(10):
+                assert await catalog.refresh("empty") == []
+            assert catalog.status()[0].refreshes == 1
+            clock.now += EMPTY_TTL_S - 1
+            assert catalog.list_tools("empty") == []
+            assert catalog.status()[0].refreshing is False
+            clock.now += 1
+            assert catalog.list_tools("empty") == []
+            assert catalog.list_tools("empty") == []
+            assert catalog.status()[0].refreshing is True
+            with anyio.fail_after(10):
+                await catalog.refresh("empty")
+            status = catalog.status()[0]
+            assert status.refreshes == 2
+            assert status.connect_attempts == 1  # the live connection was reused
+
+
+async def test_streamable_http_server_with_forced_approval() -> None:
+    """Scenario 25 with a real MCP tool: approval-gated, never deferred, refused by tool_invoke."""
+    async with serving_http(demo_server.build()) as url:
+        config = McpServerConfig(id="remote", transport="http", url=url, require_approval=True)
+        async with McpCatalog([config]) as catalog:
+            with anyio.fail_after(10):
+                tools = await catalog.refresh("remote")
+            gated = {e.name: e for e in tools}
+            add = gated["mcp__remote__add"]
+            assert add.defer == "never" and add.is_approval_gated({"a": 1, "b": 2})
+            # Once approved, the loop calls it directly and it works over HTTP.
+            assert await add.execute({"a": 20, "b": 22}, CONTEXT) == {"result": 42}
+
+            heavy = [
+                ToolEntry(
+                    name=f"heavy_{i}",
+                    description="x" * 3_000,
+                    input_schema={"type": "object"},
+                    execute=add.execute,
+                )
+                for i in range(5)
+            ]
+            exposition = plan_exposition([*tools, *heavy], context_window=None)
+            assert [e.name for e in exposition.deferred] == [e.name for e in heavy]
+            assert set(gated) <= {e.name for e in exposition.inline}
+            invoke = {e.name: e for e in exposition.meta}[TOOL_INVOKE]
+            with pytest.raises(ToolError, match="needs human approval"):
+                await invoke.execute(
+                    {"name": "mcp__remote__add", "arguments": {"a": 1, "b": 2}}, CONTEXT
+                )
+            with pytest.raises(ToolError, match="not available in this request"):
+                await invoke.execute({"name": "mcp__good__add", "arguments": {}}, CONTEXT)

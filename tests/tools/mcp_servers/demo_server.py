@@ -1,12 +1,13 @@
 """A real MCP server for the tests (official SDK): stdio when run as a script, HTTP via build().
 
 Tools: ``add``, ``Shout Text`` (a name that needs a slug), ``fail`` (raises), ``slow`` (sleeps),
-and ``grow`` (registers a new tool and sends a tools list-changed notification).
+``die`` (exits) and ``grow`` (registers a new tool and sends a tools list-changed notification).
 """
 
 from __future__ import annotations
 
 import logging
+import os
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
@@ -36,6 +37,11 @@ def build() -> MCPServer:
         """Sleep, then answer."""
         await anyio.sleep(seconds)
         return "late"
+
+    @server.tool()
+    def die() -> str:
+        """Exit the server process at once (a crash mid-session)."""
+        os._exit(7)
 
     @server.tool()
     async def grow(name: str, ctx: Context) -> str:

@@ -57,6 +57,9 @@ class McpServerStatus:
     last_error: str | None
     retry_in_s: float | None
     connect_attempts: int
+    refreshing: bool
+    refreshes: int
+    """Finished refresh attempts (each connects only when there is no live connection)."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -70,6 +73,7 @@ class _Slot:
     inflight: anyio.Event | None = None
     rerun: bool = False
     connect_attempts: int = 0
+    refreshes: int = 0
 
 
 def _always(_arguments: Mapping[str, Any]) -> bool:
@@ -233,6 +237,7 @@ class McpCatalog:
             while True:
                 slot.rerun = False
                 await self._refresh_once(slot)
+                slot.refreshes += 1
                 if not slot.rerun:
                     break
         finally:
@@ -255,7 +260,10 @@ class McpCatalog:
             else:
                 entries = tuple(self._entries(config, listed))
                 slot.cache = on_success(slot.cache, entries, now=self._clock())
-        if self._on_change is not None and self._slots.get(config.id) is slot:
+        if self._slots.get(config.id) is not slot:
+            self._close(slot)  # removed or reconfigured meanwhile: drop what this attempt opened
+            return
+        if self._on_change is not None:
             try:
                 self._on_change(config.id, list(slot.cache.tools))
             except Exception:  # isolation boundary: a subscriber bug must not break the catalog
@@ -390,11 +398,14 @@ class McpCatalog:
                 active=slot.config.active,
                 state=self._state(slot),
                 tool_count=len(slot.cache.tools),
-                last_error=slot.cache.last_error,
+                last_error=slot.cache.last_error
+                or (slot.connection.error if slot.connection is not None else None),
                 retry_in_s=(
                     max(0.0, slot.cache.retry_at - now) if slot.cache.retry_at is not None else None
                 ),
                 connect_attempts=slot.connect_attempts,
+                refreshing=slot.inflight is not None,
+                refreshes=slot.refreshes,
             )
             for slot in self._slots.values()
         ]

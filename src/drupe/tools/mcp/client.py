@@ -29,6 +29,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 from mcp.client.client import Client
 from mcp.client.stdio import StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
+from mcp.client.subscriptions import SubscriptionLost
 from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
@@ -70,6 +71,14 @@ def describe_error(exc: BaseException) -> str:
     else:
         text = str(exc) or type(exc).__name__
     return f"{type(exc).__name__}: {text}"
+
+
+def _is_connection_lost(exc: BaseException) -> bool:
+    if isinstance(exc, MCPError):
+        return exc.code == types.CONNECTION_CLOSED
+    return isinstance(
+        exc, (anyio.ClosedResourceError, anyio.BrokenResourceError, anyio.EndOfStream)
+    )
 
 
 def _is_tools_changed(message: object) -> bool:
@@ -142,10 +151,15 @@ class McpConnection:
             self._finished.set()
 
     def _fail(self, exc: BaseException) -> None:
-        if self._state != "closed":
+        if self._state in ("connecting", "connected"):  # the first failure is the one reported
             self._state = "failed"
             self._error = describe_error(exc)
             logger.info("MCP server %r failed: %s", self.config.id, self._error)
+
+    def _lose(self, exc: BaseException) -> None:
+        """The session is gone (server exited, stream dropped): fail and end the owner."""
+        self._fail(exc)
+        self._scope.cancel()
 
     def _drain_pending(self) -> None:
         receive = self._requests_receive
@@ -206,6 +220,8 @@ class McpConnection:
                 acked.set()
                 async for _event in subscription:
                     self._tools_changed()
+        except SubscriptionLost as exc:  # the stream dropped: changes would go unseen
+            self._lose(exc)
         except Exception as exc:  # a legacy server: its classic notifications are used instead
             logger.debug("MCP server %r: no listen stream (%s)", self.config.id, exc)
         finally:
@@ -235,6 +251,8 @@ class McpConnection:
                     outcome.value = await request.operation(client)
             except Exception as exc:  # the error is the caller's to see
                 outcome.error = exc
+                if _is_connection_lost(exc):
+                    self._lose(exc)
             # A caller that gave up (its own timeout) closed its end: nothing to deliver.
             with suppress(anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.WouldBlock):
                 request.reply.send_nowait(outcome)
