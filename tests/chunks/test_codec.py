@@ -39,7 +39,8 @@ def _mutations(chunk: dict[str, Any]) -> list[Any]:
         if key == "type":
             continue
         out.append({k: v for k, v in chunk.items() if k != key})
-        for wrong in (None, 1, "s", True, [], {"x": "y"}):
+        wrongs: tuple[Any, ...] = (None, 1, "s", True, [], {"x": "y"})
+        for wrong in wrongs:
             if wrong != chunk[key]:
                 out.append({**chunk, key: wrong})
     return out
