@@ -24,11 +24,6 @@ from drupe.persistence import Database, open_database
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"
 
 
-@pytest.fixture(scope="session")
-def anyio_backend() -> str:
-    return "asyncio"
-
-
 @dataclass(frozen=True)
 class Target:
     """A database to open: its URL and the driver arguments that isolate it."""

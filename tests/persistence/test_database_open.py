@@ -9,7 +9,7 @@ import pytest
 from sqlalchemy import text
 from sqlalchemy.ext.asyncio import AsyncEngine
 
-from drupe.errors import ConfigError
+from drupe.errors import ConfigError, PersistenceError
 from drupe.persistence import database_url, open_database
 
 
@@ -65,3 +65,13 @@ async def test_sqlite_file_in_data_dir_uses_wal_on_every_connection(tmp_path: Pa
 
 async def _append(results: list[tuple[object, ...]], engine: AsyncEngine) -> None:
     results.append(await _pragmas(engine))
+
+
+async def test_unreachable_databases_raise_persistence_error(tmp_path: Path) -> None:
+    with pytest.raises(PersistenceError, match=r"\*\*\*") as caught:
+        async with open_database("postgresql://drupe:secret@127.0.0.1:1/none"):
+            pass
+    assert "secret" not in str(caught.value)
+    with pytest.raises(PersistenceError):
+        async with open_database(f"sqlite:///{tmp_path / 'missing' / 'dir' / 'x.db'}"):
+            pass

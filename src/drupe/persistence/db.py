@@ -20,11 +20,11 @@ import orjson
 import platformdirs
 from sqlalchemy import event
 from sqlalchemy.engine import make_url
-from sqlalchemy.exc import ArgumentError
+from sqlalchemy.exc import ArgumentError, SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncEngine, async_sessionmaker, create_async_engine
 from sqlalchemy.pool import ConnectionPoolEntry
 
-from drupe.errors import ConfigError
+from drupe.errors import ConfigError, PersistenceError
 from drupe.persistence import migrate
 from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.conversations import ConversationStore
@@ -86,6 +86,17 @@ def database_url(url: str | None = None, *, data_dir: Path | None = None) -> str
     return parsed.render_as_string(hide_password=False)
 
 
+def _check_sqlite_directory(url: str) -> None:
+    # A missing directory is the common way a SQLite open fails; refuse it before aiosqlite
+    # starts a worker thread for a connection that cannot succeed.
+    parsed = make_url(url)
+    if parsed.get_backend_name() != "sqlite" or parsed.database in (None, "", ":memory:"):
+        return
+    directory = Path(parsed.database).expanduser().parent
+    if not directory.is_dir():
+        raise PersistenceError(f"could not open database {url}: no directory {str(directory)!r}")
+
+
 def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
@@ -122,15 +133,24 @@ async def open_database(
 ) -> AsyncIterator[Database]:
     """Open the database, migrate it to head, and yield the ``Database``.
 
+    Raises ``ConfigError`` for an unsupported URL and ``PersistenceError`` when the database
+    cannot be reached or migrated (the message shows the URL without its password).
+
     ``connect_args`` go to the driver (for example asyncpg's ``server_settings`` to pick a
     schema through ``search_path``). ``migrate_schema=False`` skips the migration step, for
     tools that inspect a database without changing it.
     """
-    engine = _create_engine(database_url(url, data_dir=data_dir), connect_args)
+    resolved = database_url(url, data_dir=data_dir)
+    _check_sqlite_directory(resolved)
+    engine = _create_engine(resolved, connect_args)
     try:
         if migrate_schema:
-            async with engine.begin() as conn:
-                await conn.run_sync(migrate.upgrade)
+            try:
+                async with engine.begin() as conn:
+                    await conn.run_sync(migrate.upgrade)
+            except (SQLAlchemyError, OSError) as err:
+                shown = make_url(resolved).render_as_string(hide_password=True)
+                raise PersistenceError(f"could not open database {shown}: {err}") from err
         sessions = async_sessionmaker(engine, expire_on_commit=False)
         yield Database(
             engine=engine,
