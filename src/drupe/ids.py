@@ -1,0 +1,51 @@
+"""Typed identifiers and their factories.
+
+Ids are plain strings on the wire; ``NewType`` keeps them apart in signatures. Attempt ids are
+process-wide and monotonic: a late event carrying an older attempt id is stale and is dropped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import time
+import uuid
+from typing import NewType
+
+__all__ = [
+    "AttemptId",
+    "ConversationId",
+    "ExecutionId",
+    "ListenerId",
+    "MessageId",
+    "SessionId",
+    "TurnId",
+    "new_message_id",
+    "next_attempt_id",
+    "next_turn_id",
+]
+
+ConversationId = NewType("ConversationId", str)
+TurnId = NewType("TurnId", str)
+ExecutionId = NewType("ExecutionId", str)
+MessageId = NewType("MessageId", str)
+ListenerId = NewType("ListenerId", str)
+SessionId = NewType("SessionId", str)
+AttemptId = NewType("AttemptId", int)
+
+_attempts = itertools.count(1)
+_turns = itertools.count(1)
+
+
+def next_attempt_id() -> AttemptId:
+    """Return the next process-wide attempt id (strictly increasing)."""
+    return AttemptId(next(_attempts))
+
+
+def next_turn_id() -> TurnId:
+    """Return a new turn id of the form ``<epoch-ms>:<seq>``."""
+    return TurnId(f"{int(time.time() * 1000)}:{next(_turns)}")
+
+
+def new_message_id() -> MessageId:
+    """Return a new random message id."""
+    return MessageId(f"msg_{uuid.uuid4().hex}")

@@ -1,0 +1,352 @@
+"""``PersistentProvider``: database-backed conversations, the catch-all provider (§4.2).
+
+* submit, not live: resolve the models (duplicates and unknown models are refused before any
+  write), then write the user row and one ``pending`` placeholder per model in ONE transaction;
+  listeners = subscribers + one persistence listener per model;
+* submit, live: the steer branch. The user row is written (status ``success``, stamped with the
+  model that will answer it) and the subscribers are only attached; dispatch queues the steer;
+* regenerate: refused while live; new placeholders under the existing user row;
+* steer continuation: one placeholder under the steer row, answered by the model stamped on it;
+  the model-facing copy of the steer is wrapped as a steer reminder (the stored row is untouched);
+* continue-conversation (approvals): the anchor row goes back to ``pending`` and is continued by
+  its original model; its chunks extend the stored message.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from drupe.chunks.types import UIMessage
+from drupe.errors import (
+    AdmissionError,
+    DuplicateModelError,
+    UnknownConversationError,
+    ValidationError,
+)
+from drupe.ids import new_message_id
+from drupe.persistence.backends import PlaceholderBackend
+from drupe.persistence.records import MessageRecord, NewMessage, NewPlaceholder
+from drupe.streaming.context.base import (
+    ContinueConversation,
+    DispatchRequest,
+    PreparedDispatch,
+    Regenerate,
+    Runner,
+    SteerContinuation,
+    Submit,
+    TurnSpec,
+)
+from drupe.streaming.listeners.base import Listener
+from drupe.streaming.listeners.persistence import PersistenceListener
+from drupe.streaming.manager import ExecutionSpec
+from drupe.streaming.steering import PendingSteer
+
+if TYPE_CHECKING:
+    from drupe.persistence.conversations import ConversationStore
+    from drupe.persistence.messages import MessageStore
+
+__all__ = ["PersistentProvider", "check_parts"]
+
+MAX_MODELS_PER_TURN = 8
+
+
+def check_parts(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Validate the parts of a user message; returns a clean copy."""
+    if not parts:
+        raise ValidationError("the message has no parts")
+    clean: list[dict[str, Any]] = []
+    for part in parts:
+        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
+            raise ValidationError("every message part needs a string 'type'")
+        if part["type"] == "text" and not isinstance(part.get("text"), str):
+            raise ValidationError("a text part needs a string 'text'")
+        clean.append(dict(part))
+    if not any(p["type"] == "text" and p["text"].strip() for p in clean) and not any(
+        p["type"] == "file" for p in clean
+    ):
+        raise ValidationError("the message is empty")
+    return clean
+
+
+class PersistentProvider:
+    """Prepares turns of conversations stored in the database."""
+
+    def __init__(
+        self,
+        *,
+        conversations: ConversationStore,
+        messages: MessageStore,
+        runner: Runner,
+        default_model: Callable[[], str],
+        validate_model: Callable[[str], None] = lambda model_id: None,
+        has_pending_steer: Callable[[str], bool] = lambda conversation_id: False,
+    ) -> None:
+        self.conversations = conversations
+        self.messages = messages
+        self.runner = runner
+        self.default_model = default_model
+        self.validate_model = validate_model
+        self.has_pending_steer = has_pending_steer
+
+    async def can_handle(self, conversation_id: str) -> bool:
+        return not conversation_id.startswith("agent-session:")
+
+    async def prepare(
+        self,
+        request: DispatchRequest,
+        subscribers: Sequence[Listener],
+        *,
+        has_live_stream: bool,
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        if await self.conversations.get(conversation_id) is None:
+            raise UnknownConversationError(conversation_id)
+        match request:
+            case Submit():
+                parts = check_parts(request.parts)
+                models = self._models(request.model_ids)
+                if has_live_stream:
+                    return await self._steer(request, parts, models[0], subscribers)
+                return await self._start(request, parts, models, subscribers)
+            case Regenerate():
+                if has_live_stream:
+                    raise AdmissionError(
+                        "regenerate-live",
+                        f"conversation {conversation_id!r} is answering; "
+                        "stop it before regenerating",
+                    )
+                return await self._regenerate(request, self._models(request.model_ids), subscribers)
+            case SteerContinuation():
+                return await self._steer_continuation(request, subscribers)
+            case ContinueConversation():
+                return await self._continue(request, subscribers)
+
+    # --- branches ---------------------------------------------------------------------------
+
+    def _models(self, model_ids: Sequence[str]) -> list[str]:
+        models = list(model_ids) or [self.default_model()]
+        if len(models) > MAX_MODELS_PER_TURN:
+            raise ValidationError(f"at most {MAX_MODELS_PER_TURN} models per turn")
+        seen: set[str] = set()
+        for model_id in models:
+            if model_id in seen:
+                raise DuplicateModelError(model_id)
+            seen.add(model_id)
+            self.validate_model(model_id)
+        return models
+
+    async def _start(
+        self,
+        request: Submit,
+        parts: list[dict[str, Any]],
+        models: list[str],
+        subscribers: Sequence[Listener],
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        parent_id = request.parent_id
+        if parent_id is None:
+            leaf = await self.messages.latest_leaf(conversation_id)
+            parent_id = leaf.id if leaf is not None else None
+        history = await self._history(conversation_id, parent_id)
+        user = NewMessage(id=new_message_id(), parts=parts, metadata=request.metadata)
+        placeholders = [NewPlaceholder(message_id=new_message_id(), model_id=m) for m in models]
+        group = (
+            await self.messages.next_siblings_group_id(conversation_id) if len(models) > 1 else None
+        )
+        await self.messages.create_turn(
+            conversation_id,
+            user_message=user,
+            parent_id=parent_id,
+            placeholders=placeholders,
+            siblings_group_id=group,
+        )
+        await self.conversations.touch(conversation_id)
+        user_ui: UIMessage = {"id": user.id, "role": "user", "parts": parts}
+        return self._prepared(
+            conversation_id,
+            [*history, user_ui],
+            placeholders,
+            subscribers,
+            user_message_id=user.id,
+            group=group,
+        )
+
+    async def _steer(
+        self,
+        request: Submit,
+        parts: list[dict[str, Any]],
+        model_id: str,
+        subscribers: Sequence[Listener],
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        parent_id = request.parent_id
+        if parent_id is None:
+            leaf = await self.messages.latest_leaf(conversation_id)
+            parent_id = leaf.id if leaf is not None else None
+        metadata = dict(request.metadata or {})
+        metadata["steer"] = True
+        metadata["modelId"] = model_id
+        row = await self.messages.create_user_message(
+            conversation_id,
+            message=NewMessage(id=new_message_id(), parts=parts, metadata=metadata),
+            parent_id=parent_id,
+        )
+        return PreparedDispatch(
+            conversation_id=conversation_id,
+            listeners=list(subscribers),
+            user_message_id=row.id,
+            pending_steer=PendingSteer(user_message_id=row.id, model_id=model_id),
+        )
+
+    async def _regenerate(
+        self, request: Regenerate, models: list[str], subscribers: Sequence[Listener]
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        row = await self._own_message(conversation_id, request.user_message_id, role="user")
+        history = await self._history(conversation_id, row.id)
+        placeholders = [NewPlaceholder(message_id=new_message_id(), model_id=m) for m in models]
+        group = (
+            await self.messages.next_siblings_group_id(conversation_id) if len(models) > 1 else None
+        )
+        await self.messages.create_turn(
+            conversation_id,
+            user_message=None,
+            parent_id=row.id,
+            placeholders=placeholders,
+            siblings_group_id=group,
+        )
+        await self.conversations.touch(conversation_id)
+        return self._prepared(
+            conversation_id, history, placeholders, subscribers, user_message_id=row.id, group=group
+        )
+
+    async def _steer_continuation(
+        self, request: SteerContinuation, subscribers: Sequence[Listener]
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        row = await self._own_message(conversation_id, request.steer.user_message_id, role="user")
+        stamped = (row.metadata or {}).get("modelId")
+        model_id = request.steer.model_id or (stamped if isinstance(stamped, str) else None)
+        model_id = model_id or self.default_model()
+        history = await self._history(conversation_id, row.id)
+        placeholder = NewPlaceholder(message_id=new_message_id(), model_id=model_id)
+        await self.messages.create_placeholder(
+            conversation_id, message_id=placeholder.message_id, parent_id=row.id, model_id=model_id
+        )
+        return self._prepared(
+            conversation_id,
+            history,
+            [placeholder],
+            subscribers,
+            user_message_id=row.id,
+            group=None,
+            is_steer=True,
+        )
+
+    async def _continue(
+        self, request: ContinueConversation, subscribers: Sequence[Listener]
+    ) -> PreparedDispatch:
+        conversation_id = request.conversation_id
+        row = await self._own_message(conversation_id, request.anchor_id, role="assistant")
+        if row.model_id is None:
+            raise ValidationError(f"message {row.id!r} has no model to continue with")
+        history = await self._history(conversation_id, row.parent_id)
+        await self.messages.set_pending(row.id, parts=row.parts)
+        seed = row.as_ui_message()
+        placeholder = NewPlaceholder(message_id=row.id, model_id=row.model_id)
+        return self._prepared(
+            conversation_id,
+            history,
+            [placeholder],
+            subscribers,
+            user_message_id=row.parent_id,
+            group=row.siblings_group_id,
+            seed=seed,
+        )
+
+    async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
+        """Delete a stopped turn's answer rows; return their user row (the new parent)."""
+        parent: str | None = None
+        for message_id in placeholder_ids:
+            row = await self.messages.get(message_id)
+            if row is not None and row.conversation_id == conversation_id:
+                parent = parent or row.parent_id
+        await self.messages.delete(placeholder_ids)
+        return parent
+
+    # --- helpers ----------------------------------------------------------------------------
+
+    async def _own_message(
+        self, conversation_id: str, message_id: str, *, role: str
+    ) -> MessageRecord:
+        row = await self.messages.get(message_id)
+        if row is None or row.conversation_id != conversation_id:
+            raise ValidationError(
+                f"message {message_id!r} is not in conversation {conversation_id!r}"
+            )
+        if row.role != role:
+            raise ValidationError(f"message {message_id!r} is not a {role} message")
+        return row
+
+    async def _history(self, conversation_id: str, leaf_id: str | None) -> list[UIMessage]:
+        if leaf_id is None:
+            return []
+        path = await self.messages.path_to(leaf_id)
+        if path and path[-1].conversation_id != conversation_id:
+            raise ValidationError(f"message {leaf_id!r} is not in conversation {conversation_id!r}")
+        # Pending rows belong to other live turns and rows that failed empty carry nothing useful.
+        return [r.as_ui_message() for r in path if r.status != "pending"]
+
+    def _prepared(
+        self,
+        conversation_id: str,
+        messages: list[UIMessage],
+        placeholders: Sequence[NewPlaceholder],
+        subscribers: Sequence[Listener],
+        *,
+        user_message_id: str | None,
+        group: int | None,
+        is_steer: bool = False,
+        seed: UIMessage | None = None,
+    ) -> PreparedDispatch:
+        listeners: list[Listener] = list(subscribers)
+        executions: list[ExecutionSpec] = []
+        history = [*messages, seed] if seed is not None else messages
+        for placeholder in placeholders:
+            model_id = placeholder.model_id or self.default_model()
+            listeners.append(
+                PersistenceListener(
+                    PlaceholderBackend(self.messages, placeholder.message_id),
+                    model_id=model_id,
+                    conversation_id=conversation_id,
+                )
+            )
+            spec = TurnSpec(
+                conversation_id=conversation_id,
+                message_id=placeholder.message_id,
+                model_id=model_id,
+                messages=history,
+                is_steer=is_steer,
+                steer_pending=lambda: self.has_pending_steer(conversation_id),
+            )
+            executions.append(
+                ExecutionSpec(
+                    model_id=model_id,
+                    source=_bind(self.runner, spec),
+                    anchor_message_id=placeholder.message_id,
+                    seed_message=seed,
+                )
+            )
+        return PreparedDispatch(
+            conversation_id=conversation_id,
+            executions=executions,
+            listeners=listeners,
+            user_message_id=user_message_id,
+            placeholder_ids=[p.message_id for p in placeholders],
+            siblings_group_id=group,
+        )
+
+
+def _bind(runner: Runner, spec: TurnSpec) -> Callable[[], Any]:
+    return lambda: runner(spec)

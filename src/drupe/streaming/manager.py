@@ -1,0 +1,778 @@
+"""``StreamManager``: the registry of live streams, and the owner of their tasks.
+
+Contract (``docs/lifecycles/stream.md``):
+
+* At most one live stream per conversation. ``send`` starts one, or injects listeners into the
+  live one when given no models; a live conversation plus models is refused (``busy``), so a
+  prepared continuation is never silently dropped. Callers serialise admissions per
+  conversation with ``conversation_lock`` (the dispatcher does).
+* Every execution runs as a task of the manager's task group. Its loop reads the source once and
+  fans each chunk out synchronously. Classification, first match: the loop raised -> ``error``;
+  aborted (stop, idle watchdog, no subscribers, shutdown) -> ``paused``; an ``error`` chunk was
+  seen -> ``error`` named ``StreamError``; otherwise ``success``.
+* Terminal work (listeners, persistence first) is shielded and time-bounded, and runs whatever
+  the listeners do. Conversation-level effects (status record, chaining, eviction) apply only
+  when the registry still maps the conversation to the same stream object.
+* ``abort`` flips the status synchronously; ``abort_and_drain`` returns after the loops settled
+  and their partials were persisted.
+* External cancellation (shutdown) is never converted into an outcome; it propagates after the
+  execution's terminal write.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import deque
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import Any, Literal
+
+import anyio
+import anyio.abc
+
+from drupe.chunks.accumulate import Accumulator
+from drupe.chunks.types import Chunk, UIMessage
+from drupe.errors import AdmissionError, DuplicateModelError, TerminalPersistenceError
+from drupe.ids import next_attempt_id, next_turn_id
+from drupe.streaming.config import StreamConfig
+from drupe.streaming.listeners.base import (
+    Listener,
+    SerializedError,
+    TerminalResult,
+    serialize_error,
+)
+from drupe.streaming.live import Execution, LiveStream, SourceFactory
+from drupe.streaming.ring import ReplayRing
+from drupe.streaming.status import ExecutionTerminal, StatusChanged
+from drupe.streaming.steering import EnqueueDecision, PendingSteer, after_terminal, on_enqueue
+
+__all__ = [
+    "AttachFinished",
+    "AttachNotFound",
+    "AttachResult",
+    "Attached",
+    "ExecutionSpec",
+    "Injected",
+    "SendInput",
+    "SendResult",
+    "Started",
+    "StatusRecord",
+    "SteerLauncher",
+    "StreamManager",
+]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ExecutionSpec:
+    """One model to run in a turn."""
+
+    model_id: str
+    source: SourceFactory
+    """Called once, in the execution's task, to open the chunk stream."""
+    anchor_message_id: str | None = None
+    """The placeholder row this execution finalizes (None for headless prompt streams)."""
+    seed_message: UIMessage | None = None
+    """An assistant message the chunks continue (approval continuation)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SendInput:
+    conversation_id: str
+    executions: Sequence[ExecutionSpec] = ()
+    listeners: Sequence[Listener] = ()
+    siblings_group_id: int | None = None
+    persistent: bool = True
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    mode: Literal["started"]
+    turn_id: str
+    execution_ids: tuple[str, ...]
+    attempt_ids: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class Injected:
+    mode: Literal["injected"]
+    turn_id: str | None
+    execution_ids: tuple[str, ...]
+
+
+SendResult = Started | Injected
+
+
+@dataclass(frozen=True, slots=True)
+class AttachNotFound:
+    kind: Literal["not-found"] = "not-found"
+
+
+@dataclass(frozen=True, slots=True)
+class AttachFinished:
+    status: str
+    turn_id: str
+    final_messages: dict[str, UIMessage]
+    error: SerializedError | None = None
+    kind: Literal["finished"] = "finished"
+
+
+@dataclass(frozen=True, slots=True)
+class Attached:
+    turn_id: str
+    replayed: int
+    execution_ids: tuple[str, ...]
+    kind: Literal["attached"] = "attached"
+
+
+AttachResult = AttachNotFound | AttachFinished | Attached
+
+
+@dataclass(slots=True)
+class StatusRecord:
+    """The conversation status mirror; kept after eviction (reference ``ChatStreamLifecycle``)."""
+
+    status: str
+    turn_id: str
+    last_completed_at: float | None = None
+
+
+SteerLauncher = Callable[[str, PendingSteer, Sequence[Listener]], Awaitable[None]]
+StatusObserver = Callable[[str, StatusRecord], None]
+
+
+@dataclass(slots=True)
+class _LockEntry:
+    lock: anyio.Lock = field(default_factory=anyio.Lock)
+    refs: int = 0
+
+
+class StreamManager:
+    """Owns every live stream of the process. Use as an async context manager."""
+
+    def __init__(self, config: StreamConfig | None = None) -> None:
+        self.config = config or StreamConfig()
+        self._streams: dict[str, LiveStream] = {}
+        self._locks: dict[str, _LockEntry] = {}
+        self._steers: dict[str, deque[PendingSteer]] = {}
+        self._status: dict[str, StatusRecord] = {}
+        self._observers: list[StatusObserver] = []
+        self._steer_launcher: SteerLauncher | None = None
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._closing = False
+        self.outcomes: dict[str, int] = {"success": 0, "paused": 0, "error": 0}
+        self.chunks_total = 0
+
+    # --- lifetime ---------------------------------------------------------------------------
+
+    async def __aenter__(self) -> StreamManager:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        self._closing = True
+        assert self._tg is not None
+        with anyio.move_on_after(self.config.shutdown_grace, shield=True):
+            await self.shutdown()
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    async def shutdown(self) -> None:
+        """Abort every live stream (``app-shutdown``) and wait until their partials are saved."""
+        live = [s for s in self._streams.values() if s.is_live]
+        for stream in live:
+            self._abort_stream(stream, "app-shutdown")
+        for stream in live:
+            for execution in stream.executions.values():
+                await execution.settled.wait()
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        if self._tg is None:
+            raise RuntimeError("StreamManager is not running (use `async with`)")
+        return self._tg
+
+    # --- wiring -----------------------------------------------------------------------------
+
+    def set_steer_launcher(self, launcher: SteerLauncher) -> None:
+        """Install the callback that dispatches a steer continuation (the dispatcher's)."""
+        self._steer_launcher = launcher
+
+    def add_status_observer(self, observer: StatusObserver) -> Callable[[], None]:
+        """Call ``observer(conversation_id, record)`` on every status change; returns remover."""
+        self._observers.append(observer)
+        return lambda: self._observers.remove(observer) if observer in self._observers else None
+
+    def conversation_lock(self, conversation_id: str) -> AbstractAsyncContextManager[None]:
+        """The per-conversation admission lock (live check, row writes and start under it)."""
+        return self._locked(conversation_id)
+
+    @asynccontextmanager
+    async def _locked(self, conversation_id: str) -> AsyncIterator[None]:
+        entry = self._locks.get(conversation_id)
+        if entry is None:
+            entry = self._locks[conversation_id] = _LockEntry()
+        entry.refs += 1
+        try:
+            async with entry.lock:
+                yield
+        finally:
+            entry.refs -= 1
+            if entry.refs == 0:
+                self._locks.pop(conversation_id, None)
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def get(self, conversation_id: str) -> LiveStream | None:
+        return self._streams.get(conversation_id)
+
+    def is_live(self, conversation_id: str) -> bool:
+        stream = self._streams.get(conversation_id)
+        return stream is not None and stream.is_live
+
+    def status(self, conversation_id: str) -> StatusRecord | None:
+        """The latest status record of a conversation (kept after eviction)."""
+        return self._status.get(conversation_id)
+
+    def pending_steers(self, conversation_id: str) -> list[PendingSteer]:
+        return list(self._steers.get(conversation_id, ()))
+
+    def has_pending_steer(self, conversation_id: str) -> bool:
+        return bool(self._steers.get(conversation_id))
+
+    def statistics(self) -> dict[str, Any]:
+        live = [s for s in self._streams.values() if s.is_live]
+        return {
+            "streams": len(self._streams),
+            "live_streams": len(live),
+            "subscribers": sum(s.subscriber_count() for s in self._streams.values()),
+            "chunks_total": self.chunks_total,
+            "outcomes": dict(self.outcomes),
+        }
+
+    async def wait_terminal_idle(self, conversation_id: str) -> None:
+        """Wait until no terminal dispatch of this conversation's stream is in flight."""
+        stream = self._streams.get(conversation_id)
+        if stream is not None:
+            await stream.terminal_idle.wait()
+
+    async def wait_settled(self, conversation_id: str) -> None:
+        """Wait until every execution of the current stream has finished its terminal work."""
+        stream = self._streams.get(conversation_id)
+        if stream is not None:
+            for execution in list(stream.executions.values()):
+                await execution.settled.wait()
+
+    # --- send -------------------------------------------------------------------------------
+
+    def send(self, request: SendInput) -> SendResult:
+        """Start a stream, or inject listeners into the live one (reference §2.4 step 1)."""
+        if self._closing:
+            raise AdmissionError("shutting-down", "the server is shutting down")
+        model_ids = [spec.model_id for spec in request.executions]
+        seen: set[str] = set()
+        for model_id in model_ids:
+            if model_id in seen:
+                raise DuplicateModelError(model_id)
+            seen.add(model_id)
+        conversation_id = request.conversation_id
+        current = self._streams.get(conversation_id)
+        if current is not None and current.is_live:
+            if request.executions:
+                raise AdmissionError(
+                    "busy", f"conversation {conversation_id!r} already has a live stream"
+                )
+            for listener in request.listeners:
+                self._attach_listener(current, listener, after=None, execution_ids=None)
+            return Injected("injected", current.turn_id, self._streaming_ids(current))
+        if not request.executions:
+            if current is not None:
+                for listener in request.listeners:
+                    self._attach_listener(current, listener, after=None, execution_ids=None)
+            return Injected("injected", current.turn_id if current else None, ())
+        if current is not None:
+            self._evict(current)
+        stream = self._start(request)
+        return Started(
+            "started",
+            stream.turn_id,
+            tuple(stream.executions),
+            tuple(e.attempt_id for e in stream.executions.values()),
+        )
+
+    def _start(self, request: SendInput) -> LiveStream:
+        executions = [
+            Execution(
+                execution_id=spec.model_id,
+                model_id=spec.model_id,
+                attempt_id=next_attempt_id(),
+                anchor_message_id=spec.anchor_message_id,
+                source=spec.source,
+                ring=ReplayRing(
+                    max_entries=self.config.max_buffer_chunks,
+                    max_delta_bytes=self.config.max_delta_bytes,
+                ),
+                accumulator=Accumulator(seed=spec.seed_message),
+                seed_message=spec.seed_message,
+            )
+            for spec in request.executions
+        ]
+        stream = LiveStream(
+            conversation_id=request.conversation_id,
+            turn_id=next_turn_id(),
+            executions=executions,
+            config=self.config,
+            siblings_group_id=request.siblings_group_id,
+            persistent=request.persistent,
+            on_status=self._on_status,
+            on_no_subscribers=self._on_no_subscribers,
+        )
+        if len(request.listeners) > self.config.max_listeners:
+            raise AdmissionError("too-many-subscribers", "too many listeners for one stream")
+        for listener in request.listeners:
+            stream.add_listener(listener)
+        self._streams[request.conversation_id] = stream
+        self._record(stream, "pending")
+        for execution in executions:
+            self.task_group.start_soon(
+                self._run_execution, stream, execution, name=f"execution {execution.attempt_id}"
+            )
+        return stream
+
+    @staticmethod
+    def _streaming_ids(stream: LiveStream) -> tuple[str, ...]:
+        return tuple(e.execution_id for e in stream.executions.values() if e.status == "streaming")
+
+    # --- attach / detach --------------------------------------------------------------------
+
+    def attach(
+        self,
+        conversation_id: str,
+        listener: Listener,
+        *,
+        after: int | None = None,
+        execution_ids: Iterable[str] | None = None,
+    ) -> AttachResult:
+        """Attach a subscriber: replay then live chunks; final messages in grace; not found.
+
+        Attaching never changes the stream. ``after`` is a sequence number this stream issued
+        (the SSE cursor): the replay then starts exactly after it.
+        """
+        stream = self._streams.get(conversation_id)
+        if stream is None:
+            return AttachNotFound()
+        if not stream.is_live:
+            first_error = next(
+                (e.error for e in stream.executions.values() if e.error is not None), None
+            )
+            return AttachFinished(
+                status=stream.status,
+                turn_id=stream.turn_id,
+                final_messages=stream.final_messages(),
+                error=first_error if stream.status == "error" else None,
+            )
+        replayed = self._attach_listener(stream, listener, after=after, execution_ids=execution_ids)
+        return Attached(stream.turn_id, replayed, self._streaming_ids(stream))
+
+    def _attach_listener(
+        self,
+        stream: LiveStream,
+        listener: Listener,
+        *,
+        after: int | None,
+        execution_ids: Iterable[str] | None,
+    ) -> int:
+        if (
+            listener.listener_id not in stream.listeners
+            and listener.terminal_phase is None
+            and stream.subscriber_count() >= self.config.max_listeners
+        ):
+            raise AdmissionError(
+                "too-many-subscribers",
+                f"conversation {stream.conversation_id!r} already has "
+                f"{self.config.max_listeners} subscribers",
+            )
+        # Replay and registration happen with no await in between: nothing is lost or doubled.
+        events = stream.replay_events(after=after, execution_ids=execution_ids)
+        for event in events:
+            listener.on_chunk(event)
+        stream.add_listener(listener)
+        return len(events)
+
+    def detach(self, conversation_id: str, listener_id: str) -> bool:
+        """Remove a subscriber. Never aborts (unless ``background_mode`` is ``abort``)."""
+        stream = self._streams.get(conversation_id)
+        if stream is None:
+            return False
+        return stream.remove_listener(listener_id) is not None
+
+    def _on_no_subscribers(self, stream: LiveStream) -> None:
+        if self.config.background_mode == "abort" and stream.is_live:
+            log.info("last subscriber of %r left; aborting", stream.conversation_id)
+            self._abort_stream(stream, "no-subscribers")
+
+    # --- abort ------------------------------------------------------------------------------
+
+    def abort(self, conversation_id: str, reason: str = "user-stop") -> bool:
+        """Stop every streaming execution; the status flips to ``aborted`` synchronously."""
+        stream = self._streams.get(conversation_id)
+        if stream is None or not stream.is_live:
+            return False
+        self._abort_stream(stream, reason)
+        return True
+
+    def _abort_stream(self, stream: LiveStream, reason: str) -> None:
+        from drupe.streaming.status import Abort
+
+        for execution in stream.executions.values():
+            execution.request_abort(reason)
+        stream.apply(Abort())
+
+    async def abort_and_drain(self, conversation_id: str, reason: str = "user-stop") -> bool:
+        """Abort, then return only after the loops settled and their partials were persisted."""
+        async with self.conversation_lock(conversation_id):
+            stream = self._streams.get(conversation_id)
+            aborted = self.abort(conversation_id, reason)
+            if stream is not None:
+                for execution in list(stream.executions.values()):
+                    await execution.settled.wait()
+            return aborted
+
+    # --- execution loop ---------------------------------------------------------------------
+
+    async def _run_execution(self, stream: LiveStream, execution: Execution) -> None:
+        outcome: Literal["done", "paused", "error"] = "done"
+        error: SerializedError | None = None
+        reason: str | None = None
+        try:
+            with anyio.CancelScope() as scope:
+                execution.scope = scope
+                if execution.status != "streaming":
+                    scope.cancel()
+                outcome, error, reason = await self._pump(stream, execution)
+            if execution.status == "aborted" and outcome != "paused":
+                outcome, error, reason = "paused", None, execution.abort_reason
+        except BaseException:
+            # External cancellation (shutdown): settle as paused, then let it propagate.
+            execution.status = "aborted"
+            execution.abort_reason = execution.abort_reason or "app-shutdown"
+            with anyio.CancelScope(shield=True):
+                await self._finish(stream, execution, "paused", None, execution.abort_reason)
+            raise
+        await self._finish(stream, execution, outcome, error, reason)
+
+    async def _pump(
+        self, stream: LiveStream, execution: Execution
+    ) -> tuple[Literal["done", "paused", "error"], SerializedError | None, str | None]:
+        idle = self.config.idle_timeout
+        approval_idle = self.config.approval_idle_timeout
+        current_time = anyio.current_time
+        publish = stream.publish
+        try:
+            source = execution.source()
+            with anyio.CancelScope(deadline=current_time() + idle) as idle_scope:
+                execution.idle_scope = idle_scope
+                try:
+                    async for chunk in source:
+                        idle_scope.deadline = current_time() + (
+                            approval_idle if execution.pending_approvals else idle
+                        )
+                        if publish(execution, chunk):
+                            self.chunks_total += 1
+                finally:
+                    await _close_source(source)
+            if idle_scope.cancelled_caught:
+                if execution.status == "streaming":
+                    execution.status = "aborted"
+                    execution.abort_reason = "idle-timeout"
+                return "paused", None, "idle-timeout"
+        except Exception as err:  # isolation boundary: the loop raised -> error outcome
+            if execution.status == "aborted":
+                return "paused", None, execution.abort_reason
+            return "error", serialize_error(_unwrap(err)), None
+        if execution.status == "aborted":
+            return "paused", None, execution.abort_reason
+        if execution.stream_error_text is not None:
+            return "error", {"name": "StreamError", "message": execution.stream_error_text}, None
+        return "done", None, None
+
+    # --- terminal ---------------------------------------------------------------------------
+
+    async def _finish(
+        self,
+        stream: LiveStream,
+        execution: Execution,
+        outcome: Literal["done", "paused", "error"],
+        error: SerializedError | None,
+        reason: str | None,
+    ) -> None:
+        execution.completed_at = time.time()
+        if execution.status == "streaming":
+            execution.status = {"done": "done", "paused": "aborted", "error": "error"}[outcome]
+        status = {"done": "success", "paused": "paused", "error": "error"}[outcome]
+        execution.terminal_status = status
+        execution.error = error
+        has_content = execution.chunk_count > 0 or execution.seed_message is not None
+        execution.final_message = execution.snapshot() if has_content else None
+        stream.apply(ExecutionTerminal(execution.execution_id, outcome))
+        self.outcomes[status] = self.outcomes.get(status, 0) + 1
+
+        fresh = self._streams.get(stream.conversation_id) is stream
+        all_done = all(e.terminal_status is not None for e in stream.executions.values())
+        decision = "none"
+        if all_done and fresh:
+            queue = self._steers.get(stream.conversation_id)
+            decision = after_terminal(stream.status, len(queue) if queue else 0)
+            if decision == "chain":
+                stream.chaining = True
+            elif decision == "drop":
+                dropped = self._steers.pop(stream.conversation_id, None)
+                log.info(
+                    "dropped %d queued steer(s) of %r after %s",
+                    len(dropped or ()),
+                    stream.conversation_id,
+                    stream.status,
+                )
+        result = TerminalResult(
+            status=status,  # type: ignore[arg-type]
+            conversation_id=stream.conversation_id,
+            turn_id=stream.turn_id,
+            execution_id=execution.execution_id,
+            model_id=execution.model_id,
+            attempt_id=execution.attempt_id,
+            anchor_message_id=execution.anchor_message_id,
+            final_message=execution.final_message,
+            is_conversation_done=all_done and not stream.chaining,
+            error=error,
+            reason=reason,
+            timings={
+                "startedAt": execution.started_at * 1000,
+                "firstChunkAt": (execution.first_chunk_at or 0) * 1000,
+                "completedAt": execution.completed_at * 1000,
+            },
+        )
+        stream.terminal_inflight += 1
+        if stream.terminal_inflight == 1:
+            stream.terminal_idle = anyio.Event()
+        try:
+            with anyio.move_on_after(self.config.terminal_timeout, shield=True) as bound:
+                await self._dispatch_terminal(stream, result)
+            if bound.cancelled_caught:
+                log.error(
+                    "terminal work of %r (execution %r) exceeded %.0f s",
+                    stream.conversation_id,
+                    execution.execution_id,
+                    self.config.terminal_timeout,
+                )
+        finally:
+            stream.terminal_inflight -= 1
+            if stream.terminal_inflight == 0:
+                stream.terminal_idle.set()
+            execution.settled.set()
+        if all_done and fresh:
+            if stream.status == "done":
+                record = self._status.get(stream.conversation_id)
+                if record is not None and record.turn_id == stream.turn_id:
+                    record.last_completed_at = time.time()
+            if decision == "chain":
+                self.task_group.start_soon(self._start_next_chat_turn, stream.conversation_id)
+            else:
+                self._schedule_eviction(stream)
+
+    async def _dispatch_terminal(self, stream: LiveStream, result: TerminalResult) -> None:
+        suppressed = False
+        for listener in stream.ordered_listeners():
+            if suppressed and listener.terminal_phase is None:
+                continue
+            if not listener.is_alive():
+                stream.remove_listener(listener.listener_id)
+                continue
+            handler = {
+                "success": listener.on_done,
+                "paused": listener.on_paused,
+                "error": listener.on_error,
+            }[result.status]
+            try:
+                await handler(result)
+            except TerminalPersistenceError:
+                log.exception("terminal persistence failed for %r", listener.listener_id)
+                if listener.terminal_phase == "persistence":
+                    suppressed = True
+            except Exception:  # isolation boundary: terminal listener dispatch
+                log.exception("listener %r raised in its terminal callback", listener.listener_id)
+
+    # --- status -----------------------------------------------------------------------------
+
+    def _on_status(self, stream: LiveStream, change: StatusChanged) -> None:
+        if self._streams.get(stream.conversation_id) is not stream:
+            return
+        self._record(stream, change.status)
+
+    def _record(self, stream: LiveStream, status: str) -> None:
+        previous = self._status.get(stream.conversation_id)
+        record = StatusRecord(
+            status=status,
+            turn_id=stream.turn_id,
+            last_completed_at=previous.last_completed_at if previous else None,
+        )
+        self._status[stream.conversation_id] = record
+        for observer in list(self._observers):
+            try:
+                observer(stream.conversation_id, record)
+            except Exception:  # isolation boundary: status observers
+                log.exception("status observer raised")
+
+    def forget(self, conversation_id: str) -> None:
+        """Drop every trace of a conversation (after it was deleted)."""
+        stream = self._streams.pop(conversation_id, None)
+        if stream is not None:
+            stream.evicted.set()
+        self._status.pop(conversation_id, None)
+        self._steers.pop(conversation_id, None)
+
+    # --- eviction ---------------------------------------------------------------------------
+
+    def _schedule_eviction(self, stream: LiveStream) -> None:
+        if self.config.grace_period <= 0:
+            self._evict(stream)
+            return
+        stream.expires_at = time.time() + self.config.grace_period
+        self.task_group.start_soon(self._evict_later, stream)
+
+    async def _evict_later(self, stream: LiveStream) -> None:
+        await anyio.sleep(self.config.grace_period)
+        self._evict(stream)
+
+    def _evict(self, stream: LiveStream) -> None:
+        if self._streams.get(stream.conversation_id) is stream:
+            del self._streams[stream.conversation_id]
+        stream.evicted.set()
+
+    # --- chat steering ----------------------------------------------------------------------
+
+    def enqueue_pending_steer(self, conversation_id: str, steer: PendingSteer) -> EnqueueDecision:
+        """Queue a persisted steer row; decide from the stream status (reference §5.1)."""
+        stream = self._streams.get(conversation_id)
+        decision = on_enqueue(stream.status if stream is not None else None)
+        if decision == "drop":
+            log.info("steer %r dropped: the turn already ended", steer.user_message_id)
+            return decision
+        self._steers.setdefault(conversation_id, deque()).append(steer)
+        if decision == "queue-and-start":
+            self.task_group.start_soon(self._start_next_chat_turn, conversation_id)
+        return decision
+
+    def drop_pending_steers(self, conversation_id: str) -> list[PendingSteer]:
+        return list(self._steers.pop(conversation_id, ()))
+
+    def take_pending_steer(self, conversation_id: str) -> PendingSteer | None:
+        """Shift the head of the queue (used by the approval continuation to drain it)."""
+        queue = self._steers.get(conversation_id)
+        if not queue:
+            return None
+        steer = queue.popleft()
+        if not queue:
+            self._steers.pop(conversation_id, None)
+        return steer
+
+    async def _start_next_chat_turn(self, conversation_id: str) -> None:
+        async with self.conversation_lock(conversation_id):
+            stream = self._streams.get(conversation_id)
+            if stream is not None and stream.is_live:
+                return  # that turn's own terminal decides
+            steer = self.take_pending_steer(conversation_id)
+            if steer is None:
+                if stream is not None and stream.chaining:
+                    stream.chaining = False
+                    self._schedule_eviction(stream)
+                return
+            carried: list[Listener] = []
+            if stream is not None:
+                carried = [
+                    item
+                    for item in stream.listeners.values()
+                    if item.terminal_phase is None
+                    and not item.listener_id.startswith(("persistence:", "agent-runtime:"))
+                ]
+                self._evict(stream)
+            launcher = self._steer_launcher
+            try:
+                if launcher is None:
+                    raise RuntimeError("no steer launcher is installed")
+                await launcher(conversation_id, steer, carried)
+            except Exception as err:  # isolation boundary: continuation launch failure
+                log.exception("steer continuation of %r failed to launch", conversation_id)
+                await self._fail_launch(conversation_id, stream, carried, err)
+
+    async def _fail_launch(
+        self,
+        conversation_id: str,
+        previous: LiveStream | None,
+        carried: Sequence[Listener],
+        err: Exception,
+    ) -> None:
+        self._steers.pop(conversation_id, None)
+        turn_id = previous.turn_id if previous is not None else next_turn_id()
+        result = TerminalResult(
+            status="error",
+            conversation_id=conversation_id,
+            turn_id=turn_id,
+            execution_id="",
+            model_id="",
+            attempt_id=0,
+            anchor_message_id=None,
+            final_message=None,
+            is_conversation_done=True,
+            error=serialize_error(err),
+        )
+        for listener in carried:
+            try:
+                with anyio.move_on_after(self.config.terminal_timeout, shield=True):
+                    await listener.on_error(result)
+            except Exception:  # isolation boundary: terminal listener dispatch
+                log.exception("listener %r raised in on_error", listener.listener_id)
+        previous_record = self._status.get(conversation_id)
+        record = StatusRecord(
+            status="error",
+            turn_id=turn_id,
+            last_completed_at=previous_record.last_completed_at if previous_record else None,
+        )
+        self._status[conversation_id] = record
+        for observer in list(self._observers):
+            try:
+                observer(conversation_id, record)
+            except Exception:  # isolation boundary: status observers
+                log.exception("status observer raised")
+
+
+async def _close_source(source: object) -> None:
+    """Close an async generator source, shielded and bounded (its ``finally`` runs now)."""
+    aclose = getattr(source, "aclose", None)
+    if aclose is None:
+        return
+    with anyio.move_on_after(5, shield=True):
+        try:
+            await aclose()
+        except Exception:  # isolation boundary: a source failing while closing
+            log.debug("chunk source raised while closing", exc_info=True)
+
+
+def _unwrap(err: BaseException) -> BaseException:
+    while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
+        err = err.exceptions[0]
+    return err
+
+
+def chunks_of(events: Iterable[Any]) -> list[Chunk]:
+    """The chunks of a list of ``StreamEvent`` (test and demo convenience)."""
+    return [event.chunk for event in events]

@@ -1,0 +1,10 @@
+"""Suite-wide fixtures: pin anyio's pytest plugin to the asyncio backend."""
+
+from __future__ import annotations
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def anyio_backend() -> str:
+    return "asyncio"
