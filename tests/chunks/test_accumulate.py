@@ -126,7 +126,11 @@ def test_stream_level_state_beside_the_message() -> None:
 
 
 def test_without_any_yield_the_result_is_the_seed_or_an_empty_message() -> None:
-    assert accumulate([{"type": "start-step"}]) == {"id": "", "role": "assistant", "parts": []}
+    assert dict(accumulate([{"type": "start-step"}])) == {
+        "id": "",
+        "role": "assistant",
+        "parts": [],
+    }
     seed: UIMessage = {"id": "s", "role": "assistant", "parts": [{"type": "text", "text": "x"}]}
     assert accumulate([{"type": "start"}, {"type": "start-step"}], seed=seed) == seed
 

@@ -133,7 +133,10 @@ class ToolInputStartChunk(TypedDict):
     type: Literal["tool-input-start"]
     toolCallId: str
     toolName: str
+    inputEncoding: NotRequired[Literal["json", "text"]]
+    """How the input deltas are encoded (``json`` when absent; ``text`` keeps the raw text)."""
     providerExecuted: NotRequired[bool]
+    toolMetadata: NotRequired[dict[str, Any]]
     dynamic: NotRequired[bool]
     title: NotRequired[str]
     providerMetadata: NotRequired[Any]
@@ -152,6 +155,7 @@ class ToolInputAvailableChunk(TypedDict):
     input: Any
     providerExecuted: NotRequired[bool]
     providerMetadata: NotRequired[Any]
+    toolMetadata: NotRequired[dict[str, Any]]
     dynamic: NotRequired[bool]
     title: NotRequired[str]
 
@@ -164,6 +168,7 @@ class ToolInputErrorChunk(TypedDict):
     errorText: str
     providerExecuted: NotRequired[bool]
     providerMetadata: NotRequired[Any]
+    toolMetadata: NotRequired[dict[str, Any]]
     dynamic: NotRequired[bool]
     title: NotRequired[str]
 
@@ -172,6 +177,9 @@ class ToolApprovalRequestChunk(TypedDict):
     type: Literal["tool-approval-request"]
     approvalId: str
     toolCallId: str
+    approvalDescriptor: NotRequired[Any]
+    inputSchemaInput: NotRequired[Any]
+    signature: NotRequired[str]
 
 
 class ToolOutputAvailableChunk(TypedDict):
@@ -179,6 +187,8 @@ class ToolOutputAvailableChunk(TypedDict):
     toolCallId: str
     output: Any
     providerExecuted: NotRequired[bool]
+    providerMetadata: NotRequired[Any]
+    toolMetadata: NotRequired[dict[str, Any]]
     dynamic: NotRequired[bool]
     preliminary: NotRequired[bool]
 
@@ -188,6 +198,8 @@ class ToolOutputErrorChunk(TypedDict):
     toolCallId: str
     errorText: str
     providerExecuted: NotRequired[bool]
+    providerMetadata: NotRequired[Any]
+    toolMetadata: NotRequired[dict[str, Any]]
     dynamic: NotRequired[bool]
 
 
