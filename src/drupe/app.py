@@ -1,0 +1,134 @@
+"""Composition root: ``open_runtime(settings)`` wires every part of a running Drupe.
+
+Start order: model registry -> database (migrations) -> boot reconciliation of crash leftovers
+(every ``pending`` row becomes ``error`` BEFORE the first admission can run: dispatch waits on
+the ``reconciled`` event) -> stream manager -> dispatcher with its context providers. Shutdown
+runs in reverse: live streams are aborted and their partials persisted, then the database is
+closed. Nothing here decides anything; it only connects parts.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
+import anyio
+
+from drupe.agent.loop import AgentRunner
+from drupe.agent.models.config import load_model_config
+from drupe.agent.models.registry import ModelRegistry
+from drupe.agent.request import TurnRequest
+from drupe.chunks.types import Chunk
+from drupe.errors import ConfigError, ValidationError
+from drupe.persistence.db import Database, open_database
+from drupe.settings import Settings
+from drupe.streaming.context.base import ContextProvider, TurnSpec
+from drupe.streaming.context.dispatch import Dispatcher
+from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
+from drupe.streaming.context.persistent import PersistentProvider
+from drupe.streaming.manager import StreamManager
+
+__all__ = ["Runtime", "open_runtime", "turn_runner"]
+
+log = logging.getLogger(__name__)
+
+
+@dataclass(slots=True, kw_only=True)
+class Runtime:
+    """Everything a surface (HTTP edge, CLI, channels) needs, already started."""
+
+    settings: Settings
+    db: Database
+    manager: StreamManager
+    dispatcher: Dispatcher
+    models: ModelRegistry
+    agent: AgentRunner
+    ephemeral: EphemeralStore
+    reconciled_rows: int = 0
+
+
+def turn_runner(agent: AgentRunner) -> TurnRunner:
+    """Adapt the agent loop to the stream manager's runner seam (``TurnSpec -> chunks``)."""
+    return TurnRunner(agent)
+
+
+class TurnRunner:
+    """``TurnSpec`` (streaming's view of a turn) -> ``TurnRequest`` (the agent loop's)."""
+
+    def __init__(self, agent: AgentRunner) -> None:
+        self.agent = agent
+
+    def __call__(self, spec: TurnSpec) -> AsyncIterator[Chunk]:
+        request = TurnRequest(
+            conversation_id=spec.conversation_id,
+            message_id=spec.message_id,
+            model_id=spec.model_id,
+            messages=list(spec.messages),
+            steer_pending=spec.steer_pending,
+            wrap_last_user_as_steer=spec.is_steer,
+        )
+        return self.agent.stream(request)
+
+
+def model_validator(models: ModelRegistry) -> ModelValidator:
+    return ModelValidator(models)
+
+
+class ModelValidator:
+    """Refuses unknown or unusable model ids before anything is written."""
+
+    def __init__(self, models: ModelRegistry) -> None:
+        self.models = models
+
+    def __call__(self, model_id: str) -> None:
+        try:
+            self.models.resolve(model_id)
+        except ConfigError as err:
+            raise ValidationError(str(err)) from err
+
+
+@asynccontextmanager
+async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtime]:
+    """Start Drupe's runtime; on exit, stop it in reverse order."""
+    settings = settings or Settings.from_env()
+    models = ModelRegistry(load_model_config(settings.config_path))
+    agent = AgentRunner(lambda model_id: models.resolve(model_id).model)
+    runner = turn_runner(agent)
+    reconciled = anyio.Event()
+    async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
+        rows = await db.messages.reconcile_pending()
+        if rows:
+            log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
+        reconciled.set()
+        async with StreamManager(settings.stream) as manager:
+            ephemeral = EphemeralStore()
+            validate = model_validator(models)
+            providers: list[ContextProvider] = [
+                EphemeralProvider(
+                    ephemeral,
+                    runner=runner,
+                    default_model=models.default_model_id,
+                    validate_model=validate,
+                ),
+                PersistentProvider(
+                    conversations=db.conversations,
+                    messages=db.messages,
+                    runner=runner,
+                    default_model=models.default_model_id,
+                    validate_model=validate,
+                    has_pending_steer=manager.has_pending_steer,
+                ),
+            ]
+            dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
+            yield Runtime(
+                settings=settings,
+                db=db,
+                manager=manager,
+                dispatcher=dispatcher,
+                models=models,
+                agent=agent,
+                ephemeral=ephemeral,
+                reconciled_rows=rows,
+            )

@@ -1,0 +1,70 @@
+"""``Settings``: every runtime knob in one value, passed explicitly; nothing is read at import.
+
+``Settings.from_env()`` reads ``DRUPE_*`` environment variables; the CLI overrides fields from
+its options. Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data
+dir, the gateway requires API keys.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import platformdirs
+
+from drupe.streaming.config import StreamConfig
+
+__all__ = ["Limits", "Settings"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Limits:
+    """Explicit caps of the HTTP edge."""
+
+    max_body_bytes: int = 2 * 1024 * 1024
+    """Largest accepted request body."""
+    max_message_chars: int = 200_000
+    """Largest user message text."""
+    max_page_size: int = 200
+    """Most conversations one listing page returns."""
+    max_models_per_turn: int = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    host: str = "127.0.0.1"
+    port: int = 8787
+    data_dir: Path = field(default_factory=lambda: Path(platformdirs.user_data_dir("drupe")))
+    database_url: str | None = None
+    """None: SQLite ``drupe.db`` in ``data_dir``."""
+    config_path: Path | None = None
+    """The model/provider TOML; None: ``config.toml`` in the user config dir."""
+    stream: StreamConfig = field(default_factory=StreamConfig)
+    limits: Limits = field(default_factory=Limits)
+    allowed_origins: tuple[str, ...] = ()
+    """Extra browser origins allowed on /api routes (same-origin is always allowed)."""
+    gateway_idle_timeout: float = 1200.0
+    """Seconds a gateway stream may go without a chunk before it ends in an error."""
+    require_gateway_keys: bool = True
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
+        env = os.environ if env is None else env
+        kwargs: dict[str, object] = {}
+        if env.get("DRUPE_HOST"):
+            kwargs["host"] = env["DRUPE_HOST"]
+        if env.get("DRUPE_PORT"):
+            kwargs["port"] = int(env["DRUPE_PORT"])
+        if env.get("DRUPE_DATA_DIR"):
+            kwargs["data_dir"] = Path(env["DRUPE_DATA_DIR"])
+        if env.get("DRUPE_DATABASE_URL"):
+            kwargs["database_url"] = env["DRUPE_DATABASE_URL"]
+        if env.get("DRUPE_CONFIG"):
+            kwargs["config_path"] = Path(env["DRUPE_CONFIG"])
+        if env.get("DRUPE_ALLOWED_ORIGINS"):
+            kwargs["allowed_origins"] = tuple(
+                o.strip() for o in env["DRUPE_ALLOWED_ORIGINS"].split(",") if o.strip()
+            )
+        return cls(**kwargs)  # type: ignore[arg-type]
