@@ -52,3 +52,15 @@ async def test_entry_executes_and_validates() -> None:
     assert out["stdout"] == "42\n" and out["exit_code"] == 0
     with pytest.raises(ToolError):
         await entry.execute({"code": ""}, context)
+
+
+async def test_a_background_child_holding_the_pipe_is_killed_at_the_timeout() -> None:
+    code = (
+        "import subprocess, sys\n"
+        "subprocess.Popen([sys.executable, '-c', 'import time; time.sleep(60)'])\n"
+        "print('parent done', flush=True)\n"
+    )
+    result = await run_python(code, timeout_s=0.5)
+    # The parent exited at once, but its child kept stdout open until the timeout killed it.
+    assert result.timed_out
+    assert result.stdout == "parent done\n"

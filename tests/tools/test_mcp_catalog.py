@@ -138,7 +138,7 @@ async def test_sync_registry_and_status_snapshot(shared: Shared) -> None:
 
 async def test_dead_and_hanging_servers_never_delay_a_caller() -> None:
     clock = FakeClock()
-    async with McpCatalog([DEAD, _hang("hang")], clock=clock, connect_timeout_s=0.5) as catalog:
+    async with McpCatalog([DEAD, _hang("hang")], clock=clock, connect_timeout_s=0.3) as catalog:
         # Cache-only: list_tools is a plain function, so it cannot wait for a server.
         assert not inspect.iscoroutinefunction(catalog.list_tools)
         with anyio.fail_after(1):
@@ -157,7 +157,7 @@ async def test_dead_and_hanging_servers_never_delay_a_caller() -> None:
         assert status["hang"].connect_attempts == 1
         assert status["dead"].state == "failed"
         assert "Connection closed" in (status["dead"].last_error or "")
-        assert "no answer to initialize within 0.5 s" in (status["hang"].last_error or "")
+        assert "no answer to initialize within 0.3 s" in (status["hang"].last_error or "")
         assert status["dead"].retry_in_s == FAILURE_BACKOFF_S
 
         # Inside the backoff: no new attempt, and a call is refused at once.
@@ -195,7 +195,7 @@ async def test_a_server_that_dies_mid_session_is_reconnected_on_the_next_call() 
 
 async def test_prewarm_connects_three_at_a_time() -> None:
     servers = [_hang(f"hang{i}") for i in range(5)]
-    async with McpCatalog(servers, connect_timeout_s=0.2) as catalog:
+    async with McpCatalog(servers, connect_timeout_s=0.1) as catalog:
         with anyio.fail_after(10):
             await catalog.prewarm()
         assert catalog.peak_connecting == 3

@@ -107,13 +107,14 @@ async def run_python(
                     await process.wait()
             timed_out = scope.cancelled_caught
         finally:
-            if process.returncode is None:
+            if timed_out or process.returncode is None:
+                # Timed out or cancelled: the script and any children it started (they share
+                # its process group, and may hold the output pipes open) are killed.
                 _kill_group(process)
                 with anyio.CancelScope(shield=True):
                     await process.wait()
-            # Children the script left behind share its process group.
-            _kill_group(process)
-            await process.aclose()
+            with anyio.CancelScope(shield=True):
+                await process.aclose()
     return PythonExecResult(
         exit_code=None if timed_out else process.returncode,
         stdout=stdout.decode("utf-8", errors="replace"),

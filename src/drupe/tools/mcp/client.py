@@ -207,9 +207,10 @@ class McpConnection:
                     await acked.wait()
                 self._state = "connected"
                 self._ready.set()
-                async with self._requests_receive:
-                    async for request in self._requests_receive:
-                        tg.start_soon(self._serve_request, client, request)
+                # Ends when ``run`` closes the send side; requests still buffered when the
+                # owner is cancelled are answered "closed" by ``_drain_pending``.
+                async for request in self._requests_receive:
+                    tg.start_soon(self._serve_request, client, request)
                 tg.cancel_scope.cancel()
 
     async def _listen(self, client: Client, acked: anyio.Event) -> None:
@@ -260,31 +261,29 @@ class McpConnection:
     # -- what other tasks call ------------------------------------------------------------
 
     async def _request(self, operation: _Operation, what: str, timeout_s: float) -> Any:
+        server = self.config.id
         if self._state != "connected":
-            raise ToolError(f"MCP server {self.config.id!r} is not connected ({self._state})")
+            raise ToolError(f"MCP server {server!r} is not connected ({self._state})")
         reply_send, reply_receive = anyio.create_memory_object_stream[_Outcome](1)
         try:
             with reply_receive, anyio.fail_after(timeout_s):
                 try:
                     await self._requests_send.send(_Request(operation, timeout_s, reply_send))
-                except (anyio.BrokenResourceError, anyio.ClosedResourceError):
-                    reply_send.close()
-                    raise ToolError(f"MCP server {self.config.id!r}: connection closed") from None
-                try:
-                    outcome = await reply_receive.receive()
-                except anyio.EndOfStream:
-                    raise ToolError(
-                        f"MCP server {self.config.id!r}: connection closed during {what}"
-                    ) from None
+                except BaseException:
+                    reply_send.close()  # never enqueued: the owner will not close it
+                    raise
+                outcome = await reply_receive.receive()
         except TimeoutError:
             raise ToolError(
-                f"MCP server {self.config.id!r}: {what} timed out after {timeout_s:g} s"
+                f"MCP server {server!r}: {what} timed out after {timeout_s:g} s"
             ) from None
+        except (anyio.BrokenResourceError, anyio.ClosedResourceError, anyio.EndOfStream):
+            raise ToolError(f"MCP server {server!r}: connection closed during {what}") from None
         if outcome.error is not None:
             if isinstance(outcome.error, ToolError):
                 raise outcome.error
             raise ToolError(
-                f"MCP server {self.config.id!r}: {what} failed: {describe_error(outcome.error)}"
+                f"MCP server {server!r}: {what} failed: {describe_error(outcome.error)}"
             ) from outcome.error
         return outcome.value
 
