@@ -183,3 +183,15 @@ def test_default_model_order(config_file: Path) -> None:
     assert nothing.default_model_id() == expected
     with pytest.raises(ConfigError, match="provider:model"):
         registry(config_file, 'default_model = "gpt-4o"\n').default_model_id()
+
+
+def test_resolved_models_never_show_a_key(config_file: Path) -> None:
+    secrets = {name: f"SECRET-{name}" for name in KEYS}
+    reg = registry(config_file, env=secrets)
+    for model_id in ("openai:gpt-4.1-mini", "anthropic:claude-sonnet-4-5", "work:small"):
+        resolved = reg.resolve(model_id)
+        assert "SECRET" not in repr(resolved)
+    assert "SECRET" not in repr(reg.config)
+    with pytest.raises(ConfigError) as info:
+        registry(config_file, env={}).resolve("openai:gpt-4.1-mini")
+    assert "SECRET" not in str(info.value)

@@ -243,18 +243,25 @@ class LocalModel(Model):
                 except Exception as err:  # isolation boundary: llama.cpp errors become a value
                     errors.append(err)
 
-        async with anyio.create_task_group() as task_group:
-            task_group.start_soon(produce)
-            try:
-                yield LocalStreamedResponse(
-                    model_request_parameters=model_request_parameters,
-                    _receive=receive,
-                    _errors=errors,
-                    _input_tokens=sum(len(t["content"].split()) for t in chat),
-                )
-            finally:
-                stop.set()
-                receive.close()
+        try:
+            async with anyio.create_task_group() as task_group:
+                task_group.start_soon(produce)
+                try:
+                    yield LocalStreamedResponse(
+                        model_request_parameters=model_request_parameters,
+                        _receive=receive,
+                        _errors=errors,
+                        _input_tokens=sum(len(t["content"].split()) for t in chat),
+                    )
+                finally:
+                    stop.set()
+                    receive.close()
+        except BaseExceptionGroup as group:
+            # `produce` never raises (its errors are values), so the group holds only what the
+            # caller's block raised; re-raise it bare, as every other model does.
+            if len(group.exceptions) != 1:
+                raise
+            raise group.exceptions[0]  # noqa: B904 - the group is only anyio's wrapper
 
 
 @dataclass
