@@ -123,6 +123,21 @@ class _PartialToolCall:
         return self.pieces[0]
 
 
+class _OpenText:
+    """An open text or reasoning part and the deltas not yet joined into its ``text``."""
+
+    __slots__ = ("part", "pieces")
+
+    def __init__(self, part: UIPart) -> None:
+        self.part = part
+        self.pieces: list[str] = []
+
+    def flush(self) -> None:
+        if self.pieces:
+            self.part["text"] = self.part["text"] + "".join(self.pieces)
+            self.pieces.clear()
+
+
 class _PendingInput:
     """A tool part whose ``input``/``rawInput`` still have to be computed from buffered deltas."""
 
@@ -144,7 +159,6 @@ class Accumulator:
         "_message",
         "_parts",
         "_pending_inputs",
-        "_pending_text",
         "_step_start",
         "_tool_calls",
         "_tool_index",
@@ -177,12 +191,11 @@ class Accumulator:
         """``createStreamingUIMessageState``: index the parts, reopen streaming tool inputs."""
         self._message = message
         self._parts: list[UIPart] = message["parts"]
-        self._active_text: dict[str, UIPart] = {}
-        self._active_reasoning: dict[str, UIPart] = {}
+        self._active_text: dict[str, _OpenText] = {}
+        self._active_reasoning: dict[str, _OpenText] = {}
         self._tool_calls: dict[str, _PartialToolCall] = {}
         self._tool_index: dict[str, list[int]] = {}
         self._data_index: dict[tuple[str, str], int] = {}
-        self._pending_text: dict[int, tuple[UIPart, list[str]]] = {}
         self._pending_inputs: dict[str, _PendingInput] = {}
         self._unwritten_steps = 0
         self._step_start = -1
@@ -244,11 +257,6 @@ class Accumulator:
 
     # --- lazy text and tool input ---------------------------------------------------------
 
-    def _flush_text(self, part: UIPart) -> None:
-        pending = self._pending_text.pop(id(part), None)
-        if pending is not None:
-            part["text"] = "".join(pending[1])
-
     def _flush_input(self, call_id: str) -> None:
         pending = self._pending_inputs.pop(call_id, None)
         if pending is None:
@@ -262,9 +270,10 @@ class Accumulator:
             pending.part["rawInput"] = text
 
     def _flush_all(self) -> None:
-        for part, pieces in self._pending_text.values():
-            part["text"] = "".join(pieces)
-        self._pending_text.clear()
+        for open_text in self._active_text.values():
+            open_text.flush()
+        for open_text in self._active_reasoning.values():
+            open_text.flush()
         for call_id in list(self._pending_inputs):
             self._flush_input(call_id)
 
@@ -363,25 +372,22 @@ class Accumulator:
 
         if chunk_type == "text-delta" or chunk_type == "reasoning-delta":
             active = self._active_text if chunk_type == "text-delta" else self._active_reasoning
-            part = active.get(chunk["id"])
-            if part is None:
+            open_text = active.get(chunk["id"])
+            if open_text is None:
                 self._missing_start(chunk_type, chunk["id"])
-            pending = self._pending_text.get(id(part))
-            if pending is None:
-                self._pending_text[id(part)] = (part, [part["text"], chunk["delta"]])
-            else:
-                pending[1].append(chunk["delta"])
+            open_text.pieces.append(chunk["delta"])
             metadata = get("providerMetadata")
             if metadata is not None:
-                part["providerMetadata"] = metadata
-            self._write()
+                open_text.part["providerMetadata"] = metadata
+            self.written = True
+            self._unwritten_steps = 0
         elif chunk_type == "tool-input-delta":
             self._tool_input_delta(chunk["toolCallId"], chunk["inputTextDelta"])
         elif chunk_type == "text-start":
             part = {"type": "text", "text": ""}
             _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
             part["state"] = "streaming"
-            self._active_text[chunk["id"]] = part
+            self._open(self._active_text, chunk["id"], part)
             self._push_part(part)
             self._write()
         elif chunk_type == "reasoning-start":
@@ -390,15 +396,16 @@ class Accumulator:
             part["text"] = ""
             _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
             part["state"] = "streaming"
-            self._active_reasoning[chunk["id"]] = part
+            self._open(self._active_reasoning, chunk["id"], part)
             self._push_part(part)
             self._write()
         elif chunk_type == "text-end" or chunk_type == "reasoning-end":
             active = self._active_text if chunk_type == "text-end" else self._active_reasoning
-            part = active.get(chunk["id"])
-            if part is None:
+            open_text = active.get(chunk["id"])
+            if open_text is None:
                 self._missing_start(chunk_type, chunk["id"])
-            self._flush_text(part)
+            open_text.flush()
+            part = open_text.part
             part["state"] = "done"
             metadata = get("providerMetadata")
             if metadata is not None:
@@ -430,6 +437,8 @@ class Accumulator:
             self._push_part({"type": "step-start"})
             self._unwritten_steps += 1
         elif chunk_type == "finish-step":
+            for open_text in (*self._active_text.values(), *self._active_reasoning.values()):
+                open_text.flush()
             self._active_text = {}
             self._active_reasoning = {}
         elif chunk_type == "start":
@@ -449,6 +458,13 @@ class Accumulator:
             self.aborted = True
         elif chunk_type.startswith("data-"):
             self._data_chunk(chunk_type, chunk)
+
+    @staticmethod
+    def _open(active: dict[str, _OpenText], part_id: str, part: UIPart) -> None:
+        replaced = active.get(part_id)
+        if replaced is not None:
+            replaced.flush()
+        active[part_id] = _OpenText(part)
 
     def _missing_start(self, chunk_type: str, part_id: str) -> NoReturn:
         kind = chunk_type.partition("-")[0]

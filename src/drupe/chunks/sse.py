@@ -64,4 +64,6 @@ def encode_chunk(chunk: Chunk, *, event_id: str | None = None) -> bytes:
     """Serialise and frame one chunk: ``[id: <event_id>\\n]data: <json>\\n\\n``."""
     if event_id is None:
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
-    return _field_line(b"id: ", event_id) + b"data: " + orjson.dumps(chunk) + b"\n\n"
+    if "\n" in event_id or "\r" in event_id:
+        raise UsageError(f"SSE id must be one line, got {event_id!r}")
+    return b"id: " + event_id.encode() + b"\ndata: " + orjson.dumps(chunk) + b"\n\n"
