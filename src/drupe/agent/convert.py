@@ -6,9 +6,11 @@ Two directions, both pure:
   list. User text and files become a ``UserPromptPart``; an assistant message is split at its
   ``step-start`` parts, each step becoming one ``ModelResponse`` (text, reasoning, tool calls)
   followed by one ``ModelRequest`` with the tool returns it has (output, error, denial).
-  ``data-*``, ``source-*`` and ``step-start`` parts are not sent. A tool call without a result is
-  answered with an ``interrupted`` return, except in the open tail of an approval continuation
-  (``open_tail=True``), where the loop answers it. With ``wrap_last_user_as_steer`` the
+  ``data-*``, ``source-*`` and ``step-start`` parts are not sent. A thinking part's signature,
+  id and provider travel in the reasoning part's ``providerMetadata["drupe"]`` so a provider
+  that checks them (Anthropic extended thinking) accepts the history back. A tool call without a
+  result is answered with an ``interrupted`` return, except for the decided or pending approvals
+  in the open tail of an approval continuation (``open_tail=True``), which the loop answers. With ``wrap_last_user_as_steer`` the
   model-facing copy of the last user message's text is wrapped in a steer system reminder; the
   UI dicts are never mutated.
 - ``StepChunker``: pydantic-ai stream events of one model request -> UI chunks
@@ -54,6 +56,7 @@ from pydantic_ai.messages import (
 from drupe.chunks.types import Chunk, UIMessage, UIPart
 
 __all__ = [
+    "PROVIDER_METADATA_KEY",
     "STEER_REMINDER",
     "ParsedToolCall",
     "StepChunker",
@@ -63,6 +66,9 @@ __all__ = [
     "tool_name_of",
     "ui_finish_reason",
 ]
+
+PROVIDER_METADATA_KEY = "drupe"
+"""Key of Drupe's own entry in a part's ``providerMetadata`` (thinking signatures round-trip)."""
 
 STEER_REMINDER = (
     "<system-reminder>\n"
@@ -208,9 +214,9 @@ def _assistant_block(block: Sequence[UIPart], *, leave_open: bool) -> list[Model
             if text:
                 response_parts.append(TextPart(content=text))
         elif part_type == "reasoning":
-            text = str(part.get("text", ""))
-            if text:
-                response_parts.append(ThinkingPart(content=text))
+            thinking = _thinking_part(part)
+            if thinking is not None:
+                response_parts.append(thinking)
         elif (name := tool_name_of(part)) is not None:
             state = part.get("state")
             call_id = str(part.get("toolCallId", ""))
@@ -256,6 +262,29 @@ def _tool_return(
         tool_call_id=call_id,
         outcome="interrupted",
     )
+
+
+def _thinking_part(part: UIPart) -> ThinkingPart | None:
+    text = str(part.get("text", ""))
+    metadata = part.get("providerMetadata") or {}
+    carried = metadata.get(PROVIDER_METADATA_KEY) if isinstance(metadata, dict) else None
+    if not isinstance(carried, dict):
+        carried = {}
+    signature = carried.get("signature")
+    if not text and not signature:
+        return None
+    return ThinkingPart(
+        content=text,
+        id=carried.get("id"),
+        signature=signature,
+        provider_name=carried.get("providerName"),
+    )
+
+
+def _thinking_metadata(part: ThinkingPart) -> dict[str, str]:
+    """What a provider needs to accept its thinking back: signature, id, provider name."""
+    carried = {"signature": part.signature, "id": part.id, "providerName": part.provider_name}
+    return {key: value for key, value in carried.items() if value}
 
 
 # --- stream events -> chunks ---------------------------------------------------------------
@@ -376,7 +405,10 @@ class StepChunker:
         if kind == "text":
             return [{"type": "text-end", "id": part_id}]
         if kind == "reasoning":
-            return [{"type": "reasoning-end", "id": part_id}]
+            chunk: Chunk = {"type": "reasoning-end", "id": part_id}
+            if isinstance(part, ThinkingPart) and (metadata := _thinking_metadata(part)):
+                chunk["providerMetadata"] = {PROVIDER_METADATA_KEY: metadata}
+            return [chunk]
         if isinstance(part, ToolCallPart):
             return [self._parse(part)]
         return []

@@ -10,6 +10,8 @@ from pydantic_ai.messages import (
     ImageUrl,
     ModelRequest,
     ModelResponse,
+    PartEndEvent,
+    PartStartEvent,
     SystemPromptPart,
     TextPart,
     ThinkingPart,
@@ -18,7 +20,14 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from drupe.agent.convert import STEER_REMINDER, steer_wrap, to_model_messages, ui_finish_reason
+from drupe.agent.convert import (
+    STEER_REMINDER,
+    StepChunker,
+    steer_wrap,
+    to_model_messages,
+    ui_finish_reason,
+)
+from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import UIMessage
 
 
@@ -183,3 +192,28 @@ def test_finish_reason_mapping() -> None:
     assert ui_finish_reason("content_filter", has_tool_calls=False) == "content-filter"
     assert ui_finish_reason(None, has_tool_calls=True) == "tool-calls"
     assert ui_finish_reason(None, has_tool_calls=False) == "stop"
+
+
+def test_thinking_signatures_round_trip_through_chunks_and_the_ui_message() -> None:
+    chunker = StepChunker(known_tools=(), new_id=lambda: "r1")
+    signed = ThinkingPart(content="hmm", signature="sig-123", provider_name="anthropic")
+    chunks = [
+        {"type": "start", "messageId": "a1"},
+        {"type": "start-step"},
+        *chunker.feed(PartStartEvent(index=0, part=ThinkingPart(content="hmm"))),
+        *chunker.feed(PartEndEvent(index=0, part=signed)),
+        {"type": "finish-step"},
+    ]
+    assert chunks[-2]["providerMetadata"] == {
+        "drupe": {"signature": "sig-123", "providerName": "anthropic"}
+    }
+    message = accumulate(chunks)
+    (response,) = to_model_messages([message])
+    assert isinstance(response, ModelResponse)
+    (thinking,) = response.parts
+    assert isinstance(thinking, ThinkingPart)
+    assert (thinking.content, thinking.signature, thinking.provider_name) == (
+        "hmm",
+        "sig-123",
+        "anthropic",
+    )

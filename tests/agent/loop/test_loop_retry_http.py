@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import socket
 from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from typing import Any
 
 import anyio
@@ -110,10 +111,11 @@ class Sleeps:
         self.calls.append(seconds)
 
 
-def _runner(base_url: str, sleeps: Sleeps) -> AgentRunner:
-    client = AsyncOpenAI(base_url=base_url, api_key="test-key", max_retries=0)
-    model = OpenAIChatModel("fake-1", provider=OpenAIProvider(openai_client=client))
-    return AgentRunner(lambda _: model, sleep=sleeps)
+@asynccontextmanager
+async def _runner(base_url: str, sleeps: Sleeps) -> AsyncIterator[AgentRunner]:
+    async with AsyncOpenAI(base_url=base_url, api_key="test-key", max_retries=0) as client:
+        model = OpenAIChatModel("fake-1", provider=OpenAIProvider(openai_client=client))
+        yield AgentRunner(lambda _: model, sleep=sleeps)
 
 
 @pytest.mark.parametrize("fake_server", [{"rate_limited": 2, "retry_after": "2"}], indirect=True)
@@ -122,7 +124,8 @@ async def test_429_twice_then_200_over_http_honours_retry_after(
 ) -> None:
     base_url, app = fake_server
     sleeps = Sleeps()
-    chunks = await collect(_runner(base_url, sleeps), request([user("hi")]))
+    async with _runner(base_url, sleeps) as runner:
+        chunks = await collect(runner, request([user("hi")]))
 
     assert app.requests == 3
     assert sleeps.calls == [2.0, 2.0]
@@ -143,10 +146,9 @@ async def test_rate_limited_past_the_attempts_is_a_retryable_provider_error(
 ) -> None:
     base_url, app = fake_server
     sleeps = Sleeps()
-    with pytest.raises(ProviderError) as caught:
-        await collect(
-            _runner(base_url, sleeps), request([user("hi")], retry=RetryPolicy(attempts=2))
-        )
+    async with _runner(base_url, sleeps) as runner:
+        with pytest.raises(ProviderError) as caught:
+            await collect(runner, request([user("hi")], retry=RetryPolicy(attempts=2)))
     assert app.requests == 2
     assert caught.value.status_code == 429
     assert caught.value.retryable is True
