@@ -10,9 +10,9 @@ Two directions, both pure:
   id and provider travel in the reasoning part's ``providerMetadata["drupe"]`` so a provider
   that checks them (Anthropic extended thinking) accepts the history back. A tool call without a
   result is answered with an ``interrupted`` return, except for the decided or pending approvals
-  in the open tail of an approval continuation (``open_tail=True``), which the loop answers. With ``wrap_last_user_as_steer`` the
-  model-facing copy of the last user message's text is wrapped in a steer system reminder; the
-  UI dicts are never mutated.
+  in the open tail of an approval continuation (``open_tail=True``), which the loop answers.
+  With ``wrap_last_user_as_steer`` the model-facing copy of the last user message's text is
+  wrapped in a steer system reminder; the UI dicts are never mutated.
 - ``StepChunker``: pydantic-ai stream events of one model request -> UI chunks
   (``text-*``, ``reasoning-*``, ``tool-input-*``). It never emits step, tool output or lifecycle
   chunks; the loop owns those.
