@@ -431,12 +431,19 @@ async def serve_app(app: Any, *, port: int = 0) -> AsyncIterator[str]:
         app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
     )
     server = _Server(config)
-    async with anyio.create_task_group() as task_group:
-        task_group.start_soon(server.serve, [sock])
-        try:
-            yield f"http://127.0.0.1:{bound_port}"
-        finally:
-            server.should_exit = True
+    try:
+        async with anyio.create_task_group() as task_group:
+            task_group.start_soon(server.serve, [sock])
+            try:
+                yield f"http://127.0.0.1:{bound_port}"
+            finally:
+                server.should_exit = True
+    except BaseExceptionGroup as group:
+        # Let an error raised in the caller's block (or by the server) surface bare, so that
+        # `pytest.raises(ModelHTTPError)` around the block works.
+        if len(group.exceptions) != 1:
+            raise
+        raise group.exceptions[0]  # noqa: B904 - the group is only anyio's wrapper
 
 
 @asynccontextmanager

@@ -226,3 +226,10 @@ async def test_reply_factory_sees_the_request_body() -> None:
                 model="m", messages=[{"role": "user", "content": "a"}]
             )
     assert completion.choices[0].message.content == "1 messages"
+
+
+async def test_errors_raised_in_the_server_block_surface_bare(config_file: Path) -> None:
+    with pytest.raises(ModelHTTPError) as info:
+        async with fake_openai_server([FakeReply.failure(503, "down")]) as url:
+            await streamed(model_for("openai", url, config_file), [user("hi")])
+    assert info.value.status_code == 503
