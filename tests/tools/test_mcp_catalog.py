@@ -10,9 +10,10 @@ from __future__ import annotations
 import inspect
 import socket
 import sys
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -28,6 +29,7 @@ from drupe.tools.mcp.catalog import McpCatalog
 from drupe.tools.mcp.config import McpServerConfig
 from drupe.tools.meta import TOOL_INVOKE
 from drupe.tools.registry import ToolRegistry
+from drupe.tools.request import ToolRequest, prepare_tools
 
 sys.path.insert(0, str(Path(__file__).parent / "mcp_servers"))
 import demo_server
@@ -134,6 +136,42 @@ async def test_sync_registry_and_status_snapshot(shared: Shared) -> None:
     assert snapshot["good"]["last_error"] is None
     stats = shared.catalog.statistics()
     assert stats["servers"] == 2 and stats["connected"] == 2 and stats["tools"] >= 10
+
+
+async def test_prepare_tools_reads_only_the_cache_so_a_dead_server_delays_no_turn(
+    shared: Shared,
+) -> None:
+    catalog = shared.catalog
+    registry = ToolRegistry()
+    registry.register(
+        ToolEntry(name="local_tool", description="a builtin", input_schema={}, execute=_local_tool)
+    )
+    catalog.configure(DEAD)
+    try:
+        # A plain function: preparing a turn's tools cannot wait for any server.
+        assert not inspect.iscoroutinefunction(prepare_tools)
+        request = ToolRequest(mcp_servers=["good", "dead"])
+        names = [e.name for e in prepare_tools(registry, catalog, request).inline]
+        assert names[0] == "local_tool" and "mcp__good__add" in names
+        assert not any(name.startswith("mcp__dead__") for name in names)
+        assert {s.id: s for s in catalog.status()}["dead"].refreshing  # warming in background
+
+        only = ToolRequest(names=["mcp__good__add", "local_tool"], mcp_servers=["good", "dead"])
+        chosen = [e.name for e in prepare_tools(registry, catalog, only).inline]
+        assert chosen == ["local_tool", "mcp__good__add"]
+
+        with anyio.fail_after(10):
+            await catalog.refresh("dead")
+        names = [e.name for e in prepare_tools(registry, catalog, request).inline]
+        assert not any(name.startswith("mcp__dead__") for name in names)
+        dead = {s.id: s for s in catalog.status()}["dead"]
+        assert dead.state == "failed" and dead.connect_attempts == 1 and not dead.refreshing
+    finally:
+        catalog.remove("dead")
+
+
+async def _local_tool(arguments: Mapping[str, Any], context: ToolContext) -> Any:
+    return "local"
 
 
 async def test_dead_and_hanging_servers_never_delay_a_caller() -> None:

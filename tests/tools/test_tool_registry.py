@@ -12,6 +12,7 @@ from drupe.tools.base import ToolContext, ToolEntry
 from drupe.tools.builtins import ToolSettings, builtin_tools, register_builtins
 from drupe.tools.code_exec import PYTHON_EXEC
 from drupe.tools.registry import ToolRegistry, ToolScope
+from drupe.tools.request import ToolRequest, prepare_tools
 
 
 async def _echo(arguments: Mapping[str, Any], context: ToolContext) -> Any:
@@ -99,3 +100,24 @@ def test_code_execution_is_absent_by_default_and_present_when_enabled() -> None:
     )
     assert [e.name for e in ungated] == [PYTHON_EXEC]
     assert ungated[0].needs_approval is None
+
+
+def test_prepare_tools_without_mcp_selects_then_applies_the_cost_gate() -> None:
+    registry = ToolRegistry()
+    for i in range(5):
+        registry.register(
+            ToolEntry(
+                name=f"big_{i}",
+                description="y" * 400,
+                input_schema={"type": "object"},
+                execute=_echo,
+            )
+        )
+    registry.register(_entry("small"))
+    # ~5 x 105 tokens: over 10% of a 4,000-token window and over 500 tokens -> deferred.
+    exposition = prepare_tools(registry, None, ToolRequest(context_window=4_000))
+    assert [e.name for e in exposition.deferred] == [f"big_{i}" for i in range(5)] + ["small"]
+    roomy = prepare_tools(registry, None, ToolRequest(context_window=200_000))
+    assert roomy.deferred == [] and len(roomy.inline) == 6
+    picked = prepare_tools(registry, None, ToolRequest(names=["small"], context_window=4_000))
+    assert [e.name for e in picked.inline] == ["small"]
