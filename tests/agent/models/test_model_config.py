@@ -122,6 +122,7 @@ def test_bad_toml_names_the_file(config_file: Path) -> None:
         ('[providers.x]\ntype = "openai"\ncontext_window = -1\n', "positive integer"),
         ("default_model = 3\n", "default_model must be a string"),
         ('defaultmodel = "a:b"\n', "unknown top-level keys"),
+        ('[providers.scripted]\ntype = "openai"\n', "'scripted' is reserved"),
     ],
 )
 def test_bad_tables_are_named(config_file: Path, toml: str, message: str) -> None:

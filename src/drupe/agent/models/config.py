@@ -37,6 +37,7 @@ from drupe.errors import ConfigError
 
 __all__ = [
     "PROVIDER_TYPES",
+    "RESERVED_PROVIDERS",
     "ModelConfig",
     "ModelEntry",
     "ProviderConfig",
@@ -47,6 +48,8 @@ __all__ = [
 
 ProviderType = Literal["openai", "anthropic", "google", "openai-compatible"]
 PROVIDER_TYPES: tuple[ProviderType, ...] = get_args(ProviderType)
+#: provider names served by Drupe itself (the scripted test model and the bundled local model)
+RESERVED_PROVIDERS = frozenset({"scripted", "local"})
 
 #: How a provider talks to pydantic-ai: its own provider class, or plain ``OpenAIProvider``.
 ProviderFlavor = Literal["openai", "anthropic", "google", "openrouter", "deepseek", "compatible"]
@@ -276,6 +279,8 @@ def _from_table(
         raise ConfigError(f"{prefix} has unknown keys {sorted(unknown)!r}")
     if ":" in name or not name:
         raise ConfigError(f"{prefix}: a provider name cannot be empty or contain ':'")
+    if name in RESERVED_PROVIDERS:
+        raise ConfigError(f"{prefix}: {name!r} is reserved for Drupe's built-in models")
     ptype = table.get("type", builtin.type if builtin else None)
     if ptype is None:
         raise ConfigError(f"{prefix} needs a type, one of {list(PROVIDER_TYPES)!r}")
