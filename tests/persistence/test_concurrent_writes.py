@@ -8,6 +8,7 @@ lock taken by ``UPDATE ... RETURNING``.
 from __future__ import annotations
 
 import anyio
+import pytest
 from sqlalchemy import text
 
 from drupe.persistence import Database, NewMessage, NewPlaceholder
@@ -16,6 +17,7 @@ TASKS = 40
 CONVERSATIONS = 5
 
 
+@pytest.mark.slow
 async def test_concurrent_turns_all_land(database: Database) -> None:
     conversations = [(await database.conversations.create()).id for _ in range(CONVERSATIONS)]
     groups: dict[str, list[int]] = {c: [] for c in conversations}

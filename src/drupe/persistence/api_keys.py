@@ -20,7 +20,7 @@ from drupe.errors import UsageError, ValidationError
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import ApiKeyRecord
 from drupe.persistence.tables import ApiKeyRow
-from drupe.persistence.transaction import Sessions, transaction
+from drupe.persistence.transaction import Transactions
 
 __all__ = ["KEY_PREFIX", "ApiKeyStore", "hash_key"]
 
@@ -55,8 +55,8 @@ def _record(row: ApiKeyRow) -> ApiKeyRecord:
 class ApiKeyStore:
     """API keys in one database. Safe to share between tasks."""
 
-    def __init__(self, sessions: Sessions) -> None:
-        self._sessions = sessions
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
     async def create(self, name: str) -> tuple[str, ApiKeyRecord]:
         """Create a key; return ``(plaintext, record)``. The plaintext is not kept anywhere."""
@@ -72,7 +72,7 @@ class ApiKeyStore:
             last_used_at=None,
             revoked_at=None,
         )
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             db.add(row)
         return plaintext, _record(row)
 
@@ -80,7 +80,7 @@ class ApiKeyStore:
         """Return the key's record if ``plaintext`` is a live key (and stamp its use)."""
         if not plaintext.startswith(KEY_PREFIX) or len(plaintext) > 256:
             return None
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             row = await db.scalar(
                 update(ApiKeyRow)
                 .where(ApiKeyRow.key_hash == hash_key(plaintext), ApiKeyRow.revoked_at.is_(None))
@@ -91,7 +91,7 @@ class ApiKeyStore:
 
     async def list(self) -> builtins.list[ApiKeyRecord]:
         """Return every key, revoked ones included, oldest first."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             rows = await db.scalars(select(ApiKeyRow).order_by(ApiKeyRow.created_at))
             return [_record(row) for row in rows.all()]
 
@@ -101,7 +101,7 @@ class ApiKeyStore:
         Raises ``UsageError`` when nothing matches or a prefix matches more than one key.
         """
         match = or_(ApiKeyRow.id == id_or_prefix, ApiKeyRow.prefix == id_or_prefix)
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             rows = (await db.scalars(select(ApiKeyRow).where(match))).all()
             if not rows:
                 raise UsageError(f"no API key with id or prefix {id_or_prefix!r}")

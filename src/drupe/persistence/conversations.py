@@ -21,7 +21,7 @@ from drupe.errors import PersistenceError, UnknownConversationError, ValidationE
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import ConversationRecord
 from drupe.persistence.tables import ConversationRow
-from drupe.persistence.transaction import Sessions, transaction
+from drupe.persistence.transaction import Transactions
 
 __all__ = ["ConversationStore", "new_conversation_id"]
 
@@ -58,8 +58,8 @@ def _parse_cursor(cursor: str) -> tuple[datetime, str]:
 class ConversationStore:
     """Conversations in one database. Safe to share between tasks."""
 
-    def __init__(self, sessions: Sessions) -> None:
-        self._sessions = sessions
+    def __init__(self, transactions: Transactions) -> None:
+        self._transactions = transactions
 
     async def create(
         self,
@@ -81,7 +81,7 @@ class ConversationStore:
             meta=dict(metadata or {}),
         )
         try:
-            async with transaction(self._sessions) as db:
+            async with self._transactions.write() as db:
                 db.add(row)
         except PersistenceError as err:
             if isinstance(err.__cause__, IntegrityError):
@@ -105,7 +105,7 @@ class ConversationStore:
 
     async def get(self, conversation_id: str) -> ConversationRecord | None:
         """Return the conversation, or ``None`` if there is none with this id."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             row = await db.get(ConversationRow, conversation_id)
             return None if row is None else _record(row)
 
@@ -129,7 +129,7 @@ class ConversationStore:
                     ),
                 )
             )
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             rows = (await db.scalars(query.limit(limit))).all()
             return [_record(row) for row in rows]
 
@@ -147,7 +147,7 @@ class ConversationStore:
 
     async def delete(self, conversation_id: str) -> None:
         """Delete the conversation and every message in it."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             result = await db.execute(
                 delete(ConversationRow)
                 .where(ConversationRow.id == conversation_id)
@@ -157,7 +157,7 @@ class ConversationStore:
                 raise UnknownConversationError(conversation_id)
 
     async def _update(self, conversation_id: str, **values: Any) -> ConversationRecord:
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             row = await db.scalar(
                 update(ConversationRow)
                 .where(ConversationRow.id == conversation_id)

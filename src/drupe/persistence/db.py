@@ -29,7 +29,7 @@ from drupe.persistence import migrate
 from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.messages import MessageStore
-from drupe.persistence.transaction import Sessions
+from drupe.persistence.transaction import Sessions, Transactions
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
 
@@ -152,12 +152,14 @@ async def open_database(
                 shown = make_url(resolved).render_as_string(hide_password=True)
                 raise PersistenceError(f"could not open database {shown}: {err}") from err
         sessions = async_sessionmaker(engine, expire_on_commit=False)
+        dialect = engine.dialect.name
+        transactions = Transactions(sessions, serialize_writes=dialect == "sqlite")
         yield Database(
             engine=engine,
             sessions=sessions,
-            conversations=ConversationStore(sessions),
-            messages=MessageStore(sessions, dialect=engine.dialect.name),
-            api_keys=ApiKeyStore(sessions),
+            conversations=ConversationStore(transactions),
+            messages=MessageStore(transactions, dialect=dialect),
+            api_keys=ApiKeyStore(transactions),
         )
     finally:
         await engine.dispose()

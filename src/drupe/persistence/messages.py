@@ -41,7 +41,7 @@ from drupe.persistence.records import (
     TerminalStatus,
 )
 from drupe.persistence.tables import ConversationRow, MessageRow
-from drupe.persistence.transaction import Sessions, transaction
+from drupe.persistence.transaction import Transactions
 
 __all__ = ["MessageStore"]
 
@@ -82,8 +82,8 @@ def _check_placeholders(placeholders: Sequence[NewPlaceholder]) -> None:
 class MessageStore:
     """Messages in one database. Safe to share between tasks."""
 
-    def __init__(self, sessions: Sessions, *, dialect: str) -> None:
-        self._sessions = sessions
+    def __init__(self, transactions: Transactions, *, dialect: str) -> None:
+        self._transactions = transactions
         self.dialect = dialect
         """``"sqlite"`` or ``"postgresql"``: the backends report it as their ``kind``."""
 
@@ -162,7 +162,7 @@ class MessageStore:
 
     async def next_siblings_group_id(self, conversation_id: str) -> int:
         """Return a new sibling group id; strictly increasing per conversation, never reused."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             value = await db.scalar(
                 update(ConversationRow)
                 .where(ConversationRow.id == conversation_id)
@@ -215,7 +215,7 @@ class MessageStore:
         Best-effort path after a failed terminal write: a row that already settled is never
         demoted, and a missing row is not an error.
         """
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             changed = await db.scalar(
                 update(MessageRow)
                 .where(MessageRow.id == message_id, MessageRow.status == "pending")
@@ -226,7 +226,7 @@ class MessageStore:
 
     async def reconcile_pending(self) -> int:
         """Turn every ``pending`` assistant row into ``error``; return how many changed."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             conn = await db.connection()
             result = await conn.execute(reconcile_statement(self.dialect, utc_now()))
             return result.rowcount
@@ -237,7 +237,7 @@ class MessageStore:
         ids = list(dict.fromkeys(message_ids))
         if not ids:
             return 0
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             deleted = await db.scalars(
                 delete(MessageRow).where(MessageRow.id.in_(ids)).returning(MessageRow.id)
             )
@@ -247,7 +247,7 @@ class MessageStore:
 
     async def get(self, message_id: str) -> MessageRecord | None:
         """Return the row, or ``None``."""
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             row = await db.get(MessageRow, message_id)
             return None if row is None else _record(row)
 
@@ -269,7 +269,7 @@ class MessageStore:
         query = (
             select(MessageRow).join(path, MessageRow.id == path.c.id).order_by(path.c.depth.desc())
         )
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             rows = (await db.scalars(query)).all()
         if not rows:
             raise ValidationError(f"unknown message {message_id!r}")
@@ -282,7 +282,7 @@ class MessageStore:
             .where(MessageRow.conversation_id == conversation_id)
             .order_by(MessageRow.created_at, MessageRow.id)
         )
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             rows = (await db.scalars(query)).all()
             if not rows and await db.get(ConversationRow, conversation_id) is None:
                 raise UnknownConversationError(conversation_id)
@@ -296,7 +296,7 @@ class MessageStore:
             .order_by(MessageRow.created_at.desc(), MessageRow.id.desc())
             .limit(1)
         )
-        async with transaction(self._sessions) as db:
+        async with self._transactions.read() as db:
             row = await db.scalar(query)
             if row is None and await db.get(ConversationRow, conversation_id) is None:
                 raise UnknownConversationError(conversation_id)
@@ -354,7 +354,7 @@ class MessageStore:
         self, conversation_id: str, parent_id: str | None, rows: Sequence[MessageRow]
     ) -> None:
         try:
-            async with transaction(self._sessions) as db:
+            async with self._transactions.write() as db:
                 # Write first: on SQLite this takes the write lock before any read, so a
                 # concurrent writer makes us wait (busy_timeout) instead of failing the upgrade.
                 touched = await db.scalar(
@@ -385,7 +385,7 @@ class MessageStore:
             )
 
     async def _update_existing(self, message_id: str, values: Mapping[str, Any]) -> None:
-        async with transaction(self._sessions) as db:
+        async with self._transactions.write() as db:
             changed = await db.scalar(
                 update(MessageRow)
                 .where(MessageRow.id == message_id)

@@ -1,9 +1,15 @@
-"""The one way a store talks to the database: ``transaction(sessions)``.
+"""The one way a store talks to the database: ``Transactions.read()`` / ``.write()``.
 
 A store opens exactly one transaction per public call. Everything inside commits together or not
 at all; a ``DrupeError`` raised inside rolls back and propagates unchanged, and any SQLAlchemy or
 driver failure rolls back and becomes ``PersistenceError`` (the cause is chained). Cancellation
 rolls back and propagates. Nothing here logs or retries.
+
+SQLite admits one writer at a time. Left alone, concurrent writers of one process collide on the
+file lock and wait in SQLite's busy handler, which sleeps in growing steps (up to 100 ms); so on
+SQLite ``write()`` first takes an in-process ``anyio.Lock`` and writers queue in FIFO order
+instead. ``busy_timeout`` still covers other processes. PostgreSQL writers are not serialised.
+Reads never take the lock (WAL readers do not block the writer).
 """
 
 from __future__ import annotations
@@ -11,23 +17,46 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 
+import anyio
 from sqlalchemy.exc import SQLAlchemyError
 from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
 
 from drupe.errors import PersistenceError
 
-__all__ = ["Sessions", "transaction"]
+__all__ = ["Sessions", "Transactions"]
 
 Sessions = async_sessionmaker[AsyncSession]
 
 
-@asynccontextmanager
-async def transaction(sessions: Sessions) -> AsyncIterator[AsyncSession]:
-    """Yield a DB session inside one transaction, committed when the block exits cleanly."""
-    try:
-        async with sessions.begin() as db:
+class Transactions:
+    """Opens store transactions on one database. Safe to share between tasks."""
+
+    def __init__(self, sessions: Sessions, *, serialize_writes: bool) -> None:
+        self.sessions = sessions
+        self._write_lock = anyio.Lock() if serialize_writes else None
+
+    @asynccontextmanager
+    async def read(self) -> AsyncIterator[AsyncSession]:
+        """Yield a DB session for reads inside one transaction."""
+        async with self._translated() as db:
             yield db
-    except SQLAlchemyError as err:
-        raise PersistenceError(
-            f"database operation failed: {err.__class__.__name__}: {err}"
-        ) from err
+
+    @asynccontextmanager
+    async def write(self) -> AsyncIterator[AsyncSession]:
+        """Yield a DB session inside one transaction that writes; commits on a clean exit."""
+        if self._write_lock is None:
+            async with self._translated() as db:
+                yield db
+            return
+        async with self._write_lock, self._translated() as db:
+            yield db
+
+    @asynccontextmanager
+    async def _translated(self) -> AsyncIterator[AsyncSession]:
+        try:
+            async with self.sessions.begin() as db:
+                yield db
+        except SQLAlchemyError as err:
+            raise PersistenceError(
+                f"database operation failed: {err.__class__.__name__}: {err}"
+            ) from err
