@@ -13,17 +13,8 @@ import {
 import { ChatView, EmptyLine } from "./components/ChatView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
+import { conversationHash, parseRoute } from "./route";
 import { useStatusPolling, useStatuses } from "./statusStore";
-
-export function parseRoute(hash: string): string | null {
-  const m = /^#\/c\/([^/?#]+)/.exec(hash);
-  if (!m) return null;
-  try {
-    return decodeURIComponent(m[1]);
-  } catch {
-    return m[1];
-  }
-}
 
 function useRoute(): [string | null, (id: string | null) => void] {
   const [id, setId] = useState(() => parseRoute(window.location.hash));
@@ -33,7 +24,7 @@ function useRoute(): [string | null, (id: string | null) => void] {
     return () => window.removeEventListener("hashchange", onHash);
   }, []);
   const go = useCallback((next: string | null) => {
-    window.location.hash = next ? `#/c/${encodeURIComponent(next)}` : "#/";
+    window.location.hash = conversationHash(next);
   }, []);
   return [id, go];
 }

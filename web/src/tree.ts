@@ -34,8 +34,8 @@ export function siblingsOf(message: ServerMessage, messages: ServerMessage[]): S
 
 /**
  * The messages the chat view shows, in order: the current path where each multi-model answer
- * is expanded to all its siblings (in creation order). A `pending` assistant message is the live
- * one: it is left out, because the resumed stream renders it.
+ * is expanded to all its siblings (in creation order). `pending` assistant messages (the live
+ * ones) are kept so they hold their place; `toUIMessages` turns them into empty placeholders.
  */
 export function visibleMessages(messages: ServerMessage[]): ServerMessage[] {
   const out: ServerMessage[] = [];
@@ -44,7 +44,6 @@ export function visibleMessages(messages: ServerMessage[]): ServerMessage[] {
     for (const m of siblingsOf(node, messages)) {
       if (added.has(m.id)) continue;
       added.add(m.id);
-      if (m.role === "assistant" && m.status === "pending") continue;
       out.push(m);
     }
   }
@@ -67,8 +66,23 @@ export interface MessageInfo {
   siblingsGroupId: string | number | null;
 }
 
+/** Metadata marking a live answer's stand-in: the DB's partial parts are never rendered. */
+const PLACEHOLDER = "drupePlaceholder";
+
+export function isPlaceholder(message: UIMessage): boolean {
+  const meta = message.metadata;
+  return !!meta && typeof meta === "object" && (meta as Record<string, unknown>)[PLACEHOLDER] === true;
+}
+
+/**
+ * UIMessages for useChat. A `pending` assistant message becomes an empty placeholder: the
+ * resumed stream renders the live answer (in place when its `start` chunk reuses the id).
+ */
 export function toUIMessages(messages: ServerMessage[]): UIMessage[] {
   return messages.map((m) => {
+    if (m.role === "assistant" && m.status === "pending") {
+      return { id: m.id, role: m.role, parts: [], metadata: { [PLACEHOLDER]: true } };
+    }
     const ui: UIMessage = { id: m.id, role: m.role, parts: m.parts ?? [] };
     if (m.metadata != null) ui.metadata = m.metadata;
     return ui;
@@ -90,8 +104,67 @@ export function infoById(messages: ServerMessage[]): Map<string, MessageInfo> {
 }
 
 export type DisplayItem =
-  | { kind: "single"; message: UIMessage }
-  | { kind: "group"; key: string; messages: UIMessage[] };
+  | { kind: "single"; message: UIMessage; standInFor?: string }
+  | { kind: "group"; key: string; messages: UIMessage[] }
+  | { kind: "live-columns" };
+
+/**
+ * Puts live answers where they belong. A live answer streamed by useChat under an id the tree
+ * does not know takes the place of the first unfilled placeholder (so a queued steer stays
+ * after the answer it followed). With `multiLive` (the live turn is rendered as columns from
+ * the events endpoint), placeholders and useChat's live copies are dropped and one
+ * `live-columns` item stands where the first placeholder was (or at the end).
+ */
+export function arrangeForDisplay(
+  messages: UIMessage[],
+  info: ReadonlyMap<string, MessageInfo>,
+  multiLive: boolean,
+): DisplayItem[] {
+  const isLive = (m: UIMessage) => m.role === "assistant" && !info.has(m.id);
+  if (multiLive) {
+    const kept: UIMessage[] = [];
+    let at = -1;
+    for (const m of messages) {
+      if (isPlaceholder(m) || isLive(m)) {
+        if (isPlaceholder(m) && at < 0) at = kept.length;
+        continue;
+      }
+      kept.push(m);
+    }
+    const items = groupForDisplay(kept, info);
+    // map the message index to the item index
+    let itemAt = items.length;
+    if (at >= 0 && at < kept.length) {
+      const id = kept[at].id;
+      itemAt = items.findIndex((it) =>
+        it.kind === "single" ? it.message.id === id : it.kind === "group" && it.messages.some((x) => x.id === id),
+      );
+    }
+    items.splice(itemAt < 0 ? items.length : itemAt, 0, { kind: "live-columns" });
+    return items;
+  }
+  const live = messages.filter(isLive);
+  const standIns = new Map<string, string>(); // live id -> placeholder id
+  const arranged: UIMessage[] = [];
+  for (const m of messages) {
+    if (isLive(m)) continue;
+    if (isPlaceholder(m)) {
+      const replacement = live.find((l) => !standIns.has(l.id));
+      if (replacement) {
+        standIns.set(replacement.id, m.id);
+        arranged.push(replacement);
+        continue;
+      }
+    }
+    arranged.push(m);
+  }
+  for (const l of live) if (!standIns.has(l.id)) arranged.push(l);
+  return groupForDisplay(arranged, info).map((item) =>
+    item.kind === "single" && standIns.has(item.message.id)
+      ? { ...item, standInFor: standIns.get(item.message.id) }
+      : item,
+  );
+}
 
 /**
  * Groups consecutive assistant messages of one multi-model answer (same parent, same sibling
@@ -153,9 +226,10 @@ export function trailingAnswer(
 ): UIMessage[] {
   const items = groupForDisplay(messages, info);
   const last = items[items.length - 1];
-  if (!last) return [];
-  if (last.kind === "group") return last.messages;
-  return last.message.role === "assistant" ? [last.message] : [];
+  if (!last || last.kind === "live-columns") return [];
+  const answer = last.kind === "group" ? last.messages : [last.message];
+  if (answer.some((m) => m.role !== "assistant" || isPlaceholder(m))) return [];
+  return answer;
 }
 
 /** Plain text of a message (for titles and copy). */

@@ -1,7 +1,7 @@
 // One conversation: useChat renders the live answer (submit, resume on reload, regenerate);
 // the server's tree is re-read whenever a stream ends, because the server owns history.
 // Steers and multi-model turns are posted outside useChat and followed via resume / events.
-import { useChat } from "@ai-sdk/react";
+import { Chat, useChat } from "@ai-sdk/react";
 import { DefaultChatTransport, type UIMessage } from "ai";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
@@ -15,9 +15,10 @@ import {
 } from "../api";
 import { setStatus, useStatuses } from "../statusStore";
 import {
-  groupForDisplay,
+  arrangeForDisplay,
   hasPendingAnswer,
   infoById,
+  isPlaceholder,
   lastUserMessage,
   type MessageInfo,
   messageText,
@@ -86,18 +87,29 @@ export function ChatView({
   const initialMessages = useMemo(() => toUIMessages(visibleMessages(detail.messages)), [detail]);
 
   const syncRef = useRef<() => Promise<void>>(async () => undefined);
-  const chat = useChat({
-    id,
-    messages: initialMessages,
-    transport,
-    resume: !firstMessage,
-    onFinish: () => void syncRef.current(),
-    onError: (e) => setError(errorMessage(e)),
-  });
+  // Own the Chat object so its status can be read synchronously in callbacks.
+  const [chatObject] = useState(
+    () =>
+      new Chat<UIMessage>({
+        id,
+        messages: initialMessages,
+        transport,
+        onFinish: () => void syncRef.current(),
+        onError: (e) => setError(errorMessage(e)),
+      }),
+  );
+  const chat = useChat({ chat: chatObject, resume: !firstMessage });
   const { messages, setMessages, sendMessage, regenerate, resumeStream, stop } = chat;
 
-  const statusRef = useRef(chat.status);
-  statusRef.current = chat.status;
+  /** Always current (a render-time copy would be stale inside async callbacks). */
+  const statusRef = useMemo(
+    () => ({
+      get current() {
+        return chatObject.status;
+      },
+    }),
+    [chatObject],
+  );
   const localBusy = chat.status === "submitted" || chat.status === "streaming";
 
   const events = useConversationEvents(id);
@@ -146,6 +158,7 @@ export function ChatView({
 
   // ---- re-read the tree from the server (the source of truth) once nothing streams locally
   const syncSeq = useRef(0);
+  const needsSync = useRef(false);
   const sync = useCallback(async () => {
     const seq = ++syncSeq.current;
     let d: ConversationDetail;
@@ -159,7 +172,11 @@ export function ChatView({
     setTitle(d.title);
     setStatus(id, d.status);
     onActivity();
-    if (statusRef.current === "submitted" || statusRef.current === "streaming") return;
+    if (statusRef.current === "submitted" || statusRef.current === "streaming") {
+      needsSync.current = true; // re-read once the local stream settles
+      return;
+    }
+    needsSync.current = false;
     const visible = visibleMessages(d.messages);
     setInfo(infoById(d.messages));
     setMessages(toUIMessages(visible));
@@ -176,6 +193,10 @@ export function ChatView({
   }, [id, onActivity, setMessages, maybeResume, events.clearExecutions]);
   syncRef.current = sync;
 
+  useEffect(() => {
+    if (!localBusy && needsSync.current) void sync();
+  }, [localBusy, sync]);
+
   // ---- follow the server's status (other tabs, queued steers, approvals continuing)
   const prevServerStatus = useRef(serverStatus);
   useEffect(() => {
@@ -184,7 +205,8 @@ export function ChatView({
     if (isLiveStatus(serverStatus)) {
       maybeResume();
     } else if (isLiveStatus(prev) || serverStatus !== prev) {
-      if (!localBusy) void sync();
+      if (localBusy) needsSync.current = true;
+      else void sync();
     }
     // statusTick: equal statuses from new events still re-check
   }, [serverStatus, events.statusTick, polled.tick, maybeResume, sync, localBusy]);
@@ -309,10 +331,9 @@ export function ChatView({
   );
   const approvals: ApprovalHandlers = useMemo(() => ({ decided, onDecision }), [decided, onDecision]);
 
-  // While live columns render a multi-model turn, hide useChat's copy of the live answer.
-  const shown = multiLive ? messages.filter((m) => m.role !== "assistant" || info.has(m.id)) : messages;
-  const items = groupForDisplay(shown, info);
-  const lastId = shown[shown.length - 1]?.id;
+  const items = arrangeForDisplay(messages, info, multiLive);
+  const isStreaming = (m: UIMessage) =>
+    localBusy && m.role === "assistant" && !isPlaceholder(m) && (!info.has(m.id) || info.get(m.id)?.status === "pending");
   const canRegenerate = !busy && trailingAnswer(messages, info).length > 0;
 
   // ---- stick to the bottom while new content arrives, unless the user scrolled up
@@ -338,13 +359,15 @@ export function ChatView({
           stick.current = el.scrollHeight - el.scrollTop - el.clientHeight < 80;
         }}
       >
-        {shown.length === 0 && !multiLive && (
+        {messages.length === 0 && !multiLive && (
           <div className="empty-state" data-testid="empty-state">
             <EmptyLine />
           </div>
         )}
         {items.map((item) =>
-          item.kind === "group" ? (
+          item.kind === "live-columns" ? (
+            <Columns key="live-columns" live models={models} approvals={approvals} columns={liveColumns} />
+          ) : item.kind === "group" ? (
             <Columns
               key={item.key}
               live={false}
@@ -354,7 +377,7 @@ export function ChatView({
                 key: m.id,
                 modelId: info.get(m.id)?.modelId ?? null,
                 message: m,
-                live: false,
+                live: isPlaceholder(m),
                 note: statusNote(info.get(m.id)),
               }))}
             />
@@ -362,15 +385,15 @@ export function ChatView({
             <MessageView
               key={item.message.id}
               message={item.message}
-              info={info.get(item.message.id)}
+              info={info.get(item.message.id) ?? (item.standInFor ? info.get(item.standInFor) : undefined)}
+              fallbackModel={selectedModels[0] ?? defaultModel}
               models={models}
               approvals={approvals}
-              streaming={localBusy && item.message.id === lastId && item.message.role === "assistant"}
+              streaming={isStreaming(item.message)}
             />
           ),
         )}
-        {multiLive && <Columns live models={models} approvals={approvals} columns={liveColumns} />}
-        {chat.status === "submitted" && !multiLive && (
+        {chat.status === "submitted" && !multiLive && !messages.some(isPlaceholder) && (
           <div className="message assistant waiting">
             <span className="cursor" aria-label="waiting" />
           </div>
@@ -422,14 +445,17 @@ function MessageView({
   models,
   approvals,
   streaming,
+  fallbackModel,
 }: {
   message: UIMessage;
   info: MessageInfo | undefined;
   models: ModelInfo[];
   approvals: ApprovalHandlers;
   streaming: boolean;
+  fallbackModel: string;
 }) {
-  const note = statusNote(info);
+  const note = info?.status === "pending" ? null : statusNote(info);
+  const placeholder = isPlaceholder(message);
   return (
     <div
       className={`message ${message.role}`}
@@ -437,16 +463,19 @@ function MessageView({
       data-role={message.role}
       data-message-id={message.id}
       data-status={info?.status ?? (streaming ? "streaming" : "local")}
+      data-placeholder={placeholder ? "true" : undefined}
     >
       {message.role === "assistant" && (
         <div className="message-model">
-          {modelLabel(models, info?.modelId)}
-          {streaming && <span className="live-dot" aria-label="streaming" />}
+          {modelLabel(models, info ? info.modelId : fallbackModel)}
+          {(streaming || placeholder) && <span className="live-dot" aria-label="streaming" />}
           {note && <span className="muted small"> · {note}</span>}
         </div>
       )}
       {message.role === "user" ? (
         <div className="plain">{messageText(message)}</div>
+      ) : placeholder ? (
+        <span className="cursor" aria-label="waiting" />
       ) : (
         <MessageParts message={message} approvals={approvals} streaming={streaming} />
       )}

@@ -77,7 +77,12 @@ export function Composer({
           }}
         />
         <div className="composer-bar">
-          <ModelPicker models={models} selected={selectedModels} onChange={onSelectModels} />
+          <ModelPicker
+            models={models}
+            selected={selectedModels}
+            onChange={onSelectModels}
+            defaultModel={defaultModel}
+          />
           <label className="strategy" title="What a message sent while an answer streams does">
             <span className="muted small">when busy</span>
             <select

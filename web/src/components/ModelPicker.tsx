@@ -6,14 +6,16 @@ export function ModelPicker({
   models,
   selected,
   onChange,
+  defaultModel,
 }: {
   models: ModelInfo[];
   selected: string[];
   onChange: (ids: string[]) => void;
+  defaultModel: string;
 }) {
   const label =
     selected.length === 0
-      ? "Default model"
+      ? `${models.find((m) => m.id === defaultModel)?.label ?? "Default model"} (default)`
       : selected.length === 1
         ? (models.find((m) => m.id === selected[0])?.label ?? selected[0])
         : `${selected.length} models`;
@@ -43,7 +45,10 @@ export function ModelPicker({
               onChange={(e) => toggle(m.id, e.target.checked)}
             />
             <span className="model-text">
-              <span className="model-label">{m.label}</span>
+              <span className="model-label">
+                {m.label}
+                {m.id === defaultModel && <span className="muted small"> · default</span>}
+              </span>
               <span className="model-id">{m.id}</span>
               {!m.available && <span className="model-unavailable">unavailable</span>}
               {m.note && <span className="model-note-inline">{m.note}</span>}

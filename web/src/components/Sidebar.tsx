@@ -1,6 +1,7 @@
 // Conversation list: paginated, live status badges (polled), new / rename / delete.
 import { useState } from "react";
 import type { ConversationStatus, ConversationSummary } from "../api";
+import { conversationHash } from "../route";
 import { StatusBadge } from "./StatusBadge";
 
 export function Sidebar({
@@ -104,7 +105,7 @@ function ConversationItem({
       data-conversation-id={item.id}
       data-active={active ? "true" : "false"}
     >
-      <a href={`#/c/${encodeURIComponent(item.id)}`} className="conversation-link" title={title}>
+      <a href={conversationHash(item.id)} className="conversation-link" title={title}>
         <span className="conversation-title">{title}</span>
         <StatusBadge status={status} />
       </a>
