@@ -11,11 +11,14 @@ from __future__ import annotations
 
 from collections.abc import Collection
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from drupe.tools.base import ToolEntry
 from drupe.tools.deferral import Exposition, plan_exposition
-from drupe.tools.mcp.catalog import McpCatalog
 from drupe.tools.registry import ToolRegistry, ToolScope
+
+if TYPE_CHECKING:  # importing the MCP SDK costs about a second; only the catalog needs it
+    from drupe.tools.mcp.catalog import McpCatalog
 
 __all__ = ["ToolRequest", "prepare_tools", "request_tools"]
 
