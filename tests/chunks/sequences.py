@@ -269,3 +269,115 @@ def random_sequence(rng: random.Random) -> tuple[list[Chunk], UIMessage | None]:
         ]
         return random_chunks(rng, message_id=rng.choice([seed_id, None]), calls=open_calls), seed
     return random_chunks(rng, message_id=message_id, calls=[]), None
+
+
+def chaos_chunks(rng: random.Random) -> list[Chunk]:
+    """Chunks of every type in random order over a few ids: mostly valid, sometimes rejected."""
+    ids = ["0", "1"]
+    calls = ["c0", "c1", "c2"]
+    opened: dict[str, set[str]] = {"text": set(), "reasoning": set(), "tool": set(), "input": set()}
+
+    def pick(pool: list[str], kind: str) -> str:
+        live = sorted(opened[kind])
+        return rng.choice(live) if live and rng.random() < 0.9 else rng.choice(pool)
+
+    def one() -> Chunk:
+        kind = rng.choice(
+            [
+                "start", "start-step", "finish-step", "finish", "abort", "error", "metadata",
+                "text-start", "text-delta", "text-delta", "text-end",
+                "reasoning-start", "reasoning-delta", "reasoning-end",
+                "tool-input-start", "tool-input-delta", "tool-input-delta", "tool-input-available",
+                "tool-input-error", "tool-approval-request", "tool-output-available",
+                "tool-output-error", "tool-output-denied", "data", "source-url", "file",
+            ]
+        )  # fmt: skip
+        family = kind.split("-")[0]
+        if kind.endswith(("-delta", "-end")) and family in ("text", "reasoning"):
+            if not opened[family] and rng.random() < 0.9:
+                kind = f"{family}-start"
+        elif (kind.startswith(("tool-output", "tool-approval")) and not opened["tool"]) or (
+            kind == "tool-input-delta" and not opened["input"]
+        ):
+            kind = "tool-input-start" if rng.random() < 0.9 else kind
+        if kind == "tool-input-start":
+            call = rng.choice(calls)
+            opened["input"].add(call)
+        else:
+            call = pick(calls, "input" if kind == "tool-input-delta" else "tool")
+        if kind in ("tool-input-start", "tool-input-available", "tool-input-error"):
+            opened["tool"].add(call)
+        if kind == "finish-step":
+            opened["text"].clear()
+            opened["reasoning"].clear()
+        if kind == "start":
+            chunk: Chunk = {"type": "start"}
+            if rng.random() < 0.5:
+                chunk["messageId"] = rng.choice(["m1", "m2"])
+            if rng.random() < 0.3:
+                chunk["messageMetadata"] = {"a": {"b": rng.randint(0, 3)}}
+            return chunk
+        if kind in ("start-step", "finish-step", "abort"):
+            return {"type": kind}
+        if kind == "finish":
+            return {"type": "finish", "finishReason": "stop"}
+        if kind == "error":
+            return {"type": "error", "errorText": "e"}
+        if kind == "metadata":
+            return {
+                "type": "message-metadata",
+                "messageMetadata": rng.choice([{"x": [1]}, {"a": {"c": 1}}, None]),
+            }
+        if kind.startswith(("text", "reasoning")):
+            part_id = rng.choice(ids) if kind.endswith("start") else pick(ids, family)
+            if kind.endswith("start"):
+                opened[family].add(part_id)
+            elif kind.endswith("end"):
+                opened[family].discard(part_id)
+            chunk = {"type": kind, "id": part_id}
+            if kind.endswith("delta"):
+                chunk["delta"] = rng.choice(_WORDS)
+            return _with_pm(chunk, rng)
+        if kind == "tool-input-start":
+            chunk = {"type": kind, "toolCallId": call, "toolName": rng.choice(_TOOLS)}
+            if rng.random() < 0.3:
+                chunk["dynamic"] = True
+            if rng.random() < 0.2:
+                chunk["inputEncoding"] = "text"
+            if rng.random() < 0.2:
+                chunk["title"] = "T"
+            return _with_pm(chunk, rng)
+        if kind == "tool-input-delta":
+            return {
+                "type": kind,
+                "toolCallId": call,
+                "inputTextDelta": rng.choice(['{"a', '":', " [1,", "tr", '"x"}', "}"]),
+            }
+        if kind in ("tool-input-available", "tool-input-error"):
+            chunk = {
+                "type": kind,
+                "toolCallId": call,
+                "toolName": rng.choice(_TOOLS),
+                "input": {"k": 1},
+            }
+            if kind == "tool-input-error":
+                chunk["errorText"] = "bad"
+            if rng.random() < 0.3:
+                chunk["dynamic"] = True
+            if rng.random() < 0.2:
+                chunk["providerExecuted"] = rng.choice([True, False])
+            return _with_pm(chunk, rng)
+        if kind == "tool-approval-request":
+            return {"type": kind, "toolCallId": call, "approvalId": "ap"}
+        if kind == "tool-output-available":
+            chunk = {"type": kind, "toolCallId": call, "output": rng.randint(0, 5)}
+            if rng.random() < 0.3:
+                chunk["preliminary"] = True
+            return _with_pm(chunk, rng)
+        if kind == "tool-output-error":
+            return _with_pm({"type": kind, "toolCallId": call, "errorText": "x"}, rng)
+        if kind == "tool-output-denied":
+            return {"type": kind, "toolCallId": call}
+        return _misc(rng, {"data": "data", "source-url": "source", "file": "file"}[kind])[0]
+
+    return [{"type": "start"}, {"type": "start-step"}] + [one() for _ in range(rng.randint(3, 30))]

@@ -8,9 +8,10 @@ from typing import Any
 import pytest
 
 from chunks.conftest import NodeRunner, load_sequences
-from chunks.sequences import random_sequence
+from chunks.sequences import chaos_chunks, random_sequence
 from drupe.chunks.accumulate import AccumulateError, Accumulator, accumulate
 from drupe.chunks.replay import compact_replay
+from drupe.chunks.types import Chunk, UIMessage
 
 pytestmark = pytest.mark.node
 
@@ -80,3 +81,43 @@ def test_accumulate_equals_the_sdk_on_random_sequences_and_their_evicted_replays
         )
         if result["message"] is not None:
             assert mine == result["message"], case["name"]
+
+
+def _fold_until_rejected(chunks: list[Chunk], seed: UIMessage | None) -> UIMessage:
+    accumulator = Accumulator(seed)
+    for chunk in chunks:
+        try:
+            accumulator.push(chunk)
+        except AccumulateError:
+            break
+    return accumulator.snapshot()
+
+
+def test_accumulate_equals_the_sdk_on_chaotic_sequences(read_ui_message_stream: NodeRunner) -> None:
+    """Random chunk soup: the SDK and ``Accumulator`` reject the same chunk and agree before it."""
+    cases: list[dict[str, Any]] = []
+    for index in range(400):
+        rng = random.Random(index)
+        seed = _fold_until_rejected(chaos_chunks(rng), None) if index % 3 == 0 else None
+        if seed is not None and rng.random() < 0.5:
+            seed = {**seed, "id": "m1"}
+        cases.append({"name": f"chaos-{index}", "chunks": chaos_chunks(rng), "seed": seed})
+    results = read_ui_message_stream(cases)
+    rejected = 0
+    for case, result in zip(cases, results, strict=True):
+        accumulator = Accumulator(case["seed"])
+        raised = False
+        for chunk in case["chunks"]:
+            try:
+                accumulator.push(chunk)
+            except AccumulateError:
+                raised = True
+                break
+        rejected += raised
+        thrown = [e for e in result["errors"] if e["name"] != "Error"]
+        assert raised == bool(thrown), (case["name"], result["errors"])
+        if result["message"] is None:
+            assert not accumulator.written, case["name"]
+        else:
+            assert accumulator.snapshot() == result["message"], case["name"]
+    assert 40 < rejected < 300, rejected  # both outcomes are well represented
