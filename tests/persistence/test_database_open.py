@@ -75,3 +75,11 @@ async def test_unreachable_databases_raise_persistence_error(tmp_path: Path) -> 
     with pytest.raises(PersistenceError):
         async with open_database(f"sqlite:///{tmp_path / 'missing' / 'dir' / 'x.db'}"):
             pass
+
+
+async def test_in_memory_sqlite_is_one_shared_database() -> None:
+    async with open_database("sqlite://") as database:
+        async with anyio.create_task_group() as tg:
+            for n in range(5):
+                tg.start_soon(database.conversations.create, f"c{n}")
+        assert len(await database.conversations.list()) == 5

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
 
+import anyio
 import orjson
 import platformdirs
 from sqlalchemy import event
@@ -35,6 +36,7 @@ __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upg
 
 DEFAULT_FILENAME: Final = "drupe.db"
 SQLITE_BUSY_TIMEOUT_MS: Final = 5_000
+_DISPOSE_TIMEOUT_S: Final = 5.0
 _SQLITE_PRAGMAS: Final = (
     "PRAGMA journal_mode=WAL",
     "PRAGMA foreign_keys=ON",
@@ -162,7 +164,9 @@ async def open_database(
             api_keys=ApiKeyStore(transactions),
         )
     finally:
-        await engine.dispose()
+        # Shielded and bounded: a cancelled caller must still give its connections back.
+        with anyio.move_on_after(_DISPOSE_TIMEOUT_S, shield=True):
+            await engine.dispose()
 
 
 async def upgrade(
