@@ -139,3 +139,8 @@ def test_loads_refuses_what_is_not_a_chunk() -> None:
     with pytest.raises(ValidationError, match="missing field 'delta'"):
         loads(b'{"type": "text-delta", "id": "t"}', validate=True)
     assert loads(b'{"type": "text-delta"}') == {"type": "text-delta"}  # no validation by default
+
+
+def test_every_recorded_and_generated_chunk_is_a_valid_wire_chunk() -> None:
+    for chunk in _valid_chunks():
+        assert validate_chunk(chunk) is chunk
