@@ -143,3 +143,21 @@ async def test_absent_json_is_sql_null(database: Database) -> None:
             text("SELECT count(*) FROM messages WHERE stats IS NULL AND metadata IS NULL")
         )
         assert nulls.scalar_one() == 2
+
+
+async def test_nul_characters_never_fail_a_terminal_write(database: Database) -> None:
+    conversation = await database.conversations.create()
+    await start_turn(database, conversation.id, "u1", ["a1"])
+    text_with_nul = "binary \x00 output, and a literal \\u0000 kept as text"
+
+    await database.messages.finalize_assistant(
+        "a1", parts=[{"type": "text", "text": text_with_nul}], status="success"
+    )
+
+    row = await database.messages.get("a1")
+    assert row is not None
+    # JSONB cannot hold U+0000, so PostgreSQL stores U+FFFD; SQLite keeps the text as is.
+    expected = (
+        text_with_nul if database.dialect == "sqlite" else text_with_nul.replace("\x00", "\ufffd")
+    )
+    assert row.parts == [{"type": "text", "text": expected}]

@@ -10,6 +10,7 @@ cancellation. ``upgrade`` is the same migration step without the rest (``drupe d
 
 from __future__ import annotations
 
+import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ _SQLITE_PRAGMAS: Final = (
     f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
     "PRAGMA synchronous=NORMAL",
 )
+_JSONB_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 _POSTGRES_ALIASES: Final = ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg")
 
 
@@ -103,10 +105,17 @@ def _dumps(value: Any) -> str:
     return orjson.dumps(value, option=orjson.OPT_NON_STR_KEYS).decode()
 
 
+def _dumps_jsonb(value: Any) -> str:
+    # JSONB cannot hold U+0000 (PostgreSQL text cannot), and a tool output or model text may
+    # contain one: store U+FFFD instead of failing the whole terminal write. An escaped
+    # backslash followed by "u0000" (literal text) is left alone.
+    return _JSONB_NUL.sub(r"\1\\ufffd", _dumps(value))
+
+
 def _create_engine(url: str, connect_args: Mapping[str, Any] | None) -> AsyncEngine:
     engine = create_async_engine(
         url,
-        json_serializer=_dumps,
+        json_serializer=_dumps if url.startswith("sqlite") else _dumps_jsonb,
         json_deserializer=orjson.loads,
         connect_args=dict(connect_args or {}),
         pool_pre_ping=not url.startswith("sqlite"),
