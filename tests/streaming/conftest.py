@@ -9,7 +9,6 @@ from typing import Any
 
 import anyio
 import pytest
-from tests.streaming.sources import Source, text_chunks
 
 from drupe.persistence.db import Database, open_database
 from drupe.streaming.config import StreamConfig
@@ -18,6 +17,7 @@ from drupe.streaming.context.dispatch import Dispatcher
 from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
 from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.manager import StreamManager
+from tests.streaming.sources import Source, text_chunks
 
 
 @dataclass

@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import anyio
 import pytest
-from tests.streaming.conftest import Runtime
-from tests.streaming.sources import Source, text_chunks
 
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.context.base import Submit
@@ -24,6 +22,8 @@ from drupe.streaming.manager import (
     StreamManager,
 )
 from drupe.testing.recording import RecordingBackend, RecordingListener
+from tests.streaming.conftest import Runtime
+from tests.streaming.sources import Source, text_chunks
 
 HELLO = [{"type": "text", "text": "hello"}]
 
