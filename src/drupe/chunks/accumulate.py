@@ -29,11 +29,21 @@ from typing import Any, Final, NoReturn
 
 from drupe.chunks.metadata import MetadataMergeError, merge_objects
 from drupe.chunks.partial_json import UNDEFINED, parse_partial_json
+from drupe.chunks.tool_parts import (
+    PartialToolCall,
+    PendingInput,
+    assign,
+    coalesce,
+    is_tool_part,
+    nullish,
+    static_tool_name,
+    truthy,
+    update_tool_part,
+)
 from drupe.chunks.types import Chunk, UIMessage, UIPart
 
 __all__ = ["AccumulateError", "Accumulator", "accumulate", "clone_json"]
 
-_RESULT_STATES: Final = frozenset(("output-available", "output-error"))
 _TOOL_CHUNK_TYPES: Final = frozenset(
     (
         "tool-input-start",
@@ -60,69 +70,6 @@ def clone_json(value: Any) -> Any:
     return value
 
 
-def _truthy(value: Any) -> bool:
-    """JavaScript truthiness (empty arrays and objects are truthy)."""
-    if value is UNDEFINED or value is None or value is False or value == "":
-        return False
-    if isinstance(value, int | float) and not isinstance(value, bool):
-        return value == value and value != 0
-    return True
-
-
-def _nullish(value: Any) -> bool:
-    return value is UNDEFINED or value is None
-
-
-def _coalesce(value: Any, fallback: Any) -> Any:
-    """JavaScript ``value ?? fallback``."""
-    return fallback if value is UNDEFINED or value is None else value
-
-
-def _assign(target: dict[str, Any], key: str, value: Any) -> None:
-    """``target[key] = value`` where ``UNDEFINED`` removes the key (JSON drops it)."""
-    if value is UNDEFINED:
-        target.pop(key, None)
-    else:
-        target[key] = value
-
-
-def _is_tool_part(part: UIPart) -> bool:
-    part_type = part.get("type")
-    return isinstance(part_type, str) and (
-        part_type.startswith("tool-") or part_type == "dynamic-tool"
-    )
-
-
-def _static_tool_name(part: UIPart) -> str:
-    return str(part["type"]).split("-", 1)[1]
-
-
-class _PartialToolCall:
-    __slots__ = ("dynamic", "input_encoding", "pieces", "title", "tool_metadata", "tool_name")
-
-    def __init__(
-        self,
-        *,
-        text: str,
-        input_encoding: Any,
-        tool_name: Any,
-        dynamic: Any,
-        title: Any,
-        tool_metadata: Any,
-    ) -> None:
-        self.pieces = [text]
-        self.input_encoding = input_encoding
-        self.tool_name = tool_name
-        self.dynamic = dynamic
-        self.title = title
-        self.tool_metadata = tool_metadata
-
-    def text(self) -> str:
-        if len(self.pieces) > 1:
-            self.pieces[:] = ["".join(self.pieces)]
-        return self.pieces[0]
-
-
 class _OpenText:
     """An open text or reasoning part and the deltas not yet joined into its ``text``."""
 
@@ -136,17 +83,6 @@ class _OpenText:
         if self.pieces:
             self.part["text"] = self.part["text"] + "".join(self.pieces)
             self.pieces.clear()
-
-
-class _PendingInput:
-    """A tool part whose ``input``/``rawInput`` still have to be computed from buffered deltas."""
-
-    __slots__ = ("call", "part", "with_raw")
-
-    def __init__(self, part: UIPart, call: _PartialToolCall, with_raw: bool) -> None:
-        self.part = part
-        self.call = call
-        self.with_raw = with_raw
 
 
 class Accumulator:
@@ -182,7 +118,7 @@ class Accumulator:
             message: dict[str, Any] = clone_json(seed)
             self._load(message)
         else:
-            seed_id = _coalesce(seed.get("id", UNDEFINED), "") if seed is not None else ""
+            seed_id = coalesce(seed.get("id", UNDEFINED), "") if seed is not None else ""
             self._load({"id": seed_id, "role": "assistant", "parts": []})
 
     # --- state --------------------------------------------------------------------------------
@@ -193,23 +129,23 @@ class Accumulator:
         self._parts: list[UIPart] = message["parts"]
         self._active_text: dict[str, _OpenText] = {}
         self._active_reasoning: dict[str, _OpenText] = {}
-        self._tool_calls: dict[str, _PartialToolCall] = {}
+        self._tool_calls: dict[str, PartialToolCall] = {}
         self._tool_index: dict[str, list[int]] = {}
         self._data_index: dict[tuple[str, str], int] = {}
-        self._pending_inputs: dict[str, _PendingInput] = {}
+        self._pending_inputs: dict[str, PendingInput] = {}
         self._unwritten_steps = 0
         self._step_start = -1
         for index, part in enumerate(self._parts):
             self._index_part(index, part)
         for part in self._parts[self._step_start + 1 :]:
-            if not _is_tool_part(part) or part.get("state") != "input-streaming":
+            if not is_tool_part(part) or part.get("state") != "input-streaming":
                 continue
             dynamic = part["type"] == "dynamic-tool"
-            raw = _coalesce(part.get("rawInput", UNDEFINED), "")
-            self._tool_calls[part["toolCallId"]] = _PartialToolCall(
+            raw = coalesce(part.get("rawInput", UNDEFINED), "")
+            self._tool_calls[part["toolCallId"]] = PartialToolCall(
                 text=raw if isinstance(raw, str) else "",
                 input_encoding=part.get("inputEncoding", UNDEFINED),
-                tool_name=part.get("toolName", UNDEFINED) if dynamic else _static_tool_name(part),
+                tool_name=part.get("toolName", UNDEFINED) if dynamic else static_tool_name(part),
                 dynamic=dynamic,
                 title=part.get("title", UNDEFINED),
                 tool_metadata=part.get("toolMetadata", UNDEFINED),
@@ -219,7 +155,7 @@ class Accumulator:
         part_type = part.get("type")
         if part_type == "step-start":
             self._step_start = index
-        elif _is_tool_part(part):
+        elif is_tool_part(part):
             call_id = part.get("toolCallId")
             if isinstance(call_id, str):
                 self._tool_index.setdefault(call_id, []).append(index)
@@ -263,9 +199,9 @@ class Accumulator:
             return
         text = pending.call.text()
         if pending.call.input_encoding == "text":
-            _assign(pending.part, "input", text)
+            assign(pending.part, "input", text)
         else:
-            _assign(pending.part, "input", parse_partial_json(text))
+            assign(pending.part, "input", parse_partial_json(text))
         if pending.with_raw:
             pending.part["rawInput"] = text
 
@@ -282,74 +218,22 @@ class Accumulator:
     def _update_tool(
         self, dynamic: bool, options: dict[str, Any], existing: UIPart | None = None
     ) -> tuple[UIPart, bool]:
-        """Update or create a tool part; returns it and whether it already existed."""
-        call_id = options["toolCallId"]
+        """Update the tool part (``existing`` or the step's part for the call) or push a new one."""
         part = existing
         if part is None:
-            part = self._find_in_step(call_id, "dynamic" if dynamic else "static")
-        state = options["state"]
-        get = options.get
-        metadata = get("providerMetadata", UNDEFINED)
-        metadata_key = (
-            "resultProviderMetadata" if state in _RESULT_STATES else "callProviderMetadata"
-        )
-        if part is not None:
-            part["state"] = state
-            if dynamic:
-                _assign(part, "toolName", options["toolName"])
-            else:
-                part["type"] = f"tool-{options['toolName']}"
-            _assign(part, "input", get("input", UNDEFINED))
-            _assign(part, "output", get("output", UNDEFINED))
-            _assign(part, "errorText", get("errorText", UNDEFINED))
-            _assign(part, "rawInput", get("rawInput", UNDEFINED))
-            encoding = get("inputEncoding", UNDEFINED)
-            if _nullish(encoding):
-                part.pop("inputEncoding", None)
-            else:
-                part["inputEncoding"] = encoding
-            _assign(part, "preliminary", get("preliminary", UNDEFINED))
-            if get("title", UNDEFINED) is not UNDEFINED:
-                part["title"] = options["title"]
-            if get("toolMetadata", UNDEFINED) is not UNDEFINED:
-                part["toolMetadata"] = options["toolMetadata"]
-            executed = _coalesce(
-                get("providerExecuted", UNDEFINED), part.get("providerExecuted", UNDEFINED)
-            )
-            _assign(part, "providerExecuted", executed)
-            if not _nullish(metadata):
-                part[metadata_key] = metadata
-            return part, True
-        part = {"type": "dynamic-tool" if dynamic else f"tool-{options['toolName']}"}
-        if dynamic:
-            _assign(part, "toolName", options["toolName"])
-        part["toolCallId"] = call_id
-        part["state"] = state
-        keys = (
-            ("input", "output", "errorText", "preliminary", "providerExecuted", "title")
-            if dynamic
-            else ("title", "input", "output", "rawInput", "errorText", "providerExecuted")
-        )
-        for key in keys:
-            _assign(part, key, get(key, UNDEFINED))
-        if not dynamic:
-            _assign(part, "preliminary", get("preliminary", UNDEFINED))
-        if get("toolMetadata", UNDEFINED) is not UNDEFINED:
-            part["toolMetadata"] = options["toolMetadata"]
-        if not _nullish(get("inputEncoding", UNDEFINED)):
-            part["inputEncoding"] = options["inputEncoding"]
-        if not _nullish(metadata):
-            part[metadata_key] = metadata
-        self._push_part(part)
-        return part, False
+            part = self._find_in_step(options["toolCallId"], "dynamic" if dynamic else "static")
+        updated = update_tool_part(part, dynamic, options)
+        if part is None:
+            self._push_part(updated)
+        return updated, part is not None
 
     # --- metadata -------------------------------------------------------------------------------
 
     def _merged_metadata(self, current: Any, metadata: Any) -> Any:
         """The new ``metadata`` (``UNDEFINED`` when unchanged); raises before any mutation."""
-        if _nullish(metadata):
+        if nullish(metadata):
             return UNDEFINED
-        if _nullish(current):
+        if nullish(current):
             return metadata
         try:
             return merge_objects(current, metadata)
@@ -385,16 +269,16 @@ class Accumulator:
             self._tool_input_delta(chunk["toolCallId"], chunk["inputTextDelta"])
         elif chunk_type == "text-start":
             part = {"type": "text", "text": ""}
-            _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
+            assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
             part["state"] = "streaming"
             self._open(self._active_text, chunk["id"], part)
             self._push_part(part)
             self._write()
         elif chunk_type == "reasoning-start":
             part = {"type": "reasoning"}
-            _assign(part, "id", get("id", UNDEFINED))
+            assign(part, "id", get("id", UNDEFINED))
             part["text"] = ""
-            _assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
+            assign(part, "providerMetadata", get("providerMetadata", UNDEFINED))
             part["state"] = "streaming"
             self._open(self._active_reasoning, chunk["id"], part)
             self._push_part(part)
@@ -414,8 +298,8 @@ class Accumulator:
             self._write()
         elif chunk_type == "file":
             part = {"type": "file"}
-            _assign(part, "mediaType", get("mediaType", UNDEFINED))
-            _assign(part, "url", get("url", UNDEFINED))
+            assign(part, "mediaType", get("mediaType", UNDEFINED))
+            assign(part, "url", get("url", UNDEFINED))
             if get("providerMetadata") is not None:
                 part["providerMetadata"] = chunk["providerMetadata"]
             self._push_part(part)
@@ -428,7 +312,7 @@ class Accumulator:
             )
             part = {"type": chunk_type}
             for key in keys:
-                _assign(part, key, get(key, UNDEFINED))
+                assign(part, key, get(key, UNDEFINED))
             self._push_part(part)
             self._write()
         elif chunk_type.startswith("tool-"):
@@ -487,11 +371,11 @@ class Accumulator:
             self._message["id"] = message_id
         if merged is not UNDEFINED:
             self._message["metadata"] = merged
-        if reset or message_id is not None or not _nullish(metadata):
+        if reset or message_id is not None or not nullish(metadata):
             self._write()
 
     def _data_chunk(self, chunk_type: str, chunk: Chunk) -> None:
-        if _truthy(chunk.get("transient", UNDEFINED)):
+        if truthy(chunk.get("transient", UNDEFINED)):
             return
         part_id = chunk.get("id")
         existing: UIPart | None = None
@@ -510,7 +394,7 @@ class Accumulator:
                 None,
             )
         if existing is not None:
-            _assign(existing, "data", chunk.get("data", UNDEFINED))
+            assign(existing, "data", chunk.get("data", UNDEFINED))
         else:
             self._push_part(dict(chunk))
         self._write()
@@ -522,7 +406,7 @@ class Accumulator:
                 f'Received tool-input-delta for missing tool call with ID "{call_id}". '
                 'Ensure a "tool-input-start" chunk is sent before any "tool-input-delta" chunks.'
             )
-        dynamic = _truthy(call.dynamic)
+        dynamic = truthy(call.dynamic)
         target = self._find_in_step(call_id, "dynamic" if dynamic else "static")
         pending = self._pending_inputs.get(call_id)
         if pending is not None and pending.part is not target:
@@ -537,7 +421,7 @@ class Accumulator:
             "toolMetadata": call.tool_metadata,
         }
         part, existed = self._update_tool(dynamic, options, target)
-        self._pending_inputs[call_id] = _PendingInput(part, call, existed or not dynamic)
+        self._pending_inputs[call_id] = PendingInput(part, call, existed or not dynamic)
         self._write()
 
     def _tool_chunk(self, chunk_type: str, chunk: Chunk) -> None:
@@ -552,7 +436,7 @@ class Accumulator:
             "providerMetadata": get("providerMetadata", UNDEFINED),
         }
         if chunk_type == "tool-input-start":
-            self._tool_calls[call_id] = _PartialToolCall(
+            self._tool_calls[call_id] = PartialToolCall(
                 text="",
                 input_encoding=get("inputEncoding", UNDEFINED),
                 tool_name=chunk["toolName"],
@@ -568,7 +452,7 @@ class Accumulator:
                 "title": get("title", UNDEFINED),
                 "toolMetadata": get("toolMetadata", UNDEFINED),
             }
-            self._update_tool(_truthy(get("dynamic", UNDEFINED)), options)
+            self._update_tool(truthy(get("dynamic", UNDEFINED)), options)
         elif chunk_type == "tool-input-available":
             options = {
                 **common,
@@ -578,13 +462,13 @@ class Accumulator:
                 "title": get("title", UNDEFINED),
                 "toolMetadata": get("toolMetadata", UNDEFINED),
             }
-            self._update_tool(_truthy(get("dynamic", UNDEFINED)), options)
+            self._update_tool(truthy(get("dynamic", UNDEFINED)), options)
         elif chunk_type == "tool-input-error":
             existing = self._find_in_step(call_id, "any")
             dynamic = (
                 existing["type"] == "dynamic-tool"
                 if existing is not None
-                else _truthy(get("dynamic", UNDEFINED))
+                else truthy(get("dynamic", UNDEFINED))
             )
             options = {
                 **common,
@@ -602,7 +486,7 @@ class Accumulator:
             part = self._tool_invocation(call_id)
             part["state"] = "approval-requested"
             approval: dict[str, Any] = {}
-            _assign(approval, "id", get("approvalId", UNDEFINED))
+            assign(approval, "id", get("approvalId", UNDEFINED))
             if get("approvalDescriptor") is not None:
                 approval["descriptor"] = chunk["approvalDescriptor"]
             if "inputSchemaInput" in chunk:
@@ -617,10 +501,10 @@ class Accumulator:
             dynamic = part["type"] == "dynamic-tool"
             options = {
                 **common,
-                "toolName": part.get("toolName", UNDEFINED) if dynamic else _static_tool_name(part),
+                "toolName": part.get("toolName", UNDEFINED) if dynamic else static_tool_name(part),
                 "input": part.get("input", UNDEFINED),
                 "title": part.get("title", UNDEFINED),
-                "toolMetadata": _coalesce(
+                "toolMetadata": coalesce(
                     get("toolMetadata", UNDEFINED), part.get("toolMetadata", UNDEFINED)
                 ),
             }

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from typing import Any, Final, Literal
 
+from drupe.chunks.tool_parts import is_tool_part
 from drupe.chunks.types import UIMessage, UIPart
 
 __all__ = [
@@ -33,14 +34,6 @@ INTERRUPTED_ERROR_TEXT: Final[dict[str, str]] = {
     "error": "Stream errored before tool completed",
 }
 """``errorText`` given to a tool part left open by a stop (``paused``) or a failure (``error``)."""
-
-
-def is_tool_part(part: Mapping[str, Any]) -> bool:
-    """Whether ``part`` is a tool part (``tool-<name>`` or ``dynamic-tool``)."""
-    part_type = part.get("type")
-    return isinstance(part_type, str) and (
-        part_type.startswith("tool-") or part_type == "dynamic-tool"
-    )
 
 
 def _with_parts(message: UIMessage, parts: Iterable[UIPart]) -> UIMessage:
