@@ -10,9 +10,10 @@ closed. Nothing here decides anything; it only connects parts.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 import anyio
 
@@ -24,11 +25,18 @@ from drupe.chunks.types import Chunk
 from drupe.errors import ConfigError, ValidationError
 from drupe.persistence.db import Database, open_database
 from drupe.settings import Settings
+from drupe.streaming.context.approvals import ApprovalService
 from drupe.streaming.context.base import ContextProvider, TurnSpec
 from drupe.streaming.context.dispatch import Dispatcher
 from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
 from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.manager import StreamManager
+from drupe.tools.builtins import ToolSettings, builtin_tools
+from drupe.tools.registry import ToolRegistry
+from drupe.tools.request import ToolRequest, prepare_tools
+
+if TYPE_CHECKING:
+    from drupe.tools.mcp.catalog import McpCatalog
 
 __all__ = ["Runtime", "open_runtime", "turn_runner"]
 
@@ -46,26 +54,49 @@ class Runtime:
     models: ModelRegistry
     agent: AgentRunner
     ephemeral: EphemeralStore
+    approvals: ApprovalService
+    tools: ToolRegistry
     reconciled_rows: int = 0
 
 
-def turn_runner(agent: AgentRunner) -> TurnRunner:
+def turn_runner(agent: AgentRunner, **kwargs: Any) -> TurnRunner:
     """Adapt the agent loop to the stream manager's runner seam (``TurnSpec -> chunks``)."""
-    return TurnRunner(agent)
+    return TurnRunner(agent, **kwargs)
 
 
 class TurnRunner:
-    """``TurnSpec`` (streaming's view of a turn) -> ``TurnRequest`` (the agent loop's)."""
+    """``TurnSpec`` (streaming's view of a turn) -> ``TurnRequest`` (the agent loop's).
 
-    def __init__(self, agent: AgentRunner) -> None:
+    Tools come from the registry and the MCP catalog's cache through ``prepare_tools`` (never a
+    connect on the turn path), with the cost gate applied for the model's context window.
+    """
+
+    def __init__(
+        self,
+        agent: AgentRunner,
+        *,
+        tools: ToolRegistry | None = None,
+        catalog: McpCatalog | None = None,
+        context_window: Callable[[str], int | None] = lambda model_id: None,
+    ) -> None:
         self.agent = agent
+        self.tools = tools if tools is not None else ToolRegistry()
+        self.catalog = catalog
+        self.context_window = context_window
 
     def __call__(self, spec: TurnSpec) -> AsyncIterator[Chunk]:
+        exposition = prepare_tools(
+            self.tools,
+            self.catalog,
+            ToolRequest(context_window=self.context_window(spec.model_id)),
+        )
         request = TurnRequest(
             conversation_id=spec.conversation_id,
             message_id=spec.message_id,
             model_id=spec.model_id,
             messages=list(spec.messages),
+            system=exposition.prompt_section,
+            tools=exposition.advertised,
             steer_pending=spec.steer_pending,
             wrap_last_user_as_steer=spec.is_steer,
         )
@@ -95,7 +126,17 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
     settings = settings or Settings.from_env()
     models = ModelRegistry(load_model_config(settings.config_path))
     agent = AgentRunner(lambda model_id: models.resolve(model_id).model)
-    runner = turn_runner(agent)
+    tools = ToolRegistry()
+    for entry in builtin_tools(ToolSettings(code_execution=settings.code_execution)):
+        tools.register(entry)
+
+    def context_window(model_id: str) -> int | None:
+        try:
+            return models.resolve(model_id).context_window
+        except ConfigError:
+            return None
+
+    runner = turn_runner(agent, tools=tools, context_window=context_window)
     reconciled = anyio.Event()
     async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
         rows = await db.messages.reconcile_pending()
@@ -130,5 +171,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 models=models,
                 agent=agent,
                 ephemeral=ephemeral,
+                approvals=ApprovalService(dispatcher, db.messages),
+                tools=tools,
                 reconciled_rows=rows,
             )

@@ -48,6 +48,8 @@ class Settings:
     gateway_idle_timeout: float = 1200.0
     """Seconds a gateway stream may go without a chunk before it ends in an error."""
     require_gateway_keys: bool = True
+    code_execution: bool = False
+    """Offer the ``python_exec`` tool (off unless explicitly enabled: it is not a sandbox)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -67,4 +69,6 @@ class Settings:
             kwargs["allowed_origins"] = tuple(
                 o.strip() for o in env["DRUPE_ALLOWED_ORIGINS"].split(",") if o.strip()
             )
+        if env.get("DRUPE_CODE_EXECUTION", "").lower() in ("1", "true", "yes"):
+            kwargs["code_execution"] = True
         return cls(**kwargs)  # type: ignore[arg-type]

@@ -161,7 +161,6 @@ class PersistentProvider:
             placeholders=placeholders,
             siblings_group_id=group,
         )
-        await self.conversations.touch(conversation_id)
         user_ui: UIMessage = {"id": user.id, "role": "user", "parts": parts}
         return self._prepared(
             conversation_id,
@@ -216,7 +215,6 @@ class PersistentProvider:
             placeholders=placeholders,
             siblings_group_id=group,
         )
-        await self.conversations.touch(conversation_id)
         return self._prepared(
             conversation_id, history, placeholders, subscribers, user_message_id=row.id, group=group
         )

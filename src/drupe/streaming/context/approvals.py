@@ -1,0 +1,89 @@
+"""``ApprovalService``: take human decisions on chat tool approvals (reference §8, scenario 22).
+
+Under the conversation's admission lock: find the assistant row that holds the approval ids,
+apply the decisions atomically and idempotently (pure rules in ``drupe.streaming.approvals``)
+and store them; while other approvals on the row are pending, that is all. Once every approval
+of the row is decided, dispatch a continue-conversation turn that updates the SAME row
+(``pending`` -> terminal) with its original model. A continuation racing a live submit is
+refused with ``ok=False`` (never silently dropped); the decisions stay stored, so a later call
+with no new decision can still continue.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from drupe.errors import ValidationError
+from drupe.streaming.approvals import Decision, apply_decisions
+from drupe.streaming.context.base import ContinueConversation
+from drupe.streaming.context.dispatch import Dispatcher
+
+if TYPE_CHECKING:
+    from drupe.persistence.messages import MessageStore
+    from drupe.persistence.records import MessageRecord
+
+__all__ = ["ApprovalOutcome", "ApprovalService"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalOutcome:
+    ok: bool
+    continued: bool
+    message_id: str | None = None
+    pending: int = 0
+    reason: str | None = None
+
+
+class ApprovalService:
+    def __init__(self, dispatcher: Dispatcher, messages: MessageStore) -> None:
+        self.dispatcher = dispatcher
+        self.messages = messages
+
+    async def respond(self, conversation_id: str, decisions: Sequence[Decision]) -> ApprovalOutcome:
+        """Record ``decisions``; continue the turn once its row has no pending approval."""
+        if not decisions:
+            raise ValidationError("no decisions were given")
+        manager = self.dispatcher.manager
+        async with manager.conversation_lock(conversation_id):
+            row = await self._anchor(conversation_id, {d.approval_id for d in decisions})
+            result = apply_decisions(row.parts, decisions)
+            if result.changed:
+                await self.messages.finalize_assistant(row.id, parts=result.parts, status="success")
+            if result.still_pending:
+                return ApprovalOutcome(
+                    ok=True, continued=False, message_id=row.id, pending=len(result.still_pending)
+                )
+            if manager.is_live(conversation_id):
+                return ApprovalOutcome(
+                    ok=False,
+                    continued=False,
+                    message_id=row.id,
+                    reason=f"conversation {conversation_id!r} is answering another message",
+                )
+            if row.status == "pending":
+                return ApprovalOutcome(ok=True, continued=False, message_id=row.id)
+            await self.dispatcher.dispatch_locked(
+                ContinueConversation(conversation_id=conversation_id, anchor_id=row.id)
+            )
+            return ApprovalOutcome(ok=True, continued=True, message_id=row.id)
+
+    async def _anchor(self, conversation_id: str, approval_ids: set[str]) -> MessageRecord:
+        rows = await self.messages.list_for_conversation(conversation_id)
+        for row in reversed(rows):
+            if row.role != "assistant":
+                continue
+            ids = {
+                str(p["approval"]["id"])
+                for p in row.parts
+                if isinstance(p.get("approval"), dict) and "id" in p["approval"]
+            }
+            if approval_ids & ids:
+                if not approval_ids <= ids:
+                    raise ValidationError("the decisions name approvals of different messages")
+                return row
+        raise ValidationError(
+            f"no message of conversation {conversation_id!r} asks for approval "
+            f"{sorted(approval_ids)!r}"
+        )
