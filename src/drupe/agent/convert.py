@@ -1,6 +1,6 @@
-"""Conversions between AI SDK UI messages / chunks and pydantic-ai messages / stream events.
+"""AI SDK UI messages -> pydantic-ai messages, and what an approval continuation must answer.
 
-Two directions, both pure:
+Pure and synchronous:
 
 - ``to_model_messages``: UI message history -> pydantic-ai ``ModelRequest`` / ``ModelResponse``
   list. User text and files become a ``UserPromptPart``; an assistant message is split at its
@@ -13,17 +13,18 @@ Two directions, both pure:
   in the open tail of an approval continuation (``open_tail=True``), which the loop answers.
   With ``wrap_last_user_as_steer`` the model-facing copy of the last user message's text is
   wrapped in a steer system reminder; the UI dicts are never mutated.
-- ``StepChunker``: pydantic-ai stream events of one model request -> UI chunks
-  (``text-*``, ``reasoning-*``, ``tool-input-*``). It never emits step, tool output or lifecycle
-  chunks; the loop owns those.
+- ``continuation_seed`` / ``approval_decisions``: when the history ends with an assistant message
+  (the seed of an approval continuation), the decided approvals of its last step, in order.
+  An approval still ``approval-requested`` counts as denied (fail closed).
+
+The other direction (stream events -> chunks) is ``drupe.agent.chunker``.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Callable, Collection, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any
 
 from pydantic_ai.messages import (
     AudioUrl,
@@ -35,40 +36,29 @@ from pydantic_ai.messages import (
     ModelRequestPart,
     ModelResponse,
     ModelResponsePart,
-    ModelResponseStreamEvent,
-    NativeToolCallPart,
-    PartDeltaEvent,
-    PartEndEvent,
-    PartStartEvent,
     SystemPromptPart,
     TextPart,
-    TextPartDelta,
     ThinkingPart,
-    ThinkingPartDelta,
     ToolCallPart,
-    ToolCallPartDelta,
     ToolReturnPart,
     UserContent,
     UserPromptPart,
     VideoUrl,
 )
 
-from drupe.chunks.types import Chunk, UIMessage, UIPart
+from drupe.agent.chunker import PROVIDER_METADATA_KEY
+from drupe.chunks.types import UIMessage, UIPart
 
 __all__ = [
-    "PROVIDER_METADATA_KEY",
+    "ApprovalDecision",
+    "approval_decisions",
+    "continuation_seed",
     "STEER_REMINDER",
-    "ParsedToolCall",
-    "StepChunker",
     "denied_return",
     "steer_wrap",
     "to_model_messages",
     "tool_name_of",
-    "ui_finish_reason",
 ]
-
-PROVIDER_METADATA_KEY = "drupe"
-"""Key of Drupe's own entry in a part's ``providerMetadata`` (thinking signatures round-trip)."""
 
 STEER_REMINDER = (
     "<system-reminder>\n"
@@ -78,25 +68,10 @@ STEER_REMINDER = (
     "</system-reminder>"
 )
 
-_FINISH_REASONS: Mapping[str, str] = {
-    "stop": "stop",
-    "length": "length",
-    "content_filter": "content-filter",
-    "tool_call": "tool-calls",
-    "error": "error",
-}
-
 
 def steer_wrap(text: str) -> str:
     """Return the model-facing form of a steer message."""
     return STEER_REMINDER.format(text=text)
-
-
-def ui_finish_reason(reason: str | None, *, has_tool_calls: bool) -> str:
-    """Map a pydantic-ai finish reason to the UI stream's (``tool_call`` -> ``tool-calls``)."""
-    if reason is None:
-        return "tool-calls" if has_tool_calls else "stop"
-    return _FINISH_REASONS.get(reason, "other")
 
 
 def tool_name_of(part: UIPart) -> str | None:
@@ -281,181 +256,54 @@ def _thinking_part(part: UIPart) -> ThinkingPart | None:
     )
 
 
-def _thinking_metadata(part: ThinkingPart) -> dict[str, str]:
-    """What a provider needs to accept its thinking back: signature, id, provider name."""
-    carried = {"signature": part.signature, "id": part.id, "providerName": part.provider_name}
-    return {key: value for key, value in carried.items() if value}
-
-
-# --- stream events -> chunks ---------------------------------------------------------------
+# --- approval continuation ---------------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class ParsedToolCall:
-    """A function tool call of the step, after its input was parsed."""
+class ApprovalDecision:
+    """A human decision on one gated tool call of the continuation seed."""
 
     call_id: str
     tool_name: str
-    input: dict[str, Any] | None
-    """Parsed arguments, or ``None`` when they were invalid or the tool is unknown."""
-    error: str | None = None
+    input: Mapping[str, Any]
+    approved: bool
+    reason: str | None = None
 
 
-class StepChunker:
-    """Map one model request's stream events to UI chunks (stateful, one per step)."""
+def continuation_seed(messages: Sequence[UIMessage]) -> UIMessage | None:
+    """Return the last message when it is an assistant message (an approval continuation)."""
+    if messages and messages[-1].get("role") == "assistant":
+        return messages[-1]
+    return None
 
-    def __init__(self, *, known_tools: Collection[str], new_id: Callable[[], str]) -> None:
-        self._known = known_tools
-        self._new_id = new_id
-        self._open: dict[int, tuple[Literal["text", "reasoning", "tool"], str]] = {}
-        self._calls: dict[str, ParsedToolCall] = {}
 
-    @property
-    def tool_calls(self) -> list[ParsedToolCall]:
-        """Function tool calls seen so far, in the order they ended."""
-        return list(self._calls.values())
-
-    def feed(self, event: ModelResponseStreamEvent) -> list[Chunk]:
-        """Return the chunks for ``event`` (possibly none)."""
-        if isinstance(event, PartStartEvent):
-            return self._start(event.index, event.part)
-        if isinstance(event, PartDeltaEvent):
-            return self._delta(event.index, event.delta)
-        if isinstance(event, PartEndEvent):
-            return self._end(event.index, event.part)
-        return []
-
-    def finish(self, response: ModelResponse) -> list[Chunk]:
-        """Close whatever is still open and account for calls the stream never ended."""
-        chunks: list[Chunk] = []
-        for index, part in enumerate(response.parts):
-            if index in self._open:
-                chunks.extend(self._end(index, part))
-        for part in response.parts:
-            if (
-                isinstance(part, ToolCallPart)
-                and _is_function_call(part)
-                and part.tool_call_id not in self._calls
-            ):
-                chunks.append(_tool_input_start(part))
-                chunks.append(self._parse(part))
-        self._open.clear()
-        return chunks
-
-    def _start(self, index: int, part: ModelResponsePart) -> list[Chunk]:
-        if isinstance(part, TextPart):
-            part_id = self._new_id()
-            self._open[index] = ("text", part_id)
-            chunks: list[Chunk] = [{"type": "text-start", "id": part_id}]
-            if part.content:
-                chunks.append({"type": "text-delta", "id": part_id, "delta": part.content})
-            return chunks
-        if isinstance(part, ThinkingPart):
-            part_id = self._new_id()
-            self._open[index] = ("reasoning", part_id)
-            chunks = [{"type": "reasoning-start", "id": part_id}]
-            if part.content:
-                chunks.append({"type": "reasoning-delta", "id": part_id, "delta": part.content})
-            return chunks
-        if _is_function_call(part):
-            assert isinstance(part, ToolCallPart)
-            self._open[index] = ("tool", part.tool_call_id)
-            chunks = [_tool_input_start(part)]
-            initial = _args_text(part.args)
-            if initial:
-                chunks.append(
-                    {
-                        "type": "tool-input-delta",
-                        "toolCallId": part.tool_call_id,
-                        "inputTextDelta": initial,
-                    }
-                )
-            return chunks
-        return []
-
-    def _delta(self, index: int, delta: Any) -> list[Chunk]:
-        opened = self._open.get(index)
-        if opened is None:
-            return []
-        kind, part_id = opened
-        if kind == "text" and isinstance(delta, TextPartDelta) and delta.content_delta:
-            return [{"type": "text-delta", "id": part_id, "delta": delta.content_delta}]
-        if kind == "reasoning" and isinstance(delta, ThinkingPartDelta) and delta.content_delta:
-            return [{"type": "reasoning-delta", "id": part_id, "delta": delta.content_delta}]
-        if (
-            kind == "tool"
-            and isinstance(delta, ToolCallPartDelta)
-            and isinstance(delta.args_delta, str)
-            and delta.args_delta
-        ):
-            return [
-                {
-                    "type": "tool-input-delta",
-                    "toolCallId": part_id,
-                    "inputTextDelta": delta.args_delta,
-                }
-            ]
-        return []
-
-    def _end(self, index: int, part: ModelResponsePart) -> list[Chunk]:
-        opened = self._open.pop(index, None)
-        if opened is None:
-            return []
-        kind, part_id = opened
-        if kind == "text":
-            return [{"type": "text-end", "id": part_id}]
-        if kind == "reasoning":
-            chunk: Chunk = {"type": "reasoning-end", "id": part_id}
-            if isinstance(part, ThinkingPart) and (metadata := _thinking_metadata(part)):
-                chunk["providerMetadata"] = {PROVIDER_METADATA_KEY: metadata}
-            return [chunk]
-        if isinstance(part, ToolCallPart):
-            return [self._parse(part)]
-        return []
-
-    def _parse(self, part: ToolCallPart) -> Chunk:
-        call_id, name = part.tool_call_id, part.tool_name
-        error: str | None = None
-        parsed: dict[str, Any] | None = None
-        raw: Any = part.args
-        try:
-            parsed = part.args_as_dict(raise_if_invalid=True)
-            raw = parsed
-        except (ValueError, AssertionError):
-            error = f"Invalid JSON arguments for tool {name!r}."
-        if error is None and name not in self._known:
-            error = f"Model tried to call unavailable tool {name!r}."
-        if error is not None:
-            self._calls[call_id] = ParsedToolCall(
-                call_id=call_id, tool_name=name, input=None, error=error
+def approval_decisions(seed: UIMessage) -> list[ApprovalDecision]:
+    """Return the decisions on the seed's last step, in part order (undecided = denied)."""
+    decisions: list[ApprovalDecision] = []
+    for part in _last_step(seed.get("parts") or []):
+        name = tool_name_of(part)
+        state = part.get("state")
+        if name is None or part.get("providerExecuted"):
+            continue
+        if state not in ("approval-responded", "approval-requested"):
+            continue
+        approval = part.get("approval") or {}
+        responded = state == "approval-responded"
+        tool_input = part.get("input")
+        decisions.append(
+            ApprovalDecision(
+                call_id=str(part.get("toolCallId", "")),
+                tool_name=name,
+                input=tool_input if isinstance(tool_input, dict) else {},
+                approved=responded and approval.get("approved") is True,
+                reason=approval.get("reason") if responded else "no decision was made",
             )
-            return {
-                "type": "tool-input-error",
-                "toolCallId": call_id,
-                "toolName": name,
-                "input": raw,
-                "errorText": error,
-            }
-        self._calls[call_id] = ParsedToolCall(call_id=call_id, tool_name=name, input=parsed)
-        return {
-            "type": "tool-input-available",
-            "toolCallId": call_id,
-            "toolName": name,
-            "input": parsed,
-        }
+        )
+    return decisions
 
 
-def _is_function_call(part: ModelResponsePart) -> bool:
-    return isinstance(part, ToolCallPart) and not isinstance(part, NativeToolCallPart)
-
-
-def _tool_input_start(part: ToolCallPart) -> Chunk:
-    return {"type": "tool-input-start", "toolCallId": part.tool_call_id, "toolName": part.tool_name}
-
-
-def _args_text(args: Any) -> str:
-    if args is None:
-        return ""
-    if isinstance(args, str):
-        return args
-    return json.dumps(args, separators=(",", ":"))
+def _last_step(parts: Sequence[UIPart]) -> Sequence[UIPart]:
+    for index in range(len(parts) - 1, -1, -1):
+        if parts[index].get("type") == "step-start":
+            return parts[index + 1 :]
+    return parts

@@ -20,13 +20,8 @@ from pydantic_ai.messages import (
     UserPromptPart,
 )
 
-from drupe.agent.convert import (
-    STEER_REMINDER,
-    StepChunker,
-    steer_wrap,
-    to_model_messages,
-    ui_finish_reason,
-)
+from drupe.agent.chunker import StepChunker, ui_finish_reason
+from drupe.agent.convert import STEER_REMINDER, steer_wrap, to_model_messages
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import UIMessage
 

@@ -149,3 +149,19 @@ async def test_errors_run_on_error_once_and_propagate() -> None:
     else:  # pragma: no cover - the assertion below explains
         raise AssertionError("the error must propagate")
     assert _outcomes(log) == ["on_error"]
+
+
+async def test_a_hanging_on_error_is_bounded_and_the_error_still_propagates() -> None:
+    class Hangs(Hooks):
+        async def on_error(self, ctx: TurnContext, error: BaseException) -> Any:
+            await anyio.sleep_forever()
+
+    runner = AgentRunner(
+        lambda _: Script([[RuntimeError("model exploded")]]).model(), settle_limit=0.01
+    )
+    try:
+        await collect(runner, request([user("x")], hooks=[Hangs()]))
+    except RuntimeError as error:
+        assert str(error) == "model exploded"
+    else:  # pragma: no cover - the assertion below explains
+        raise AssertionError("the error must propagate")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 from loop_support import Script, add_tool, collect, request, runner_for, tool, types, user
 from pydantic_ai.messages import ModelRequest, ToolReturnPart
@@ -186,3 +188,18 @@ async def test_model_settings_reach_the_model() -> None:
     assert settings is not None
     assert settings.get("temperature") == 0.25
     assert settings.get("max_tokens") == 7
+
+
+async def test_tool_output_in_the_chunk_is_plain_json() -> None:
+    @dataclasses.dataclass
+    class Hit:
+        title: str
+        score: float
+
+    script = Script([[("call", "c1", "search", "{}")], ["ok"]])
+    chunks = await collect(
+        runner_for(script.model()),
+        request([user("x")], tools=[tool("search", lambda a, c: [Hit("a", 0.5)])]),
+    )
+    output = next(c for c in chunks if c["type"] == "tool-output-available")
+    assert output["output"] == [{"title": "a", "score": 0.5}]
