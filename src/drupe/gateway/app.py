@@ -1,0 +1,117 @@
+"""The FastAPI app factory: routes, guards, error mapping, metrics and the static UI.
+
+* ``create_app(runtime, extra_routers=())`` builds an app over an already open ``Runtime``
+  (tests, embedding). ``create_app_with_lifespan(settings)`` builds one that opens the runtime
+  in the ASGI lifespan and closes it (aborting live streams, persisting partials) on shutdown:
+  that is what ``drupe serve`` runs.
+* The OpenAI/Anthropic gateway router comes from ``drupe.gateway.compat.build_router(runtime)``
+  when that module exists; ``extra_routers`` are included after it.
+* Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
+  (403). Exceptions map to HTTP only in ``drupe.gateway.errors``.
+* Anything no route claims goes to the built web UI (``static_ui``).
+
+Routes never own a stream's tasks: they dispatch to the runtime, whose manager owns them.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.util
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI
+
+from drupe.gateway import chat, conversations, system
+from drupe.gateway.errors import install_error_handlers
+from drupe.gateway.guards import BodyLimit, OriginCheck
+from drupe.gateway.state import StatusBoard
+from drupe.gateway.static_ui import StaticUI
+from drupe.settings import Settings
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
+
+__all__ = ["create_app", "create_app_with_lifespan", "install_runtime"]
+
+COMPAT_MODULE = "drupe.gateway.compat"
+
+
+def _compat_router(runtime: Runtime) -> APIRouter | None:
+    if importlib.util.find_spec(COMPAT_MODULE) is None:
+        return None
+    module: Any = importlib.import_module(COMPAT_MODULE)
+    build = getattr(module, "build_router", None)
+    return build(runtime) if build is not None else None
+
+
+def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
+    from drupe import __version__
+
+    app = FastAPI(
+        title="Drupe",
+        version=__version__,
+        description=(
+            "A self-hosted AI conversation runtime. The UI stream routes speak the Vercel AI "
+            "SDK UI message stream (v1); the /v1 routes are OpenAI/Anthropic compatible."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.board = StatusBoard()
+    app.state.runtime = None
+    install_error_handlers(app)
+    app.include_router(system.router)
+    app.include_router(chat.router)
+    app.include_router(conversations.router)
+    app.router.default = StaticUI()
+    app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    return app
+
+
+def install_runtime(
+    app: FastAPI, runtime: Runtime, extra_routers: Iterable[APIRouter] = ()
+) -> None:
+    """Bind ``runtime`` to ``app``: state, status observer, metrics, gateway routers."""
+    from drupe.gateway.system import metrics_registry
+
+    app.state.runtime = runtime
+    board: StatusBoard = app.state.board
+    app.state.remove_observer = runtime.manager.add_status_observer(board.observe)
+    app.state.metrics = metrics_registry(runtime.manager)
+    compat = _compat_router(runtime)
+    if compat is not None:
+        app.include_router(compat)
+    for router in extra_routers:
+        app.include_router(router)
+    app.openapi_schema = None
+
+
+def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> FastAPI:
+    """The HTTP edge over an open runtime (the caller closes the runtime)."""
+    app = _base_app(runtime.settings)
+    install_runtime(app, runtime, extra_routers)
+    return app
+
+
+def create_app_with_lifespan(
+    settings: Settings | None = None, *, extra_routers: Iterable[APIRouter] = ()
+) -> FastAPI:
+    """An app that opens the runtime on startup and closes it on shutdown."""
+    from drupe.app import open_runtime
+
+    settings = settings or Settings.from_env()
+    routers = list(extra_routers)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_runtime(settings) as runtime:
+            install_runtime(app, runtime, routers)
+            try:
+                yield
+            finally:
+                app.state.remove_observer()
+                app.state.runtime = None
+
+    return _base_app(settings, lifespan)

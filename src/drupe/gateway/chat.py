@@ -1,0 +1,242 @@
+"""The AI SDK UI-stream routes: submit, resume, stop, approvals.
+
+* ``POST /api/chat`` takes the ``DefaultChatTransport`` body. The server is the source of
+  truth: only the LAST user message is read; the history comes from Drupe's own tree. An
+  unknown conversation id is created. The answer is the UI message stream of the turn's first
+  execution; for a steer (a submit while the conversation is live) it is the stream of the
+  continuation that answers it, after the running turn.
+* ``GET /api/chat/{id}/stream`` resumes: 204 when nothing is live; otherwise the live
+  execution from its ``start`` (compact replay), then live. With ``Last-Event-ID: <turn>/<seq>``
+  of the live turn it continues exactly after that event.
+* ``POST /api/chat/{id}/stop`` returns after the partial answer is persisted.
+* Closing a stream's connection detaches its listener; it never stops the answer.
+"""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Header, Request, Response
+from pydantic import BaseModel
+
+from drupe.errors import ConfigError, UnknownConversationError, ValidationError
+from drupe.gateway.errors import NotImplementedYet, PayloadTooLarge
+from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
+from drupe.gateway.sse_response import SseResponse
+from drupe.gateway.state import ensure_known, get_runtime
+from drupe.streaming.context.base import ApprovalDecision, DispatchRequest, Regenerate, Submit
+from drupe.streaming.listeners.sse import SseListener, parse_cursor
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
+
+__all__ = ["router"]
+
+router = APIRouter(tags=["chat"])
+_listener_ids = itertools.count(1)
+
+_STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
+    200: {
+        "description": "The AI SDK UI message stream (SSE, ends with `data: [DONE]`).",
+        "content": {"text/event-stream": {}},
+    }
+}
+
+
+class StopResult(BaseModel):
+    stopped: bool
+
+
+class ApprovalResult(BaseModel):
+    ok: bool
+    continued: bool
+    reason: str | None = None
+
+
+def _new_listener() -> SseListener:
+    return SseListener(f"sse:{next(_listener_ids)}")
+
+
+def _detach(runtime: Runtime, conversation_id: str, listener: SseListener) -> None:
+    listener.buffer.disconnected = True
+    runtime.manager.detach(conversation_id, listener.listener_id)
+
+
+def _check_models(runtime: Runtime, models: Sequence[str] | None) -> list[str]:
+    wanted = list(models or ())
+    limit = runtime.settings.limits.max_models_per_turn
+    if len(wanted) > limit:
+        raise ValidationError(f"at most {limit} models per turn, got {len(wanted)}")
+    for model_id in wanted:
+        try:
+            runtime.models.resolve(model_id)
+        except ConfigError as err:
+            raise ValidationError(f"unknown model {model_id!r}: {err}") from err
+    return wanted
+
+
+def _last_user_parts(runtime: Runtime, messages: Sequence[UIMessageIn]) -> list[dict[str, Any]]:
+    last = next((m for m in reversed(messages) if m.role == "user"), None)
+    if last is None:
+        raise ValidationError("messages: a submit needs at least one user message")
+    if messages[-1].role != "user":
+        raise ValidationError(
+            "messages: the last message must be the user message to answer "
+            "(tool approvals go to POST /api/chat/{id}/approvals)"
+        )
+    chars = sum(len(p.get("text", "")) for p in last.parts if isinstance(p.get("text"), str))
+    limit = runtime.settings.limits.max_message_chars
+    if chars > limit:
+        raise PayloadTooLarge(f"the message has {chars} characters; the limit is {limit}")
+    return list(last.parts)
+
+
+async def _regenerate_target(runtime: Runtime, conversation_id: str, message_id: str | None) -> str:
+    """The user row to answer again: ``messageId``'s (or its parent), else the newest one."""
+    if message_id is not None:
+        row = await runtime.db.messages.get(message_id)
+        if row is not None and row.conversation_id == conversation_id:
+            if row.role == "user":
+                return row.id
+            if row.parent_id is not None:
+                return row.parent_id
+    rows = await runtime.db.messages.list_for_conversation(conversation_id)
+    last_user = next((r for r in reversed(rows) if r.role == "user"), None)
+    if last_user is None:
+        raise ValidationError(f"conversation {conversation_id!r} has no user message to answer")
+    return last_user.id
+
+
+@router.post("/api/chat", responses=_STREAM_RESPONSES, response_class=Response)
+async def post_chat(body: ChatRequest, request: Request) -> Response:
+    """Submit (or regenerate) and stream the answer as the AI SDK UI message stream."""
+    runtime = get_runtime(request)
+    conversation_id = body.id
+    models = _check_models(runtime, body.models)
+    ephemeral = runtime.ephemeral.get(conversation_id) is not None
+    if not ephemeral and await runtime.db.conversations.get(conversation_id) is None:
+        if body.trigger == "regenerate-message":
+            raise UnknownConversationError(conversation_id)
+        await runtime.db.conversations.ensure(conversation_id)
+    dispatch: DispatchRequest
+    if body.trigger == "submit-message":
+        parts = _last_user_parts(runtime, body.messages)
+        dispatch = Submit(
+            conversation_id=conversation_id,
+            parts=parts,
+            model_ids=models,
+            strategy=body.strategy,
+        )
+    elif ephemeral:
+        raise ValidationError("an ephemeral conversation cannot regenerate an answer")
+    else:
+        user_id = await _regenerate_target(runtime, conversation_id, body.messageId)
+        dispatch = Regenerate(
+            conversation_id=conversation_id, user_message_id=user_id, model_ids=models
+        )
+    listener = _new_listener()
+    result = await runtime.dispatcher.dispatch(dispatch, [listener])
+    if result.mode == "started" and result.turn_id is not None and result.execution_ids:
+        listener.follow(result.turn_id, result.execution_ids[0])
+    elif result.steer == "drop":
+        listener.close_with_error(
+            "the message was stored but not answered: the running turn ended first"
+        )
+    elif result.steer == "queue-and-hold":
+        listener.close_with_error(
+            "the message was stored; it is answered once the pending tool approvals are decided"
+        )
+    elif result.turn_id is None:
+        # No stream to ride on (it was already evicted): follow the next turn that starts.
+        listener.follow_next_turn(None)
+        _attach_to_next_stream(runtime, conversation_id, listener)
+    else:
+        listener.follow_next_turn(result.turn_id)
+    return SseResponse(
+        listener.buffer, on_close=lambda: _detach(runtime, conversation_id, listener)
+    )
+
+
+def _attach_to_next_stream(runtime: Runtime, conversation_id: str, listener: SseListener) -> None:
+    manager = runtime.manager
+    remove: Any = None
+
+    def observer(observed: str, record: Any) -> None:
+        if observed != conversation_id or record.status != "pending":
+            return
+        remove()
+        if listener.is_alive():
+            manager.attach(conversation_id, listener)
+
+    remove = manager.add_status_observer(observer)
+    stream = manager.get(conversation_id)
+    if stream is not None and stream.is_live:  # started between dispatch and now
+        remove()
+        manager.attach(conversation_id, listener)
+
+
+@router.get(
+    "/api/chat/{conversation_id}/stream",
+    responses={**_STREAM_RESPONSES, 204: {"description": "Nothing is live."}},
+    response_class=Response,
+)
+async def resume_chat(
+    conversation_id: str,
+    request: Request,
+    last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
+) -> Response:
+    """Resume the live answer (204 when nothing is live)."""
+    runtime = get_runtime(request)
+    stream = runtime.manager.get(conversation_id)
+    if stream is None or not stream.is_live:
+        await ensure_known(runtime, conversation_id)
+        return Response(status_code=204)
+    execution = next((e for e in stream.executions.values() if e.status == "streaming"), None)
+    if execution is None:
+        return Response(status_code=204)
+    cursor = parse_cursor(last_event_id)
+    after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
+    listener = SseListener(
+        f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=execution.execution_id
+    )
+    # Replay and registration happen in one synchronous call: nothing lost, nothing doubled.
+    runtime.manager.attach(
+        conversation_id, listener, after=after, execution_ids=[execution.execution_id]
+    )
+    return SseResponse(
+        listener.buffer, on_close=lambda: _detach(runtime, conversation_id, listener)
+    )
+
+
+@router.post("/api/chat/{conversation_id}/stop", response_model=StopResult)
+async def stop_chat(conversation_id: str, request: Request) -> StopResult:
+    """Stop the live answer; returns after its partial was persisted."""
+    runtime = get_runtime(request)
+    if not runtime.manager.is_live(conversation_id):
+        await ensure_known(runtime, conversation_id)
+    stopped = await runtime.manager.abort_and_drain(conversation_id)
+    return StopResult(stopped=stopped)
+
+
+@router.post("/api/chat/{conversation_id}/approvals", response_model=ApprovalResult)
+async def post_approvals(
+    conversation_id: str, body: ApprovalsRequest, request: Request
+) -> ApprovalResult:
+    """Answer pending tool approvals; an answered turn continues in the same message."""
+    runtime = get_runtime(request)
+    await ensure_known(runtime, conversation_id)
+    service = getattr(runtime, "approvals", None)
+    if service is None:
+        raise NotImplementedYet("tool approvals are not wired into this server yet")
+    decisions = [
+        ApprovalDecision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
+        for d in body.decisions
+    ]
+    outcome = await service.respond(conversation_id, decisions)
+    return ApprovalResult(
+        ok=bool(outcome.ok),
+        continued=bool(outcome.continued),
+        reason=getattr(outcome, "reason", None),
+    )

@@ -1,0 +1,57 @@
+"""What the routes share: the runtime (``app.state.runtime``) and the status board.
+
+``StatusBoard`` mirrors every conversation status change the stream manager reports (one
+status observer for the whole app), so ``GET /api/status`` and the conversation list can show
+live badges without reaching into the manager. It is only a mirror: the manager decides.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from fastapi import Request
+
+from drupe.errors import UnknownConversationError
+from drupe.streaming.manager import StatusRecord
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
+
+__all__ = ["StatusBoard", "ensure_known", "get_board", "get_runtime"]
+
+
+class StatusBoard:
+    """``conversation id -> latest status`` (absent: ``idle``)."""
+
+    def __init__(self) -> None:
+        self.statuses: dict[str, str] = {}
+
+    def observe(self, conversation_id: str, record: StatusRecord) -> None:
+        self.statuses[conversation_id] = record.status
+
+    def status(self, conversation_id: str) -> str:
+        return self.statuses.get(conversation_id, "idle")
+
+    def forget(self, conversation_id: str) -> None:
+        self.statuses.pop(conversation_id, None)
+
+
+def get_runtime(request: Request) -> Runtime:
+    runtime: Runtime | None = getattr(request.app.state, "runtime", None)
+    if runtime is None:
+        raise RuntimeError("the Drupe runtime is not open (the app's lifespan did not run)")
+    return runtime
+
+
+def get_board(request: Request) -> StatusBoard:
+    board: StatusBoard = request.app.state.board
+    return board
+
+
+async def ensure_known(runtime: Runtime, conversation_id: str) -> bool:
+    """Raise ``UnknownConversationError`` unless the conversation exists; True if ephemeral."""
+    if runtime.ephemeral.get(conversation_id) is not None:
+        return True
+    if len(conversation_id) > 256 or await runtime.db.conversations.get(conversation_id) is None:
+        raise UnknownConversationError(conversation_id)
+    return False
