@@ -50,6 +50,7 @@ from drupe.agent.chunker import PROVIDER_METADATA_KEY
 from drupe.chunks.types import UIMessage, UIPart
 
 __all__ = [
+    "PROVIDER_METADATA_KEY",
     "ApprovalDecision",
     "approval_decisions",
     "continuation_seed",
