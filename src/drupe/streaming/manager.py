@@ -142,6 +142,8 @@ class StatusRecord:
 
 
 SteerLauncher = Callable[[str, PendingSteer, Sequence[Listener]], Awaitable[None]]
+HoldPolicy = Callable[[str], bool]
+"""``policy(conversation_id)``: keep a finished stream open for a runtime-driven successor."""
 StatusObserver = Callable[[str, StatusRecord], None]
 
 
@@ -162,6 +164,7 @@ class StreamManager:
         self._status: dict[str, StatusRecord] = {}
         self._observers: list[StatusObserver] = []
         self._steer_launcher: SteerLauncher | None = None
+        self._hold_policies: list[HoldPolicy] = []
         self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
         self.outcomes: dict[str, int] = {"success": 0, "paused": 0, "error": 0}
@@ -207,6 +210,15 @@ class StreamManager:
     def set_steer_launcher(self, launcher: SteerLauncher) -> None:
         """Install the callback that dispatches a steer continuation (the dispatcher's)."""
         self._steer_launcher = launcher
+
+    def add_hold_policy(self, policy: HoldPolicy) -> None:
+        """Install a policy asked when a stream ends ``done``: True holds the stream open.
+
+        A held stream tells its listeners ``is_conversation_done=False`` and is not evicted:
+        the policy's owner (the agent-session host) must follow up with ``start_runtime_turn``
+        or ``terminate_held_stream``.
+        """
+        self._hold_policies.append(policy)
 
     def add_status_observer(self, observer: StatusObserver) -> Callable[[], None]:
         """Call ``observer(conversation_id, record)`` on every status change; returns remover."""
@@ -535,6 +547,11 @@ class StreamManager:
             decision = after_terminal(stream.status, len(queue) if queue else 0)
             if decision == "chain":
                 stream.chaining = True
+            elif stream.status == "done" and any(
+                policy(stream.conversation_id) for policy in self._hold_policies
+            ):
+                stream.chaining = True
+                decision = "hold"
             elif decision == "drop":
                 dropped = self._steers.pop(stream.conversation_id, None)
                 log.info(
@@ -586,7 +603,7 @@ class StreamManager:
                     record.last_completed_at = time.time()
             if decision == "chain":
                 self.task_group.start_soon(self._start_next_chat_turn, stream.conversation_id)
-            else:
+            elif decision != "hold":
                 self._schedule_eviction(stream)
 
     async def _dispatch_terminal(self, stream: LiveStream, result: TerminalResult) -> None:
@@ -658,6 +675,59 @@ class StreamManager:
             del self._streams[stream.conversation_id]
         stream.evicted.set()
 
+    # --- runtime-driven turns (agent sessions) -------------------------------------------------
+
+    def carried_listeners(self, conversation_id: str) -> list[Listener]:
+        """The subscribers a successor turn inherits (no persistence or runtime listeners)."""
+        stream = self._streams.get(conversation_id)
+        if stream is None:
+            return []
+        return [
+            item
+            for item in stream.listeners.values()
+            if item.terminal_phase is None
+            and not item.listener_id.startswith(("persistence:", "agent-runtime:"))
+        ]
+
+    def start_runtime_turn(self, request: SendInput) -> Started:
+        """Start a successor turn that inherits the previous stream's subscribers.
+
+        Used by a runtime host for follow-ups and steer continuations: the held (or grace)
+        stream is evicted and its subscribers are attached to the new stream, each receiving
+        its replay, so they never see an end between the two turns.
+        """
+        carried = self.carried_listeners(request.conversation_id)
+        current = self._streams.get(request.conversation_id)
+        if current is not None and current.is_live:
+            raise AdmissionError(
+                "busy", f"conversation {request.conversation_id!r} already has a live stream"
+            )
+        if current is not None:
+            current.chaining = False
+            self._evict(current)
+        ids = {item.listener_id for item in request.listeners}
+        listeners = [*request.listeners, *(c for c in carried if c.listener_id not in ids)]
+        result = self.send(
+            SendInput(
+                conversation_id=request.conversation_id,
+                executions=request.executions,
+                listeners=listeners,
+                siblings_group_id=request.siblings_group_id,
+                persistent=request.persistent,
+            )
+        )
+        assert isinstance(result, Started)
+        return result
+
+    async def terminate_held_stream(self, conversation_id: str, error: SerializedError) -> None:
+        """End a held stream whose successor cannot launch: error its subscribers, then evict."""
+        stream = self._streams.get(conversation_id)
+        carried = self.carried_listeners(conversation_id)
+        if stream is not None:
+            stream.chaining = False
+            self._evict(stream)
+        await self._fail_launch(conversation_id, stream, carried, _SerializedFailure(error))
+
     # --- chat steering ----------------------------------------------------------------------
 
     def enqueue_pending_steer(self, conversation_id: str, steer: PendingSteer) -> EnqueueDecision:
@@ -696,14 +766,8 @@ class StreamManager:
                     stream.chaining = False
                     self._schedule_eviction(stream)
                 return
-            carried: list[Listener] = []
+            carried = self.carried_listeners(conversation_id)
             if stream is not None:
-                carried = [
-                    item
-                    for item in stream.listeners.values()
-                    if item.terminal_phase is None
-                    and not item.listener_id.startswith(("persistence:", "agent-runtime:"))
-                ]
                 self._evict(stream)
             launcher = self._steer_launcher
             try:
@@ -733,7 +797,7 @@ class StreamManager:
             anchor_message_id=None,
             final_message=None,
             is_conversation_done=True,
-            error=serialize_error(err),
+            error=err.error if isinstance(err, _SerializedFailure) else serialize_error(err),
         )
         for listener in carried:
             try:
@@ -765,6 +829,12 @@ async def _close_source(source: object) -> None:
             await aclose()
         except Exception:  # isolation boundary: a source failing while closing
             log.debug("chunk source raised while closing", exc_info=True)
+
+
+class _SerializedFailure(Exception):
+    def __init__(self, error: SerializedError) -> None:
+        super().__init__(error.get("message", ""))
+        self.error = error
 
 
 def _unwrap(err: BaseException) -> BaseException:
