@@ -109,24 +109,15 @@ class StepChunker:
         return chunks
 
     def _start(self, index: int, part: ModelResponsePart) -> list[Chunk]:
+        chunks = self._close(index)  # a part replaced at the same index: end the old one
         if isinstance(part, TextPart):
-            part_id = self._new_id()
-            self._open[index] = ("text", part_id)
-            chunks: list[Chunk] = [{"type": "text-start", "id": part_id}]
-            if part.content:
-                chunks.append({"type": "text-delta", "id": part_id, "delta": part.content})
-            return chunks
+            return chunks + self._open_text("text", index, part.content)
         if isinstance(part, ThinkingPart):
-            part_id = self._new_id()
-            self._open[index] = ("reasoning", part_id)
-            chunks = [{"type": "reasoning-start", "id": part_id}]
-            if part.content:
-                chunks.append({"type": "reasoning-delta", "id": part_id, "delta": part.content})
-            return chunks
+            return chunks + self._open_text("reasoning", index, part.content)
         if _is_function_call(part):
             assert isinstance(part, ToolCallPart)
             self._open[index] = ("tool", part.tool_call_id)
-            chunks = [_tool_input_start(part)]
+            chunks.append(_tool_input_start(part))
             initial = _args_text(part.args)
             if initial:
                 chunks.append(
@@ -137,11 +128,32 @@ class StepChunker:
                     }
                 )
             return chunks
-        return []
+        return chunks
+
+    def _open_text(
+        self, kind: Literal["text", "reasoning"], index: int, content: str | None
+    ) -> list[Chunk]:
+        part_id = self._new_id()
+        self._open[index] = (kind, part_id)
+        chunks: list[Chunk] = [{"type": f"{kind}-start", "id": part_id}]
+        if content:
+            chunks.append({"type": f"{kind}-delta", "id": part_id, "delta": content})
+        return chunks
+
+    def _close(self, index: int) -> list[Chunk]:
+        opened = self._open.pop(index, None)
+        if opened is None or opened[0] == "tool":
+            return []  # a replaced tool call is dropped; the response's parts decide in finish
+        return [{"type": f"{opened[0]}-end", "id": opened[1]}]
 
     def _delta(self, index: int, delta: Any) -> list[Chunk]:
         opened = self._open.get(index)
         if opened is None:
+            # a late delta to a part that already ended: stream it as a new UI part
+            if isinstance(delta, TextPartDelta) and delta.content_delta:
+                return self._open_text("text", index, delta.content_delta)
+            if isinstance(delta, ThinkingPartDelta) and delta.content_delta:
+                return self._open_text("reasoning", index, delta.content_delta)
             return []
         kind, part_id = opened
         if kind == "text" and isinstance(delta, TextPartDelta) and delta.content_delta:

@@ -10,10 +10,12 @@ from pydantic_ai.messages import (
     ImageUrl,
     ModelRequest,
     ModelResponse,
+    PartDeltaEvent,
     PartEndEvent,
     PartStartEvent,
     SystemPromptPart,
     TextPart,
+    TextPartDelta,
     ThinkingPart,
     ToolCallPart,
     ToolReturnPart,
@@ -212,3 +214,26 @@ def test_thinking_signatures_round_trip_through_chunks_and_the_ui_message() -> N
         "sig-123",
         "anthropic",
     )
+
+
+def test_chunker_closes_a_replaced_part_and_reopens_after_a_late_delta() -> None:
+    ids = iter(["t1", "t2", "t3"])
+    chunker = StepChunker(known_tools=(), new_id=lambda: next(ids))
+    chunks = [
+        *chunker.feed(PartStartEvent(index=0, part=TextPart(content="a"))),
+        *chunker.feed(PartStartEvent(index=0, part=TextPart(content="b"))),
+        *chunker.feed(PartEndEvent(index=0, part=TextPart(content="b"))),
+        *chunker.feed(PartDeltaEvent(index=0, delta=TextPartDelta(content_delta="c"))),
+        *chunker.finish(ModelResponse(parts=[TextPart(content="bc")])),
+    ]
+    assert chunks == [
+        {"type": "text-start", "id": "t1"},
+        {"type": "text-delta", "id": "t1", "delta": "a"},
+        {"type": "text-end", "id": "t1"},
+        {"type": "text-start", "id": "t2"},
+        {"type": "text-delta", "id": "t2", "delta": "b"},
+        {"type": "text-end", "id": "t2"},
+        {"type": "text-start", "id": "t3"},
+        {"type": "text-delta", "id": "t3", "delta": "c"},
+        {"type": "text-end", "id": "t3"},
+    ]
