@@ -14,7 +14,7 @@ import { ChatView, EmptyLine } from "./components/ChatView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
 import { conversationHash, parseRoute } from "./route";
-import { useStatusPolling, useStatuses } from "./statusStore";
+import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
 
 function useRoute(): [string | null, (id: string | null) => void] {
   const [id, setId] = useState(() => parseRoute(window.location.hash));
@@ -69,6 +69,8 @@ export function App() {
 
   useStatusPolling();
   const polled = useStatuses();
+  const pollOk = useRef(polled.ok);
+  pollOk.current = polled.ok;
 
   const reloadList = useCallback(async () => {
     try {
@@ -82,6 +84,8 @@ export function App() {
       });
       setCursor((c) => (c === null ? page.nextCursor : c));
       setListError(null);
+      // Without /api/status, the list's statuses feed the badges and the open conversation.
+      if (!pollOk.current) setStatuses(Object.fromEntries(page.items.map((i) => [i.id, i.status])), false);
     } catch (e) {
       setListError(errorMessage(e));
     }
@@ -129,6 +133,13 @@ export function App() {
     }
     void reloadList();
   }, [liveKey, reloadList]);
+
+  // Fallback when /api/status is unavailable: re-read the list every 4 s.
+  useEffect(() => {
+    if (polled.ok) return;
+    const timer = setInterval(() => void reloadList(), 4000);
+    return () => clearInterval(timer);
+  }, [polled.ok, reloadList]);
 
   const createConversation = useCallback(async (): Promise<string | null> => {
     try {

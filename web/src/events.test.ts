@@ -1,8 +1,9 @@
-import type { UIMessageChunk } from "ai";
+import type { UIMessage, UIMessageChunk } from "ai";
 import { describe, expect, it } from "vitest";
 import { detailFromBody } from "./api";
 import { compareAttempts, ExecutionFolder, type ExecutionView, parseEvent } from "./events";
 import { conversationHash, parseRoute } from "./route";
+import { findToolCall, injectKnownToolCalls, type KnownToolCall } from "./transport";
 
 describe("parseEvent", () => {
   it("reads chunk and status events", () => {
@@ -84,5 +85,54 @@ describe("routes", () => {
     expect(parseRoute("#/")).toBeNull();
     expect(parseRoute("")).toBeNull();
     expect(conversationHash(null)).toBe("#/");
+  });
+});
+
+describe("injectKnownToolCalls", () => {
+  async function run(chunks: UIMessageChunk[], known: Record<string, KnownToolCall>): Promise<UIMessageChunk[]> {
+    const source = new ReadableStream<UIMessageChunk>({
+      start(controller) {
+        for (const c of chunks) controller.enqueue(c);
+        controller.close();
+      },
+    });
+    const out: UIMessageChunk[] = [];
+    const reader = source.pipeThrough(injectKnownToolCalls((id) => known[id])).getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return out;
+      out.push(value);
+    }
+  }
+  const known = { "call-1": { toolName: "get_weather", input: { city: "Paris" }, dynamic: false } };
+
+  it("re-creates a tool call a continuation refers to", async () => {
+    const out = await run(
+      [{ type: "start", messageId: "a1" }, { type: "tool-output-available", toolCallId: "call-1", output: 21 }],
+      known,
+    );
+    expect(out.map((c) => c.type)).toEqual(["start", "tool-input-available", "tool-output-available"]);
+    expect(out[1]).toMatchObject({ toolCallId: "call-1", toolName: "get_weather", input: { city: "Paris" } });
+  });
+
+  it("leaves replayed tool calls and unknown ids alone", async () => {
+    const replay: UIMessageChunk[] = [
+      { type: "tool-input-available", toolCallId: "call-1", toolName: "get_weather", input: { city: "Paris" } },
+      { type: "tool-output-available", toolCallId: "call-1", output: 21 },
+      { type: "tool-output-available", toolCallId: "call-9", output: 1 },
+    ];
+    expect(await run(replay, known)).toEqual(replay);
+  });
+
+  it("finds tool calls in the messages a tab shows", () => {
+    const messages: UIMessage[] = [
+      {
+        id: "a1",
+        role: "assistant",
+        parts: [{ type: "tool-get_weather", toolCallId: "call-1", state: "input-available", input: { city: "Paris" } }],
+      },
+    ];
+    expect(findToolCall(messages, "call-1")).toEqual(known["call-1"]);
+    expect(findToolCall(messages, "nope")).toBeUndefined();
   });
 });

@@ -108,7 +108,13 @@ export class ExecutionFolder {
 
   push(chunk: UIMessageChunk): void {
     if (this.closed || !this.controller) return;
-    this.controller.enqueue(chunk);
+    try {
+      this.controller.enqueue(chunk);
+    } catch {
+      // the fold gave up on this stream (an error was recorded): ignore the rest
+      this.closed = true;
+      return;
+    }
     if (chunk.type === "finish" || chunk.type === "abort") this.close();
   }
 

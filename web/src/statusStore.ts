@@ -1,7 +1,7 @@
 // Conversation statuses polled from GET /api/status every 2 s (badges for the whole list, and
 // the fallback for the open conversation when its event stream is not connected).
 import { useEffect, useSyncExternalStore } from "react";
-import { api, type ConversationStatus } from "./api";
+import { ApiError, api, type ConversationStatus } from "./api";
 
 type Snapshot = { statuses: Record<string, ConversationStatus>; tick: number; ok: boolean };
 
@@ -38,13 +38,16 @@ export function useStatusPolling(intervalMs = 2000): void {
     let stopped = false;
     let timer: ReturnType<typeof setTimeout> | undefined;
     const tick = async () => {
+      let wait = intervalMs;
       try {
         const res = await api.status();
         if (!stopped) setStatuses(res.conversations ?? {}, true);
-      } catch {
-        if (!stopped) emit({ ...snapshot, ok: false });
+      } catch (e) {
+        if (!stopped && snapshot.ok) emit({ ...snapshot, ok: false });
+        // a missing route will not appear soon: ask again rarely
+        if (e instanceof ApiError && (e.status === 404 || e.status === 405)) wait = intervalMs * 15;
       }
-      if (!stopped) timer = setTimeout(tick, intervalMs);
+      if (!stopped) timer = setTimeout(tick, wait);
     };
     void tick();
     return () => {

@@ -9,6 +9,7 @@ import {
   infoById,
   isPlaceholder,
   lastUserMessage,
+  mergeLocalLive,
   toUIMessages,
   trailingAnswer,
   visibleMessages,
@@ -167,5 +168,26 @@ describe("regenerate helpers", () => {
     const ui = toUIMessages([msg("u1", null, "user"), msg("a1", "u1", "assistant"), msg("u2", "a1", "user"), msg("a2", "u2", "assistant")]);
     expect(lastUserMessage(ui)?.id).toBe("u2");
     expect(lastUserMessage([])).toBeUndefined();
+  });
+});
+
+describe("mergeLocalLive", () => {
+  const tree = [msg("u1", null, "user"), msg("a1", "u1", "assistant", { status: "pending" })];
+  const fromTree = toUIMessages(visibleMessages(tree));
+  const streamed: UIMessage = { id: "a1", role: "assistant", parts: [{ type: "text", text: "so far" }] };
+  const elsewhere: UIMessage = { id: "s-9", role: "assistant", parts: [{ type: "text", text: "so far" }] };
+
+  it("keeps what this tab streamed for a still-pending answer", () => {
+    expect(mergeLocalLive(fromTree, [fromTree[0], streamed], new Map())[1]).toBe(streamed);
+    const merged = mergeLocalLive(fromTree, [fromTree[0], elsewhere], new Map());
+    expect(ids(merged)).toEqual(["u1", "a1", "s-9"]);
+    expect(arrangeForDisplay(merged, infoById(tree), false).map((i) => (i.kind === "single" ? i.message.id : i.kind))).toEqual(["u1", "s-9"]);
+  });
+
+  it("drops local copies once the tree has the settled answer", () => {
+    const settled = [msg("u1", null, "user"), msg("a1", "u1", "assistant")];
+    const merged = mergeLocalLive(toUIMessages(settled), [fromTree[0], elsewhere], new Map());
+    expect(ids(merged)).toEqual(["u1", "a1"]);
+    expect(merged[1].parts).toEqual(settled[1].parts);
   });
 });

@@ -239,3 +239,38 @@ export function messageText(message: Pick<UIMessage, "parts">): string {
     .join("")
     .trim();
 }
+
+/**
+ * The messages to hand to useChat after re-reading the tree. While the tree still holds live
+ * (pending) answers, what this tab already streamed for them is kept instead of an empty
+ * placeholder, so a re-read that races the end of a stream does not blank the answer:
+ * - a local message with the placeholder's id replaces it;
+ * - live messages under ids the tree does not know are kept at the end (one per remaining
+ *   placeholder), where `arrangeForDisplay` puts them back in the placeholder's place.
+ */
+export function mergeLocalLive(
+  fromTree: UIMessage[],
+  local: UIMessage[],
+  localInfo: ReadonlyMap<string, MessageInfo>,
+): UIMessage[] {
+  const localById = new Map(local.map((m) => [m.id, m]));
+  let open = 0;
+  const merged = fromTree.map((m) => {
+    if (!isPlaceholder(m)) return m;
+    const mine = localById.get(m.id);
+    if (mine && !isPlaceholder(mine) && mine.parts.length > 0) return mine;
+    open += 1;
+    return m;
+  });
+  if (open === 0) return merged;
+  const treeIds = new Set(fromTree.map((m) => m.id));
+  const live = local.filter(
+    (m) =>
+      m.role === "assistant" &&
+      !isPlaceholder(m) &&
+      !localInfo.has(m.id) &&
+      !treeIds.has(m.id) &&
+      m.parts.length > 0,
+  );
+  return [...merged, ...live.slice(0, open)];
+}

@@ -2,7 +2,7 @@
 // the server's tree is re-read whenever a stream ends, because the server owns history.
 // Steers and multi-model turns are posted outside useChat and followed via resume / events.
 import { Chat, useChat } from "@ai-sdk/react";
-import { DefaultChatTransport, type UIMessage } from "ai";
+import type { UIMessage } from "ai";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
@@ -20,26 +20,19 @@ import {
   infoById,
   isPlaceholder,
   lastUserMessage,
+  mergeLocalLive,
   type MessageInfo,
   messageText,
   toUIMessages,
   trailingAnswer,
   visibleMessages,
 } from "../tree";
+import { DrupeChatTransport } from "../transport";
 import { useConversationEvents } from "../useConversationEvents";
 import { Columns, columnsFromExecutions, modelLabel } from "./Columns";
 import { Composer } from "./Composer";
 import { type ApprovalHandlers, MessageParts } from "./MessageParts";
 import { StatusBadge } from "./StatusBadge";
-
-/** Sends only the last user message (the server builds history from its tree) plus options. */
-const transport = new DefaultChatTransport<UIMessage>({
-  api: "/api/chat",
-  prepareSendMessagesRequest: ({ id, messages, trigger, messageId, body }) => {
-    const last = lastUserMessage(messages);
-    return { body: { ...(body ?? {}), id, messages: last ? [last] : [], trigger, messageId } };
-  },
-});
 
 interface Steer {
   key: string;
@@ -80,6 +73,8 @@ export function ChatView({
 }) {
   const id = detail.id;
   const [info, setInfo] = useState<Map<string, MessageInfo>>(() => infoById(detail.messages));
+  const infoRef = useRef(info);
+  infoRef.current = info;
   const [title, setTitle] = useState(detail.title);
   const [error, setError] = useState<string | null>(null);
   const [steers, setSteers] = useState<Steer[]>([]);
@@ -87,17 +82,20 @@ export function ChatView({
   const initialMessages = useMemo(() => toUIMessages(visibleMessages(detail.messages)), [detail]);
 
   const syncRef = useRef<() => Promise<void>>(async () => undefined);
+  const onChatErrorRef = useRef<(e: Error) => void>(() => undefined);
   // Own the Chat object so its status can be read synchronously in callbacks.
-  const [chatObject] = useState(
-    () =>
-      new Chat<UIMessage>({
-        id,
-        messages: initialMessages,
-        transport,
-        onFinish: () => void syncRef.current(),
-        onError: (e) => setError(errorMessage(e)),
-      }),
-  );
+  const [chatObject] = useState(() => {
+    const holder: { chat?: Chat<UIMessage> } = {};
+    // The transport reads the chat's own messages (to complete resumed tool calls).
+    holder.chat = new Chat<UIMessage>({
+      id,
+      messages: initialMessages,
+      transport: new DrupeChatTransport(() => holder.chat?.messages ?? []),
+      onFinish: () => void syncRef.current(),
+      onError: (e) => onChatErrorRef.current(e),
+    });
+    return holder.chat;
+  });
   const chat = useChat({ chat: chatObject, resume: !firstMessage });
   const { messages, setMessages, sendMessage, regenerate, resumeStream, stop } = chat;
 
@@ -142,8 +140,16 @@ export function ChatView({
     }
   }, [resumeStream]);
 
+  /**
+   * Set when a resumed stream cannot be folded from scratch (a continuation that refers to a
+   * tool call made before it, e.g. after an approval): stop resuming until the answer settles,
+   * then the tree is re-read.
+   */
+  const resumeBlocked = useRef(false);
+
   const maybeResume = useCallback(() => {
     if (statusRef.current === "submitted" || statusRef.current === "streaming") return;
+    if (resumeBlocked.current) return;
     if (multiLiveRef.current && eventsConnectedRef.current) return; // columns render it
     const wait = lastResume.current + RESUME_THROTTLE_MS - Date.now();
     clearTimeout(resumeTimer.current);
@@ -178,8 +184,10 @@ export function ChatView({
     }
     needsSync.current = false;
     const visible = visibleMessages(d.messages);
-    setInfo(infoById(d.messages));
-    setMessages(toUIMessages(visible));
+    const nextInfo = infoById(d.messages);
+    setMessages(mergeLocalLive(toUIMessages(visible), chatObject.messages, infoRef.current));
+    infoRef.current = nextInfo;
+    setInfo(nextInfo);
     const userIds = new Map(visible.filter((m) => m.role === "user").map((m) => [m.id, messageText(m)]));
     setSteers((list) =>
       list.filter(
@@ -190,8 +198,18 @@ export function ChatView({
     );
     if (hasPendingAnswer(d.messages)) maybeResume();
     else if (!isLiveStatus(d.status)) events.clearExecutions();
-  }, [id, onActivity, setMessages, maybeResume, events.clearExecutions]);
+  }, [id, onActivity, setMessages, maybeResume, events.clearExecutions, chatObject]);
   syncRef.current = sync;
+
+  onChatErrorRef.current = (e: Error) => {
+    if (/no tool (invocation|call)|tool call id/i.test(e.message)) {
+      resumeBlocked.current = true;
+      chatObject.clearError();
+    } else {
+      setError(errorMessage(e));
+    }
+    void sync();
+  };
 
   useEffect(() => {
     if (!localBusy && needsSync.current) void sync();
@@ -202,6 +220,7 @@ export function ChatView({
   useEffect(() => {
     const prev = prevServerStatus.current;
     prevServerStatus.current = serverStatus;
+    if (!isLiveStatus(serverStatus)) resumeBlocked.current = false;
     if (isLiveStatus(serverStatus)) {
       maybeResume();
     } else if (isLiveStatus(prev) || serverStatus !== prev) {
