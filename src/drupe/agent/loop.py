@@ -25,6 +25,8 @@ Contract:
   (``on_error``, then the error propagates), abort (cancellation or the consumer closing the
   generator: ``on_abort`` shielded and time-bounded, no ``on_error``, nothing more is emitted,
   the cancellation propagates).
+- No chunk comes out after the consumer's cancel scope was cancelled (a cheap
+  ``checkpoint_if_cancelled`` guards every yield).
 - Never yields inside a cancel scope or task group (nested generators are closed with
   ``aclosing``); the tools of a step run one after another, in call order.
 """
@@ -41,6 +43,7 @@ from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, cast
 
 import anyio
+from anyio.lowlevel import checkpoint_if_cancelled
 from pydantic_ai.direct import model_request_stream
 from pydantic_ai.exceptions import AgentRunError
 from pydantic_ai.messages import (
@@ -138,15 +141,20 @@ class AgentRunner:
             yield {"type": "start", "messageId": request.message_id}
             await turn.hooks.on_start(turn.ctx)
             for chunk in turn.ctx.drain():
+                await checkpoint_if_cancelled()
                 yield chunk
             if seed is not None:
                 async with aclosing(turn.answer_decisions(approval_decisions(seed))) as chunks:
                     async for chunk in chunks:
+                        await checkpoint_if_cancelled()
                         yield chunk
 
             while True:
                 async with aclosing(turn.step(model)) as chunks:
                     async for chunk in chunks:
+                        # several chunks can be ready without the model awaiting anything:
+                        # once the consumer's scope is cancelled, none of them comes out
+                        await checkpoint_if_cancelled()
                         yield chunk
                 result = turn.classify()  # raises LoopLimitError on a cap
                 if result is not None:

@@ -165,3 +165,16 @@ async def test_a_hanging_on_error_is_bounded_and_the_error_still_propagates() ->
         assert str(error) == "model exploded"
     else:  # pragma: no cover - the assertion below explains
         raise AssertionError("the error must propagate")
+
+
+async def test_no_chunk_is_emitted_after_the_cancel_even_without_a_model_checkpoint() -> None:
+    runner = runner_for(Script([["one two three"]]).model())
+    received: list[Chunk] = []
+    with anyio.CancelScope() as scope:
+        async with aclosing(runner.stream(request([user("x")]))) as it:
+            async for chunk in it:
+                received.append(chunk)
+                if chunk["type"] == "text-start":
+                    scope.cancel()  # the text-delta computed with it must not come out
+    assert scope.cancelled_caught
+    assert [c["type"] for c in received][-1] == "text-start"
