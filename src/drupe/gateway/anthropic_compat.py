@@ -1,0 +1,454 @@
+"""The Anthropic Messages dialect: request -> ``PromptSpec``, UI chunks -> named SSE events.
+
+Owns parsing a ``POST /v1/messages`` body (``system``, content blocks, client tools, sampling
+settings) into the agent loop's input; the stream of named events ``message_start``,
+``content_block_start`` / ``content_block_delta`` (``text_delta``, ``thinking_delta``,
+``signature_delta``, ``input_json_delta``) / ``content_block_stop``, ``message_delta``
+(``stop_reason``, cumulative ``usage``) and ``message_stop``; the non-streaming ``message``
+body; and the error shape ``{"type": "error", "error": {"type", "message"}}`` (``event: error``
+in a stream).
+
+History mapping: ``system`` becomes a UI ``system`` message; an assistant message becomes one UI
+assistant message (``thinking`` with its signature in ``providerMetadata.drupe``, text,
+``tool_use`` as ``dynamic-tool`` parts); a user message's ``tool_result`` blocks fill those
+parts' outputs and its other blocks (text, image) become a UI user message. Only calls of tools
+the client declared are streamed back as ``tool_use`` blocks. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Final
+
+import orjson
+
+from drupe.agent.chunker import PROVIDER_METADATA_KEY
+from drupe.chunks.types import Chunk, UIMessage, UIPart
+from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
+
+__all__ = [
+    "AnthropicDialect",
+    "AnthropicMessages",
+    "anthropic_error_body",
+    "parse_messages_request",
+]
+
+Fail = Callable[[str], Exception]
+
+_ERROR_TYPES: Final[Mapping[str, str]] = {
+    "invalid_request": "invalid_request_error",
+    "authentication": "authentication_error",
+    "not_found": "not_found_error",
+    "too_large": "request_too_large",
+    "rate_limit": "rate_limit_error",
+    "upstream": "api_error",
+    "timeout": "timeout_error",
+    "aborted": "api_error",
+    "internal": "api_error",
+    "unavailable": "overloaded_error",
+}
+
+_STOP: Final[Mapping[str, str]] = {
+    "stop": "end_turn",
+    "length": "max_tokens",
+    "tool-calls": "tool_use",
+    "content-filter": "refusal",
+}
+
+
+def anthropic_error_body(failure: GatewayFailure) -> dict[str, Any]:
+    return {
+        "type": "error",
+        "error": {"type": _ERROR_TYPES[failure.kind], "message": failure.message},
+    }
+
+
+# --- request -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AnthropicMessages:
+    """A parsed Messages API request."""
+
+    spec: PromptSpec
+    model: str
+    stream: bool
+    declared_tools: frozenset[str]
+
+
+def parse_messages_request(body: Any, fail: Fail) -> AnthropicMessages:
+    """Validate a request body; ``fail(message)`` builds the 400 error to raise."""
+    if not isinstance(body, dict):
+        raise fail("the request body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise fail("'model' is required: a 'provider:model' id from GET /v1/models")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages:
+        raise fail("'messages' must be a non-empty array")
+    tools = _tools(body.get("tools"), fail)
+    choice = body.get("tool_choice")
+    if isinstance(choice, dict) and choice.get("type") == "none":
+        tools = []
+    history: list[UIMessage] = []
+    system = _system_text(body.get("system"), fail)
+    if system:
+        history.append(
+            {"id": "system", "role": "system", "parts": [{"type": "text", "text": system}]}
+        )
+    history.extend(_ui_messages(messages, fail))
+    spec = PromptSpec(
+        model_id=model, messages=history, tools=tools, model_settings=_settings(body, fail)
+    )
+    return AnthropicMessages(
+        spec=spec,
+        model=model,
+        stream=body.get("stream") is True,
+        declared_tools=frozenset(t.name for t in tools),
+    )
+
+
+def _settings(body: Mapping[str, Any], fail: Fail) -> dict[str, Any] | None:
+    settings: dict[str, Any] = {}
+    max_tokens = body.get("max_tokens")
+    if max_tokens is not None:
+        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
+            raise fail("'max_tokens' must be a positive integer")
+        settings["max_tokens"] = max_tokens
+    for key in ("temperature", "top_p"):
+        value = body.get(key)
+        if value is None:
+            continue
+        if not isinstance(value, int | float) or isinstance(value, bool):
+            raise fail(f"{key!r} must be a number")
+        settings[key] = float(value)
+    stop = body.get("stop_sequences")
+    if stop is not None:
+        if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
+            raise fail("'stop_sequences' must be an array of strings")
+        settings["stop_sequences"] = list(stop)
+    return settings or None
+
+
+def _tools(raw: Any, fail: Fail) -> list[Any]:
+    if raw is None:
+        return []
+    if not isinstance(raw, list):
+        raise fail("'tools' must be an array")
+    entries = []
+    for tool in raw:
+        name = tool.get("name") if isinstance(tool, dict) else None
+        if not isinstance(name, str) or not name:
+            raise fail("each tool needs a 'name'")
+        schema = tool.get("input_schema") or {}
+        if not isinstance(schema, dict):
+            raise fail(f"tool {name!r}: 'input_schema' must be a JSON schema object")
+        description = tool.get("description")
+        entries.append(
+            client_tool(name, description if isinstance(description, str) else "", schema)
+        )
+    return entries
+
+
+def _system_text(system: Any, fail: Fail) -> str:
+    if system is None or isinstance(system, str):
+        return system or ""
+    if isinstance(system, list):
+        return "\n\n".join(
+            str(block.get("text", ""))
+            for block in system
+            if isinstance(block, dict) and block.get("type") == "text"
+        )
+    raise fail("'system' must be a string or an array of text blocks")
+
+
+def _blocks(content: Any, fail: Fail, where: str) -> list[dict[str, Any]]:
+    if isinstance(content, str):
+        return [{"type": "text", "text": content}]
+    if isinstance(content, list) and all(isinstance(b, dict) for b in content):
+        return content
+    raise fail(f"{where}: content must be a string or an array of content blocks")
+
+
+def _image_part(block: Mapping[str, Any], fail: Fail) -> UIPart:
+    source = block.get("source")
+    if isinstance(source, dict) and source.get("type") == "base64":
+        media = str(source.get("media_type") or "image/png")
+        return {
+            "type": "file",
+            "mediaType": media,
+            "url": f"data:{media};base64,{source.get('data', '')}",
+        }
+    if (
+        isinstance(source, dict)
+        and source.get("type") == "url"
+        and isinstance(source.get("url"), str)
+    ):
+        return {"type": "file", "mediaType": "image/*", "url": source["url"]}
+    raise fail("an image block needs a base64 or url source")
+
+
+def _result_text(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n\n".join(
+            str(b.get("text", ""))
+            for b in content
+            if isinstance(b, dict) and b.get("type") == "text"
+        )
+    return ""
+
+
+def _ui_messages(messages: Sequence[Any], fail: Fail) -> list[UIMessage]:
+    out: list[UIMessage] = []
+    calls: dict[str, UIPart] = {}
+    for index, message in enumerate(messages):
+        where = f"messages[{index}]"
+        if not isinstance(message, dict):
+            raise fail(f"{where} must be an object")
+        role = message.get("role")
+        blocks = _blocks(message.get("content"), fail, where)
+        if role == "assistant":
+            made = [_assistant_part(block, calls, fail, where) for block in blocks]
+            assistant: list[UIPart] = [part for part in made if part is not None]
+            out.append({"id": f"m{index}", "role": "assistant", "parts": assistant})
+        elif role == "user":
+            parts = []
+            for block in blocks:
+                kind = block.get("type")
+                if kind == "text":
+                    parts.append({"type": "text", "text": str(block.get("text", ""))})
+                elif kind == "image":
+                    parts.append(_image_part(block, fail))
+                elif kind == "tool_result":
+                    _fill_result(block, calls, fail, where)
+                else:
+                    raise fail(f"{where}: unsupported user content block {kind!r}")
+            if parts:
+                out.append({"id": f"m{index}", "role": "user", "parts": parts})
+        else:
+            raise fail(f"{where}: role must be 'user' or 'assistant', not {role!r}")
+    return out
+
+
+def _assistant_part(
+    block: Mapping[str, Any], calls: dict[str, UIPart], fail: Fail, where: str
+) -> UIPart | None:
+    kind = block.get("type")
+    if kind == "text":
+        return {"type": "text", "text": str(block.get("text", ""))}
+    if kind == "thinking":
+        part: UIPart = {"type": "reasoning", "text": str(block.get("thinking", ""))}
+        if signature := block.get("signature"):
+            part["providerMetadata"] = {PROVIDER_METADATA_KEY: {"signature": str(signature)}}
+        return part
+    if kind == "redacted_thinking":
+        return None
+    if kind == "tool_use":
+        call_id, name = block.get("id"), block.get("name")
+        if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
+            raise fail(f"{where}: a tool_use block needs an 'id' and a 'name'")
+        tool_input = block.get("input")
+        part = {
+            "type": "dynamic-tool",
+            "toolName": name,
+            "toolCallId": call_id,
+            "state": "input-available",
+            "input": tool_input if isinstance(tool_input, dict) else {},
+        }
+        calls[call_id] = part
+        return part
+    raise fail(f"{where}: unsupported assistant content block {kind!r}")
+
+
+def _fill_result(
+    block: Mapping[str, Any], calls: dict[str, UIPart], fail: Fail, where: str
+) -> None:
+    call_id = block.get("tool_use_id")
+    part = calls.get(call_id) if isinstance(call_id, str) else None
+    if part is None:
+        raise fail(f"{where}: tool_result {call_id!r} answers no earlier tool_use")
+    text = _result_text(block.get("content"))
+    if block.get("is_error") is True:
+        part["state"] = "output-error"
+        part["errorText"] = text or "the tool failed"
+    else:
+        part["state"] = "output-available"
+        part["output"] = text
+
+
+# --- reply ---------------------------------------------------------------------------------
+
+
+def _event(kind: str, payload: Mapping[str, Any]) -> bytes:
+    return b"event: " + kind.encode() + b"\ndata: " + orjson.dumps(payload) + b"\n\n"
+
+
+class AnthropicDialect:
+    """Folds UI chunks into Messages API stream events, or one ``message`` body."""
+
+    def __init__(self, request: AnthropicMessages) -> None:
+        self.model = request.model
+        self.declared = request.declared_tools
+        self.id = f"msg_{uuid.uuid4().hex[:24]}"
+        self.blocks: list[dict[str, Any]] = []
+        self.open: dict[str, int] = {}
+        self.raw_input: dict[int, str] = {}
+        self.stop_reason: str | None = None
+        self.usage: Mapping[str, Any] = {}
+        self._started = False
+
+    def _message_start(self) -> list[bytes]:
+        if self._started:
+            return []
+        self._started = True
+        message: dict[str, Any] = {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": 0, "output_tokens": 0},
+        }
+        return [_event("message_start", {"type": "message_start", "message": message})]
+
+    def _open(self, key: str, block: dict[str, Any]) -> list[bytes]:
+        index = len(self.blocks)
+        self.blocks.append(block)
+        self.open[key] = index
+        head = {"type": "content_block_start", "index": index, "content_block": dict(block)}
+        return [*self._message_start(), _event("content_block_start", head)]
+
+    def _delta(self, index: int, delta: Mapping[str, Any]) -> bytes:
+        payload = {"type": "content_block_delta", "index": index, "delta": delta}
+        return _event("content_block_delta", payload)
+
+    def _close(self, key: str) -> list[bytes]:
+        index = self.open.pop(key, None)
+        if index is None:
+            return []
+        return [_event("content_block_stop", {"type": "content_block_stop", "index": index})]
+
+    def feed(self, chunk: Chunk) -> list[bytes]:
+        kind = chunk.get("type")
+        key = str(chunk.get("id") or chunk.get("toolCallId") or "")
+        if kind == "start":
+            return self._message_start()
+        if kind == "text-start":
+            return self._open(key, {"type": "text", "text": ""})
+        if kind == "reasoning-start":
+            return self._open(key, {"type": "thinking", "thinking": "", "signature": ""})
+        if kind in ("text-delta", "reasoning-delta"):
+            index = self.open.get(key)
+            if index is None:
+                return []
+            text = str(chunk.get("delta", ""))
+            if kind == "text-delta":
+                self.blocks[index]["text"] += text
+                return [self._delta(index, {"type": "text_delta", "text": text})]
+            self.blocks[index]["thinking"] += text
+            return [self._delta(index, {"type": "thinking_delta", "thinking": text})]
+        if kind in ("text-end", "reasoning-end"):
+            return self._end_text(key, chunk)
+        if kind == "tool-input-start":
+            name = str(chunk.get("toolName", ""))
+            if name not in self.declared or key in self.open:
+                return []
+            frames = self._open(key, {"type": "tool_use", "id": key, "name": name, "input": {}})
+            self.raw_input[self.open[key]] = ""
+            return frames
+        if kind in ("tool-input-delta", "tool-input-available", "tool-input-error"):
+            return self._tool_input(key, chunk)
+        if kind == "message-metadata":
+            metadata = chunk.get("messageMetadata")
+            usage = metadata.get("usage") if isinstance(metadata, dict) else None
+            if isinstance(usage, dict):
+                self.usage = usage
+            return []
+        if kind == "finish":
+            return self._finish_chunk(str(chunk.get("finishReason") or "stop"))
+        return []
+
+    def _end_text(self, key: str, chunk: Chunk) -> list[bytes]:
+        index = self.open.get(key)
+        if index is None:
+            return []
+        frames: list[bytes] = []
+        if chunk.get("type") == "reasoning-end":
+            metadata = chunk.get("providerMetadata") or {}
+            carried = metadata.get(PROVIDER_METADATA_KEY) if isinstance(metadata, dict) else None
+            signature = carried.get("signature") if isinstance(carried, dict) else None
+            if signature:
+                self.blocks[index]["signature"] = str(signature)
+                frames.append(
+                    self._delta(index, {"type": "signature_delta", "signature": signature})
+                )
+        return frames + self._close(key)
+
+    def _tool_input(self, key: str, chunk: Chunk) -> list[bytes]:
+        index = self.open.get(key)
+        if index is None:
+            return []
+        kind = chunk.get("type")
+        if kind == "tool-input-delta":
+            piece = str(chunk.get("inputTextDelta", ""))
+            self.raw_input[index] += piece
+            return (
+                [self._delta(index, {"type": "input_json_delta", "partial_json": piece})]
+                if piece
+                else []
+            )
+        frames: list[bytes] = []
+        tool_input = chunk.get("input")
+        if kind == "tool-input-available" and isinstance(tool_input, dict):
+            self.blocks[index]["input"] = tool_input
+            if not self.raw_input[index]:
+                piece = orjson.dumps(tool_input).decode()
+                frames.append(
+                    self._delta(index, {"type": "input_json_delta", "partial_json": piece})
+                )
+        return frames + self._close(key)
+
+    def _finish_chunk(self, reason: str) -> list[bytes]:
+        self.stop_reason = _STOP.get(reason, "end_turn")
+        if self.stop_reason == "tool_use" and not any(b["type"] == "tool_use" for b in self.blocks):
+            self.stop_reason = "end_turn"
+        frames = self._message_start()
+        for key in list(self.open):
+            frames += self._close(key)
+        delta = {"stop_reason": self.stop_reason, "stop_sequence": None}
+        payload = {"type": "message_delta", "delta": delta, "usage": self._usage()}
+        frames.append(_event("message_delta", payload))
+        return frames
+
+    def _usage(self) -> dict[str, int]:
+        return {
+            "input_tokens": int(self.usage.get("inputTokens", 0) or 0),
+            "output_tokens": int(self.usage.get("outputTokens", 0) or 0),
+        }
+
+    def finish(self) -> list[bytes]:
+        return [_event("message_stop", {"type": "message_stop"})]
+
+    def body(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": self.blocks,
+            "stop_reason": self.stop_reason or "end_turn",
+            "stop_sequence": None,
+            "usage": self._usage(),
+        }
+
+    def error_body(self, failure: GatewayFailure) -> dict[str, Any]:
+        return anthropic_error_body(failure)
+
+    def error_frame(self, failure: GatewayFailure) -> bytes:
+        return _event("error", anthropic_error_body(failure))
