@@ -25,7 +25,7 @@ from drupe.errors import ConfigError, UnknownConversationError, ValidationError
 from drupe.gateway.errors import NotImplementedYet, PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.gateway.sse_response import SseResponse
-from drupe.gateway.state import ensure_known, get_runtime
+from drupe.gateway.state import attach, ensure_known, get_runtime
 from drupe.streaming.context.base import ApprovalDecision, DispatchRequest, Regenerate, Submit
 from drupe.streaming.listeners.sse import SseListener, parse_cursor
 
@@ -168,13 +168,13 @@ def _attach_to_next_stream(runtime: Runtime, conversation_id: str, listener: Sse
             return
         remove()
         if listener.is_alive():
-            manager.attach(conversation_id, listener)
+            attach(manager, conversation_id, listener)
 
     remove = manager.add_status_observer(observer)
     stream = manager.get(conversation_id)
     if stream is not None and stream.is_live:  # started between dispatch and now
         remove()
-        manager.attach(conversation_id, listener)
+        attach(manager, conversation_id, listener)
 
 
 @router.get(
@@ -202,8 +202,12 @@ async def resume_chat(
         f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=execution.execution_id
     )
     # Replay and registration happen in one synchronous call: nothing lost, nothing doubled.
-    runtime.manager.attach(
-        conversation_id, listener, after=after, execution_ids=[execution.execution_id]
+    attach(
+        runtime.manager,
+        conversation_id,
+        listener,
+        after=after,
+        execution_ids=[execution.execution_id],
     )
     return SseResponse(
         listener.buffer, on_close=lambda: _detach(runtime, conversation_id, listener)

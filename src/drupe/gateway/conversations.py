@@ -25,7 +25,7 @@ from drupe.gateway.schemas import (
     message_json,
 )
 from drupe.gateway.sse_response import SseResponse
-from drupe.gateway.state import ensure_known, get_board, get_runtime
+from drupe.gateway.state import attach, ensure_known, get_board, get_runtime
 from drupe.streaming.listeners.sse import MultiplexListener, parse_cursor
 from drupe.streaming.manager import StatusRecord
 
@@ -172,7 +172,7 @@ async def conversation_events(
             stream = manager.get(conversation_id)
             if stream is not None and stream.turn_id == record.turn_id and listener.is_alive():
                 try:
-                    manager.attach(conversation_id, listener)
+                    attach(manager, conversation_id, listener)
                 except AdmissionError:
                     listener.buffer.close()
 
@@ -187,7 +187,7 @@ async def conversation_events(
         if stream is not None and stream.is_live:
             cursor = parse_cursor(last_event_id)
             after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
-            manager.attach(conversation_id, listener, after=after)
+            attach(manager, conversation_id, listener, after=after)
     except BaseException:
         remove()
         raise

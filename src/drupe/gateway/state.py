@@ -7,17 +7,19 @@ live badges without reaching into the manager. It is only a mirror: the manager 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from drupe.errors import UnknownConversationError
-from drupe.streaming.manager import StatusRecord
+from drupe.errors import AdmissionError, UnknownConversationError
+from drupe.streaming.listeners.base import Listener
+from drupe.streaming.manager import StatusRecord, StreamManager
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["StatusBoard", "ensure_known", "get_board", "get_runtime"]
+__all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_runtime"]
 
 
 class StatusBoard:
@@ -55,3 +57,32 @@ async def ensure_known(runtime: Runtime, conversation_id: str) -> bool:
     if len(conversation_id) > 256 or await runtime.db.conversations.get(conversation_id) is None:
         raise UnknownConversationError(conversation_id)
     return False
+
+
+def attach(
+    manager: StreamManager,
+    conversation_id: str,
+    listener: Listener,
+    *,
+    after: int | None = None,
+    execution_ids: Iterable[str] | None = None,
+) -> None:
+    """``manager.attach``, except that a stream that published nothing yet gets no replay.
+
+    (A compact replay of an empty ring synthesizes a bare ``start`` per execution, which would
+    precede the real ``start`` carrying the message id.) Raises ``AdmissionError`` like attach.
+    """
+    stream = manager.get(conversation_id)
+    if stream is not None and stream.is_live and stream.seq == 0:
+        if (
+            listener.listener_id not in stream.listeners
+            and stream.subscriber_count() >= manager.config.max_listeners
+        ):
+            raise AdmissionError(
+                "too-many-subscribers",
+                f"conversation {conversation_id!r} already has "
+                f"{manager.config.max_listeners} subscribers",
+            )
+        stream.add_listener(listener)
+        return
+    manager.attach(conversation_id, listener, after=after, execution_ids=execution_ids)

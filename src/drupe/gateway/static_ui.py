@@ -4,7 +4,8 @@ Installed as the router's ``default`` handler, so it never shadows a route whate
 routers are included in (the OpenAI/Anthropic router may arrive in the lifespan). Rules:
 
 * ``/assets/*`` are content-hashed by Vite: ``Cache-Control: public, max-age=31536000,
-  immutable``;
+  immutable``; so is ``/<client route>/assets/*``, which a relative ``./assets/`` URL in
+  ``index.html`` resolves to on a deep client route;
 * any other existing file is served as is; ``index.html`` with ``no-cache``;
 * an unknown path under ``/api/``, ``/v1/`` or with a file extension is a JSON 404; any other
   GET is a client-side route and gets ``index.html`` (SPA fallback).
@@ -38,6 +39,8 @@ class StaticUI:
         self.directory = directory.resolve()
 
     def _resolve(self, path: str) -> Path | None:
+        if "/assets/" in path:
+            path = "/assets/" + path.rsplit("/assets/", 1)[1]
         relative = path.lstrip("/")
         if not relative:
             return None
@@ -56,7 +59,7 @@ class StaticUI:
         elif scope["method"] not in ("GET", "HEAD"):
             response = _not_found(f"method {scope['method']} is not allowed on {path}", 405)
         elif (file := self._resolve(path)) is not None:
-            cache = _IMMUTABLE if path.startswith("/assets/") else "no-cache"
+            cache = _IMMUTABLE if "/assets/" in path else "no-cache"
             response = FileResponse(file, headers={"cache-control": cache})
         elif "." in path.rsplit("/", 1)[-1]:
             response = _not_found(f"no file {path}")
