@@ -1,0 +1,150 @@
+"""Benchmark P3: 10,000 concurrent live conversations in one process; RSS per live stream.
+
+Starts ``--streams`` conversations on one real ``StreamManager``, each with one ``Subscriber``
+(``bench/_common.py``: a bounded memory stream and its own consumer task, as an SSE connection)
+and a chunk source that trickles one token-sized text delta every ``--interval`` seconds
+(100 ms) after ``start`` / ``start-step`` / ``text-start``. Start times are staggered across
+one interval (deterministically), as real conversations are.
+
+Memory: ``VmRSS`` (after ``gc.collect()``) just before the streams start, and again once the
+streams have published ``--chunks`` chunks each on average (15 by default, so each message holds
+~12 deltas in its accumulator and ring); ``rss_per_stream_kib`` = difference / streams (goal P3:
+<= 20 KiB). Throughput: chunks published per second over the measuring window, against the
+expected ``streams / interval``: a ratio under 1 means the two cores do not keep up and every
+stream trickles slower than asked.
+
+    python bench/live_streams.py --quick   # 2,000 streams
+    python bench/live_streams.py           # 10,000 streams
+
+The streams are then stopped through ``StreamManager.shutdown`` (every one ends ``paused``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from collections.abc import AsyncIterator
+from typing import Any
+
+import anyio
+
+from _common import Subscriber, consume, parse_args, rss_kib, run, token_deltas
+from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
+
+GOAL_KIB = 20.0
+_MAX_DELTAS = 100_000
+"""Deltas a source would send if never stopped (the bench stops them long before)."""
+
+
+def _source(index: int, interval: float, stagger: int) -> AsyncIterator[dict[str, Any]]:
+    async def generate() -> AsyncIterator[dict[str, Any]]:
+        await anyio.sleep(interval * (index % stagger) / stagger)
+        yield {"type": "start", "messageId": f"msg_{index}"}
+        yield {"type": "start-step"}
+        yield {"type": "text-start", "id": "t1"}
+        for n in range(_MAX_DELTAS):
+            await anyio.sleep(interval)
+            yield {"type": "text-delta", "id": "t1", "delta": token_deltas(1, offset=n + index)[0]}
+
+    return generate()
+
+
+def _arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--streams", type=int, default=None, help="default 10,000 (quick 2,000)")
+    parser.add_argument("--interval", type=float, default=0.1, help="seconds between deltas")
+    parser.add_argument("--chunks", type=int, default=15, help="chunks per stream before RSS")
+    parser.add_argument("--timeout", type=float, default=120.0, help="give up after (seconds)")
+
+
+async def _wait_chunks(manager: StreamManager, target: int, deadline: float) -> bool:
+    while manager.chunks_total < target:
+        if time.monotonic() > deadline:
+            return False
+        await anyio.sleep(0.05)
+    return True
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    streams = args.streams or (2_000 if args.quick else 10_000)
+    interval: float = args.interval
+    stagger = 100
+    print(f"live streams: {streams} conversations, one delta every {interval * 1000:.0f} ms each")
+    async with StreamManager() as manager, anyio.create_task_group() as consumers:
+        subs = [Subscriber(f"sub-{i}") for i in range(streams)]
+        rss_before = rss_kib()
+        started = time.perf_counter()
+        for index, sub in enumerate(subs):
+            consumers.start_soon(consume, sub)
+            manager.send(
+                SendInput(
+                    conversation_id=f"live-{index}",
+                    executions=[
+                        ExecutionSpec(
+                            model_id="bench",
+                            source=lambda i=index: _source(i, interval, stagger),  # type: ignore[misc]
+                        )
+                    ],
+                    listeners=[sub],
+                )
+            )
+        start_seconds = time.perf_counter() - started
+        deadline = time.monotonic() + args.timeout
+        # Window for throughput: from 5 chunks per stream on average to the target.
+        warm = await _wait_chunks(manager, streams * min(5, args.chunks), deadline)
+        window_start = (time.perf_counter(), time.process_time(), manager.chunks_total)
+        reached = warm and await _wait_chunks(manager, streams * args.chunks, deadline)
+        window_end = (time.perf_counter(), time.process_time(), manager.chunks_total)
+        rss_live = rss_kib()
+        live = manager.statistics()["live_streams"]
+        chunks_at_rss = manager.chunks_total
+        stop_started = time.perf_counter()
+        await manager.shutdown()
+        stop_seconds = time.perf_counter() - stop_started
+    wall = window_end[0] - window_start[0]
+    cpu = window_end[1] - window_start[1]
+    published = window_end[2] - window_start[2]
+    chunks_per_s = published / wall if wall > 0 else 0.0
+    expected = streams / interval
+    per_stream = (rss_live - rss_before) / streams
+    overflowed = sum(1 for sub in subs if sub.overflowed)
+    received = sum(sub.events for sub in subs)
+    print(f"started {streams} streams in {start_seconds:.2f} s; {live} live at the RSS reading")
+    print(
+        f"RSS {rss_before / 1024:.1f} MiB before, {rss_live / 1024:.1f} MiB with the streams live"
+        f" ({chunks_at_rss / streams:.1f} chunks each): {per_stream:.2f} KiB per live stream"
+    )
+    print(
+        f"throughput {chunks_per_s:,.0f} chunks/s of {expected:,.0f} expected"
+        f" ({chunks_per_s / expected:.2f}); CPU {cpu / wall if wall else 0:.0%} of one core,"
+        f" {published / cpu if cpu > 0 else 0:,.0f} chunks per CPU second"
+    )
+    print(f"shutdown of {streams} live streams took {stop_seconds:.2f} s")
+    if not reached:
+        print(f"WARNING: the streams did not reach {args.chunks} chunks each in {args.timeout} s")
+    return {
+        "bench": "live_streams",
+        "live_streams": live,
+        "streams": streams,
+        "interval_ms": interval * 1000,
+        "chunks_per_stream_at_rss": round(chunks_at_rss / streams, 1),
+        "rss_before_kib": rss_before,
+        "rss_live_kib": rss_live,
+        "rss_per_stream_kib": round(per_stream, 2),
+        "chunks_per_s": round(chunks_per_s),
+        "expected_chunks_per_s": round(expected),
+        "keeps_up_ratio": round(chunks_per_s / expected, 3),
+        "cpu_share_of_one_core": round(cpu / wall, 3) if wall else None,
+        "chunks_per_cpu_s": round(published / cpu) if cpu > 0 else None,
+        "start_seconds": round(start_seconds, 3),
+        "shutdown_seconds": round(stop_seconds, 3),
+        "events_received": received,
+        "overflowed_subscribers": overflowed,
+        "reached_target": reached,
+        "goal_kib": GOAL_KIB,
+        "meets_goal": per_stream <= GOAL_KIB and live == streams,
+    }
+
+
+if __name__ == "__main__":
+    arguments = parse_args(__doc__.splitlines()[0], _arguments)
+    run(lambda: _main(arguments), arguments)

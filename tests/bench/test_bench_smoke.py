@@ -1,0 +1,73 @@
+"""Smoke test of the runtime benchmarks: each runs at a tiny size and ends with its JSON line.
+
+The benches are scripts (``bench/*.py``), run here exactly as a user runs them: as subprocesses
+of the current interpreter, all three at once to keep the test short. Only the shape of the
+output is checked (the keys issue 2 names, and that every subscriber got every event); the
+figures themselves belong to the benchmark runs, never to a test.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[2]
+
+BENCHES: dict[str, tuple[list[str], set[str]]] = {
+    "fanout": (
+        ["--subscribers", "20", "--deltas", "50", "--repeat", "1"],
+        {"events_per_s", "baseline_events_per_s", "ratio"},
+    ),
+    "live_streams": (
+        ["--streams", "30", "--interval", "0.01", "--chunks", "8", "--timeout", "10"],
+        {"live_streams", "rss_per_stream_kib", "chunks_per_s", "expected_chunks_per_s"},
+    ),
+    "replay": (
+        ["--deltas", "400", "--repeat", "2"],
+        {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},
+    ),
+}
+
+
+def _run_all() -> dict[str, dict[str, Any]]:
+    procs = {
+        name: subprocess.Popen(
+            [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--quick", *flags],
+            cwd=ROOT,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for name, (flags, _) in BENCHES.items()
+    }
+    out: dict[str, dict[str, Any]] = {}
+    for name, proc in procs.items():
+        stdout, stderr = proc.communicate(timeout=40)
+        assert proc.returncode == 0, f"{name} failed:\n{stderr}"
+        lines = stdout.strip().splitlines()
+        assert len(lines) >= 2, f"{name} printed no human-readable lines before its JSON"
+        out[name] = json.loads(lines[-1])
+    return out
+
+
+def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
+    results = _run_all()
+    for name, (_, keys) in BENCHES.items():
+        summary = results[name]
+        assert summary["bench"] == name
+        assert keys <= summary.keys(), f"{name} lacks {keys - summary.keys()}"
+        for key in keys:
+            assert isinstance(summary[key], int | float), (name, key, summary[key])
+    fanout = results["fanout"]
+    assert fanout["events_per_run"] == 20 * 56  # 50 deltas + 6 envelope chunks, to everyone
+    live = results["live_streams"]
+    assert live["live_streams"] == 30
+    assert live["reached_target"] is True
+    assert live["overflowed_subscribers"] == 0
+    replay = results["replay"]
+    assert replay["replay_events"] > 0
+    assert replay["resume_events"] > 0
+    assert replay["bytes_ratio"] >= 1.0
