@@ -53,6 +53,14 @@ function usePersisted<T>(key: string, initial: T, valid: (v: unknown) => v is T)
   return [value, set] as const;
 }
 
+/** The default model may be a configured id the catalogue does not list: list it anyway. */
+function withDefaultListed(list: ModelList): ModelList {
+  if (!list.default || list.models.some((m) => m.id === list.default)) return list;
+  const provider = list.default.split(":")[0] ?? "";
+  const entry = { id: list.default, label: list.default, provider, available: true, note: null };
+  return { ...list, models: [entry, ...list.models] };
+}
+
 const isStrategy = (v: unknown): v is Strategy => STRATEGIES.includes(v as Strategy);
 const isStringList = (v: unknown): v is string[] =>
   Array.isArray(v) && v.every((x) => typeof x === "string");
@@ -106,16 +114,14 @@ export function App() {
     void reloadList();
     api
       .models()
-      .then((m) => {
-        setModels(m);
-      })
+      .then((m) => setModels(withDefaultListed(m)))
       .catch(() => undefined);
   }, [reloadList]);
 
   // Drop remembered models the server no longer offers.
   useEffect(() => {
     if (!models.models.length) return;
-    const known = selected.filter((s) => models.models.some((m) => m.id === s));
+    const known = selected.filter((s) => models.models.some((m) => m.id === s && m.available));
     if (known.length !== selected.length) setSelected(known);
   }, [models, selected, setSelected]);
 
