@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 
 from drupe.app import open_runtime
+from drupe.chunks.accumulate import accumulate
 from drupe.errors import ValidationError
 from drupe.settings import Settings
 from drupe.streaming.approvals import Decision, apply_decisions
@@ -108,6 +109,8 @@ async def test_scenario_19_steer_queued_during_approval_waits_for_the_continuati
     assert reopened is not None and reopened.status == "pending"
     assert runtime.specs[-1].messages[-1]["parts"][-1]["state"] == "approval-responded"
     assert runtime.manager.pending_steers(cid)  # still waiting for the continuation
+    late = RecordingListener("resumed-tab")  # a fresh client: no seed, like useChat's resume
+    runtime.manager.attach(cid, late)
     continuation.released.set()
     tab = RecordingListener("wc")
     runtime.manager.attach(cid, tab)
@@ -116,6 +119,13 @@ async def test_scenario_19_steer_queued_during_approval_waits_for_the_continuati
     answer = next(r for r in rows if r.id == first.placeholder_ids[0])
     assert answer.status == "success"
     assert [p["state"] for p in answer.parts if p["type"] == "tool-rm"] == ["output-available"]
+    turn = late.events[0].turn_id
+    seen = accumulate([e.chunk for e in late.events if e.turn_id == turn])
+    stored = [
+        {**p, "approval": {"id": p["approval"]["id"]}} if "approval" in p else p
+        for p in answer.parts
+    ]
+    assert seen["parts"] == stored  # v6 chunks carry only the approval's id
     steer_answer = rows[-1]
     assert steer_answer.parent_id == steer.user_message_id
     assert steer_answer.status == "success"

@@ -21,6 +21,7 @@ from typing import Any
 import anyio
 
 from drupe.chunks.accumulate import AccumulateError, Accumulator
+from drupe.chunks.message_chunks import message_to_chunks
 from drupe.chunks.replay import compact_replay
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.streaming.config import StreamConfig
@@ -257,6 +258,9 @@ class LiveStream:
                 )
                 continue
             chunks = compact_replay(execution.ring.chunks(), seed=execution.seed_message)
+            if execution.seed_message is not None:
+                # A resuming client holds no seed: rebuild the continued message first.
+                chunks = [*message_to_chunks(execution.seed_message), *chunks]
             out.extend(self._event(execution, 0, chunk) for chunk in chunks)
         # Exact events interleave by sequence number, so a cursor taken mid-replay is sound.
         exact.sort(key=lambda event: event.seq)
