@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from typing import Any
 
+import anyio
+from hypothesis import assume, given, settings
+from hypothesis import strategies as st
 from loop_support import Recorder, Script, add_tool, collect, request, runner_for, tool, user
 from pydantic_ai.messages import ModelMessage, ModelRequest, UserPromptPart
 
@@ -279,3 +282,66 @@ async def test_hook_chunks_are_emitted_after_the_hook_and_on_finish_runs_once() 
     assert chunks[-2] == {"type": "data-note", "data": {"at": "finish"}}
     outcomes = [hook for _, hook, _ in log if hook in ("on_finish", "on_error", "on_abort")]
     assert outcomes == ["on_finish"]
+
+
+# --- property: the folding rules hold for any mix of parts ---------------------------------------
+
+
+class _Scripted(Hooks):
+    """A hook whose prepare_step and on_error outcomes are data."""
+
+    def __init__(self, name: str, log: list[str], returns: Any, vote: Any, raises: bool):
+        self.name, self.log, self.returns, self.vote, self.raises = name, log, returns, vote, raises
+
+    async def on_step_finish(self, ctx: TurnContext, step: Any) -> None:
+        self.log.append(self.name)
+        if self.raises:
+            raise RuntimeError(self.name)
+
+    async def prepare_step(self, ctx: TurnContext, plan: StepPlan) -> StepOverrides | None:
+        if self.raises:
+            raise RuntimeError(self.name)
+        return self.returns
+
+    async def on_error(self, ctx: TurnContext, error: BaseException) -> ErrorDecision | None:
+        if self.raises:
+            raise RuntimeError(self.name)
+        return self.vote
+
+
+_part = st.tuples(
+    st.one_of(
+        st.none(),
+        st.dictionaries(st.sampled_from(["system", "model_settings"]), st.integers(0, 9)),
+    ),
+    st.sampled_from([None, "retry", "abort"]),
+    st.booleans(),
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(observers=st.lists(_part, max_size=3), features=st.lists(_part, max_size=3))
+def test_folding_rules_hold_for_any_parts(observers: list[Any], features: list[Any]) -> None:
+    log: list[str] = []
+
+    def build(prefix: str, specs: list[Any]) -> list[Hooks]:
+        return [_Scripted(f"{prefix}{i}", log, r, v, x) for i, (r, v, x) in enumerate(specs)]
+
+    specs = observers + features
+    assume(len(specs) > 1)  # fewer parts are returned as-is (tested above)
+    hooks = compose_hooks(build("o", observers), build("f", features))
+
+    async def run() -> tuple[Any, Any]:
+        ctx = _ctx()
+        await hooks.on_step_finish(ctx, None)  # type: ignore[arg-type]
+        return await hooks.prepare_step(ctx, _plan()), await hooks.on_error(ctx, ValueError())
+
+    merged, decision = anyio.run(run)
+    assert log == [f"o{i}" for i in range(len(observers))] + [f"f{i}" for i in range(len(features))]
+    expected: dict[str, Any] = {}
+    for returns, _, raises in specs:
+        if not raises and returns:
+            expected.update(returns)
+    assert (merged or {}) == expected
+    votes = [vote for _, vote, raises in specs if not raises]
+    assert decision == ("retry" if "retry" in votes else "abort")

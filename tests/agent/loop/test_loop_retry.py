@@ -8,8 +8,10 @@ import pytest
 from loop_support import Script, collect, request, runner_for, types, user
 from pydantic_ai.exceptions import ModelHTTPError
 
+from drupe.agent.loop import AgentRunner
 from drupe.agent.retry import FailureInfo, RetryPolicy, classify, parse_retry_after
 from drupe.errors import ProviderError
+from drupe.testing.scripted import Fail, FailMidStream, ScriptedModel, Text
 
 
 class Sleeps:
@@ -139,3 +141,21 @@ def test_parse_retry_after_forms() -> None:
     assert parse_retry_after({"Retry-After": "Wed, 31 Dec 2025 00:00:00 GMT"}, now=now) == 0.0
     assert parse_retry_after({"Retry-After": "soon"}) is None
     assert parse_retry_after({}) is None
+
+
+async def test_the_scripted_models_failures_are_retried_like_a_providers() -> None:
+    sleeps = Sleeps()
+    model = ScriptedModel([[Fail(429, retry_after=3, times=2), Text("made it")]])
+    chunks = await collect(AgentRunner(lambda _: model, sleep=sleeps), request([user("x")]))
+    assert sleeps.calls == [3.0, 3.0]
+    assert [c["data"]["statusCode"] for c in chunks if c["type"] == "data-retry"] == [429, 429]
+    assert "".join(c["delta"] for c in chunks if c["type"] == "text-delta") == "made it"
+
+
+async def test_a_scripted_mid_stream_failure_is_final() -> None:
+    sleeps = Sleeps()
+    model = ScriptedModel([[Text("half"), FailMidStream(503)]])
+    with pytest.raises(ProviderError) as caught:
+        await collect(AgentRunner(lambda _: model, sleep=sleeps), request([user("x")]))
+    assert sleeps.calls == []
+    assert caught.value.status_code == 503
