@@ -15,6 +15,7 @@ from pydantic_ai.models.function import AgentInfo, FunctionModel
 from drupe.agent.hooks import Hooks, TurnContext
 from drupe.agent.loop import AgentRunner
 from drupe.chunks.types import Chunk
+from drupe.errors import ConfigError
 
 
 def _stalling_model(release: anyio.Event) -> FunctionModel:
@@ -178,3 +179,23 @@ async def test_no_chunk_is_emitted_after_the_cancel_even_without_a_model_checkpo
                     scope.cancel()  # the text-delta computed with it must not come out
     assert scope.cancelled_caught
     assert [c["type"] for c in received][-1] == "text-start"
+
+
+async def test_an_unknown_model_fails_before_any_chunk() -> None:
+    log: list[tuple[str, str, Any]] = []
+
+    def resolve(model_id: str) -> Any:
+        raise ConfigError(f"unknown provider in {model_id!r}")
+
+    received: list[Chunk] = []
+    try:
+        async for chunk in AgentRunner(resolve).stream(
+            request([user("x")], hooks=[Recorder("r", log)])
+        ):
+            received.append(chunk)
+    except ConfigError as error:
+        assert "test:scripted" in str(error)
+    else:  # pragma: no cover - the assertion below explains
+        raise AssertionError("the error must propagate")
+    assert received == []
+    assert _outcomes(log) == ["on_error"]
