@@ -17,8 +17,9 @@ Rules (reference §9, scenario 40):
   (``idle-timeout``). A client disconnect aborts it (``client-disconnect``). Either way the
   model stops: the gateway never keeps a stream nobody reads.
 * Frames waiting when the writer wakes are joined into one write (deps-lab §4).
-* Once the response is over, the stream's terminal work is awaited (bounded) and the
-  conversation is forgotten, so gateway traffic leaves no status records behind.
+* Before the last bytes of a response are written, the stream's terminal work is awaited
+  (bounded) and the conversation is forgotten: gateway traffic leaves no status records behind,
+  and a client that got its answer (or its 504) knows the model stream is over.
 
 Never: persist anything, log a request body, or keep a stream alive after its response ended.
 """
@@ -357,6 +358,7 @@ class PromptResponse(Response):
             items = await listener.take(self.idle_timeout)
             if items is None:
                 self.stream.abort("idle-timeout")
+                await self.stream.close()
                 idle = f"{self.idle_timeout:g}"
                 message = f"the model produced no output for {idle} s; the stream was stopped"
                 await self._fail(GatewayFailure(504, "timeout", message), pending)
@@ -375,6 +377,7 @@ class PromptResponse(Response):
                         commit = True
             if listener.overflowed:
                 self.stream.abort("slow-client")
+                await self.stream.close()
                 failure = GatewayFailure(504, "aborted", "the client did not read the stream")
                 await self._fail(failure, pending)
                 return
@@ -385,6 +388,7 @@ class PromptResponse(Response):
                 pending.clear()
 
     async def _terminal(self, result: TerminalResult, pending: list[bytes]) -> None:
+        await self.stream.close()  # settled and forgotten before the client hears the end
         if result.status == "success":
             if not self.streaming:
                 await self._json(200, self.dialect.body())
