@@ -1,0 +1,3 @@
+"""The ``drupe`` command (Typer + Rich): serve, chat, db, keys, doctor."""
+
+from __future__ import annotations

@@ -1,0 +1,118 @@
+"""``drupe doctor``: checks that say what is wrong and how to fix it.
+
+Each check returns a ``Check(name, level, message, fix)``: ``ok``, ``warn`` (works, but worth
+knowing) or ``fail`` (Drupe will not work as configured; the command exits 1). Checks never
+print and never raise: the command renders them. Secrets are never shown, only where they are
+expected to come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Literal
+
+from drupe.errors import ConfigError, DrupeError
+from drupe.settings import Settings
+
+__all__ = ["Check", "run_checks"]
+
+
+@dataclass(frozen=True, slots=True)
+class Check:
+    name: str
+    level: Literal["ok", "warn", "fail"]
+    message: str
+    fix: str | None = None
+
+
+def _config_checks(settings: Settings) -> list[Check]:
+    from drupe.agent.models.config import config_path, load_model_config
+    from drupe.agent.models.registry import ModelRegistry
+
+    path = settings.config_path or config_path()
+    try:
+        config = load_model_config(settings.config_path)
+    except ConfigError as err:
+        return [
+            Check(
+                "config",
+                "fail",
+                str(err),
+                f"fix or remove {str(path)!r} (see the file format in the README)",
+            )
+        ]
+    checks = [
+        Check(
+            "config",
+            "ok",
+            f"read {str(config.path)!r}" if config.path else f"no file at {str(path)!r} (defaults)",
+        )
+    ]
+    for provider in config.providers.values():
+        if provider.source == "file" and not provider.has_key:
+            checks.append(
+                Check(
+                    f"provider {provider.name}",
+                    "fail",
+                    "no API key",
+                    provider.missing_key_message(),
+                )
+            )
+        elif provider.is_configured:
+            checks.append(Check(f"provider {provider.name}", "ok", "API key present"))
+    if not any(p.is_configured for p in config.providers.values()):
+        checks.append(
+            Check(
+                "providers",
+                "warn",
+                "no provider has an API key; only the local and scripted models are available",
+                "set OPENAI_API_KEY, ANTHROPIC_API_KEY, ... or add [providers.<name>] to config",
+            )
+        )
+    registry = ModelRegistry(config)
+    default = registry.default_model_id()
+    try:
+        registry.resolve(default)
+    except ConfigError as err:
+        checks.append(
+            Check(
+                "default model", "fail", f"{default!r} cannot be used: {err}", "set default_model"
+            )
+        )
+    else:
+        checks.append(Check("default model", "ok", default))
+    return checks
+
+
+async def _database_check(settings: Settings) -> Check:
+    from drupe.persistence.db import database_url, open_database
+
+    try:
+        shown = database_url(settings.database_url, data_dir=settings.data_dir)
+    except DrupeError as err:
+        return Check("database", "fail", str(err), "pass a valid --database-url")
+    if "@" in shown:
+        shown = shown.split("://", 1)[0] + "://…@" + shown.rsplit("@", 1)[1]
+    try:
+        async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
+            await db.conversations.list(limit=1)
+    except DrupeError as err:
+        return Check(
+            "database",
+            "fail",
+            str(err),
+            "check that the server is running and the URL is right, then run: drupe db upgrade",
+        )
+    return Check("database", "ok", f"{shown} opened and migrated")
+
+
+def _mcp_check() -> Check:
+    return Check("mcp", "ok", "no MCP servers configured")
+
+
+async def run_checks(settings: Settings) -> list[Check]:
+    """Every check, in the order they are shown."""
+    checks = _config_checks(settings)
+    checks.append(await _database_check(settings))
+    checks.append(_mcp_check())
+    return checks

@@ -1,0 +1,258 @@
+"""``drupe``: the command-line entry point (Typer + Rich).
+
+Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the HTTP API),
+``db upgrade``, ``keys create|list|revoke`` (gateway API keys) and ``doctor``. Each command
+builds its ``Settings`` from the environment (``DRUPE_*``) overridden by its options, and maps
+Drupe's errors to a one-line message and exit code 1 (never a traceback for a user mistake).
+"""
+
+from __future__ import annotations
+
+import socket
+from pathlib import Path
+from typing import Annotated, Any
+
+import anyio
+import typer
+from rich.console import Console
+from rich.markup import escape
+
+from drupe.errors import DrupeError
+from drupe.settings import Settings
+
+__all__ = ["app", "main", "settings_from_options"]
+
+app = typer.Typer(
+    name="drupe",
+    help="Drupe: a self-hosted AI conversation runtime.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
+keys_app = typer.Typer(help="Gateway API keys (for the /v1 routes).", no_args_is_help=True)
+app.add_typer(db_app, name="db")
+app.add_typer(keys_app, name="keys")
+
+console = Console(highlight=False)
+errors = Console(stderr=True, highlight=False)
+
+DataDir = Annotated[
+    Path | None, typer.Option("--data-dir", help="Where the SQLite database lives.")
+]
+DatabaseUrl = Annotated[
+    str | None,
+    typer.Option("--database-url", help="SQLAlchemy URL (default: SQLite in the data dir)."),
+]
+ConfigPath = Annotated[
+    Path | None, typer.Option("--config", help="The model/provider config.toml.")
+]
+
+
+def settings_from_options(
+    *,
+    host: str | None = None,
+    port: int | None = None,
+    data_dir: Path | None = None,
+    database_url: str | None = None,
+    config: Path | None = None,
+) -> Settings:
+    """``Settings.from_env()`` with the command-line options laid over it."""
+    from dataclasses import replace
+
+    settings = Settings.from_env()
+    changes: dict[str, Any] = {}
+    if host is not None:
+        changes["host"] = host
+    if port is not None:
+        changes["port"] = port
+    if data_dir is not None:
+        changes["data_dir"] = data_dir
+    if database_url is not None:
+        changes["database_url"] = database_url
+    if config is not None:
+        changes["config_path"] = config
+    return replace(settings, **changes) if changes else settings
+
+
+def fail(message: str) -> typer.Exit:
+    errors.print(f"[red]error:[/red] {message}")
+    return typer.Exit(1)
+
+
+@app.command()
+def serve(
+    host: Annotated[str | None, typer.Option(help="Interface to bind (default 127.0.0.1).")] = None,
+    port: Annotated[
+        int | None, typer.Option(help="Port (default 8787; 0 picks a free one).")
+    ] = None,
+    data_dir: DataDir = None,
+    database_url: DatabaseUrl = None,
+    config: ConfigPath = None,
+) -> None:
+    """Run the Drupe server (API, gateway and web UI)."""
+    import uvicorn
+
+    from drupe.gateway.app import create_app_with_lifespan
+
+    settings = settings_from_options(
+        host=host, port=port, data_dir=data_dir, database_url=database_url, config=config
+    )
+    try:
+        settings.data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as err:
+        raise fail(f"cannot create the data dir {str(settings.data_dir)!r}: {err}") from err
+    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((settings.host, settings.port))
+    except OSError as err:
+        sock.close()
+        raise fail(f"cannot listen on {settings.host}:{settings.port}: {err}") from err
+    sock.listen(2048)
+    bound_port = sock.getsockname()[1]
+    shown_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
+    if ":" in shown_host:
+        shown_host = f"[{shown_host}]"
+    url = f"http://{shown_host}:{bound_port}"
+    app_ = create_app_with_lifespan(settings)
+    server = uvicorn.Server(
+        uvicorn.Config(app_, log_level="info", timeout_graceful_shutdown=5, ws="websockets-sansio")
+    )
+    console.print(f"Drupe is listening. Open [bold]{url}[/bold]", soft_wrap=True)
+    console.file.flush()
+    try:
+        server.run(sockets=[sock])
+    finally:
+        sock.close()
+    if not server.started:
+        raise typer.Exit(1)
+
+
+@app.command()
+def chat(
+    conversation: Annotated[
+        str | None, typer.Argument(help="Conversation id (default: a new one).")
+    ] = None,
+    url: Annotated[str, typer.Option(help="The Drupe server.")] = "http://127.0.0.1:8787",
+    model: Annotated[
+        list[str] | None, typer.Option("--model", "-m", help="Model id (repeat for several).")
+    ] = None,
+) -> None:
+    """Chat in the terminal. Typing while an answer streams steers; /stop stops; /quit quits."""
+    from drupe.cli.chat_client import ChatClient
+
+    client = ChatClient(url=url.rstrip("/"), conversation_id=conversation, models=model or [])
+    try:
+        anyio.run(client.run)
+    except DrupeError as err:
+        raise fail(str(err)) from err
+    except KeyboardInterrupt:
+        raise typer.Exit(130) from None
+
+
+@db_app.command("upgrade")
+def db_upgrade(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """Migrate the database schema to the newest revision."""
+    from drupe.persistence.db import upgrade
+
+    settings = settings_from_options(database_url=database_url, data_dir=data_dir)
+    try:
+        revision = anyio.run(lambda: upgrade(settings.database_url, data_dir=settings.data_dir))
+    except DrupeError as err:
+        raise fail(str(err)) from err
+    console.print(f"database is at revision [bold]{revision}[/bold]")
+
+
+def _with_keys(settings: Settings, action: Any) -> Any:
+    from drupe.persistence.db import open_database
+
+    async def run() -> Any:
+        async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
+            return await action(db.api_keys)
+
+    try:
+        return anyio.run(run)
+    except DrupeError as err:
+        raise fail(str(err)) from err
+
+
+@keys_app.command("create")
+def keys_create(
+    name: Annotated[str, typer.Argument(help="What the key is for.")],
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Create a gateway API key and print it (once: only its hash is stored)."""
+    settings = settings_from_options(database_url=database_url, data_dir=data_dir)
+    plaintext, record = _with_keys(settings, lambda keys: keys.create(name))
+    console.print(f"created key [bold]{record.id}[/bold] ({escape(record.name)})")
+    console.print("Store it now, it is not shown again:")
+    print(plaintext)
+
+
+@keys_app.command("list")
+def keys_list(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> None:
+    """List gateway API keys (prefixes only)."""
+    settings = settings_from_options(database_url=database_url, data_dir=data_dir)
+    records = _with_keys(settings, lambda keys: keys.list())
+    if not records:
+        console.print("no API keys; create one with: drupe keys create NAME")
+        return
+    for r in records:
+        used = r.last_used_at.isoformat(timespec="seconds") if r.last_used_at else "never used"
+        state = (
+            f"revoked {r.revoked_at.isoformat(timespec='seconds')}" if r.revoked_at else "active"
+        )
+        console.print(
+            f"{r.id}  {r.prefix}…  {escape(r.name)}  created "
+            f"{r.created_at.isoformat(timespec='seconds')}  {used}  {state}",
+            soft_wrap=True,
+        )
+
+
+@keys_app.command("revoke")
+def keys_revoke(
+    key_id: Annotated[str, typer.Argument(metavar="ID", help="Key id or listed prefix.")],
+    database_url: DatabaseUrl = None,
+    data_dir: DataDir = None,
+) -> None:
+    """Revoke a gateway API key."""
+    settings = settings_from_options(database_url=database_url, data_dir=data_dir)
+    record = _with_keys(settings, lambda keys: keys.revoke(key_id))
+    console.print(f"revoked key [bold]{record.id}[/bold] ({escape(record.name)})")
+
+
+@app.command()
+def doctor(
+    data_dir: DataDir = None, database_url: DatabaseUrl = None, config: ConfigPath = None
+) -> None:
+    """Check the config, providers, database and MCP servers; say what is wrong and how to fix."""
+    from drupe.cli.doctor import run_checks
+
+    settings = settings_from_options(data_dir=data_dir, database_url=database_url, config=config)
+    results = anyio.run(lambda: run_checks(settings))
+    problems = 0
+    marks = {
+        "ok": "[green]  ok[/green]",
+        "warn": "[yellow]warn[/yellow]",
+        "fail": "[red]FAIL[/red]",
+    }
+    for check in results:
+        console.print(
+            f"{marks[check.level]}  [bold]{escape(check.name)}[/bold]: {escape(check.message)}",
+            soft_wrap=True,
+        )
+        if check.fix:
+            console.print(f"      fix: {escape(check.fix)}", soft_wrap=True)
+        problems += check.level == "fail"
+    if problems:
+        console.print(f"\n{problems} problem(s) found")
+        raise typer.Exit(1)
+    console.print("\nno problems found")
+
+
+def main() -> None:
+    """Console-script entry point."""
+    app()

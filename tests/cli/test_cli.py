@@ -1,0 +1,162 @@
+"""The ``drupe`` command: keys, db, doctor (CliRunner), and serve + chat as real processes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from typer.testing import CliRunner
+
+from drupe.cli.main import app
+
+runner = CliRunner()
+
+
+def test_keys_create_list_revoke(tmp_path: Path) -> None:
+    created = runner.invoke(app, ["keys", "create", "ci bot", "--data-dir", str(tmp_path)])
+    assert created.exit_code == 0, created.output
+    plaintext = created.output.strip().splitlines()[-1]
+    assert plaintext.startswith("drp_") and len(plaintext) == 36
+    listed = runner.invoke(app, ["keys", "list", "--data-dir", str(tmp_path)])
+    assert listed.exit_code == 0
+    assert "ci bot" in listed.output and "active" in listed.output
+    assert plaintext not in listed.output, "the plaintext is shown once only"
+    key_id = listed.output.split()[0]
+    revoked = runner.invoke(app, ["keys", "revoke", key_id, "--data-dir", str(tmp_path)])
+    assert revoked.exit_code == 0 and key_id in revoked.output
+    listed = runner.invoke(app, ["keys", "list", "--data-dir", str(tmp_path)])
+    assert "revoked" in listed.output
+    missing = runner.invoke(app, ["keys", "revoke", "nope", "--data-dir", str(tmp_path)])
+    assert missing.exit_code == 1
+    assert "no API key with id or prefix 'nope'" in missing.output
+
+
+def test_keys_list_when_empty_says_how_to_create_one(tmp_path: Path) -> None:
+    listed = runner.invoke(app, ["keys", "list", "--data-dir", str(tmp_path)])
+    assert listed.exit_code == 0 and "drupe keys create" in listed.output
+
+
+def test_db_upgrade(tmp_path: Path) -> None:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'x.db'}"
+    result = runner.invoke(app, ["db", "upgrade", "--database-url", url])
+    assert result.exit_code == 0, result.output
+    assert "database is at revision" in result.output
+    assert (tmp_path / "x.db").exists()
+    bad = runner.invoke(app, ["db", "upgrade", "--database-url", "mysql://nowhere/x"])
+    assert bad.exit_code == 1 and "error:" in bad.output
+
+
+def test_doctor_passes_on_a_good_setup(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "scripted:echo"\n')
+    result = runner.invoke(app, ["doctor", "--data-dir", str(tmp_path), "--config", str(config)])
+    assert result.exit_code == 0, result.output
+    assert "default model: scripted:echo" in result.output
+    assert "no problems found" in result.output
+
+
+def test_doctor_says_what_is_wrong_and_how_to_fix_it(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'default_model = "work:big"\n'
+        "[providers.work]\n"
+        'type = "openai-compatible"\n'
+        'base_url = "http://127.0.0.1:9/v1"\n'
+        'api_key_env = "DRUPE_TEST_MISSING_KEY"\n'
+        'models = ["big"]\n'
+    )
+    result = runner.invoke(
+        app,
+        [
+            "doctor",
+            "--config",
+            str(config),
+            "--database-url",
+            "postgresql://nobody@127.0.0.1:9/nothing",
+        ],
+        env={"DRUPE_TEST_MISSING_KEY": ""},
+    )
+    assert result.exit_code == 1
+    out = result.output
+    assert "FAIL  provider work: no API key" in out
+    assert "DRUPE_TEST_MISSING_KEY" in out
+    assert "FAIL  database" in out and "drupe db upgrade" in out
+    broken = tmp_path / "broken.toml"
+    broken.write_text("this is = not [toml")
+    result = runner.invoke(app, ["doctor", "--config", str(broken), "--data-dir", str(tmp_path)])
+    assert result.exit_code == 1 and "FAIL  config" in result.output
+
+
+@pytest.fixture
+def served(tmp_path: Path) -> Iterator[str]:
+    """``drupe serve`` as a real process on a free port; yields its URL."""
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "scripted:echo"\n')
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    process = subprocess.Popen(
+        [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(tmp_path),
+         "--config", str(config)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )  # fmt: skip
+    try:
+        assert process.stdout is not None
+        line = process.stdout.readline()
+        assert "Open http://127.0.0.1:" in line, line + (
+            process.stderr.read() if process.stderr else ""
+        )
+        yield line.split("Open ", 1)[1].strip()
+    finally:
+        process.send_signal(signal.SIGINT)
+        try:
+            process.wait(timeout=20)
+        finally:
+            if process.poll() is None:
+                process.kill()
+    # uvicorn re-raises the signal it shut down on: an orderly exit by SIGINT is 130 / -2.
+    assert process.returncode in (0, 130, -signal.SIGINT)
+    assert process.stderr is not None and "Application shutdown complete" in process.stderr.read()
+
+
+def test_serve_smoke(served: str) -> None:
+    assert httpx.get(f"{served}/healthz", timeout=20).json() == {"status": "ok"}
+    index = httpx.get(served, timeout=20)
+    assert index.status_code == 200 and "<html" in index.text.lower()
+
+
+def test_chat_streams_an_answer_from_a_running_server(served: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "drupe", "chat", "c-cli", "--url", served],
+        input="hello from the terminal\n",
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "new conversation c-cli" in result.stdout
+    assert "You said: hello from the terminal" in result.stdout
+    detail = httpx.get(f"{served}/api/conversations/c-cli", timeout=20).json()
+    assert [m["role"] for m in detail["messages"]] == ["user", "assistant"]
+    again = subprocess.run(
+        [sys.executable, "-m", "drupe", "chat", "c-cli", "--url", served],
+        input="/stop\n/quit\n",
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )
+    assert again.returncode == 0, again.stderr
+    assert "you: hello from the terminal" in again.stdout
+    assert "(nothing to stop)" in again.stdout
+
+
+def test_chat_says_when_the_server_is_unreachable() -> None:
+    result = runner.invoke(app, ["chat", "--url", "http://127.0.0.1:9"])
+    assert result.exit_code == 1 and "cannot reach Drupe" in result.output
