@@ -31,7 +31,7 @@ import { DrupeChatTransport } from "../transport";
 import { useConversationEvents } from "../useConversationEvents";
 import { Columns, columnsFromExecutions, modelLabel } from "./Columns";
 import { Composer } from "./Composer";
-import { type ApprovalHandlers, MessageParts } from "./MessageParts";
+import { type ApprovalHandlers, errorPartText, MessageParts } from "./MessageParts";
 import { StatusBadge } from "./StatusBadge";
 
 interface Steer {
@@ -188,6 +188,11 @@ export function ChatView({
     setMessages(mergeLocalLive(toUIMessages(visible), chatObject.messages, infoRef.current));
     infoRef.current = nextInfo;
     setInfo(nextInfo);
+    // A stream error the answer itself now shows (its data-error part) needs no banner too.
+    const shown = visible.flatMap((m) =>
+      m.parts.flatMap((p) => (p.type === "data-error" ? [errorPartText(p.data)] : [])),
+    );
+    setError((current) => (current && shown.some((t) => t.includes(current)) ? null : current));
     const userIds = new Map(visible.filter((m) => m.role === "user").map((m) => [m.id, messageText(m)]));
     setSteers((list) =>
       list.filter(
@@ -366,7 +371,7 @@ export function ChatView({
   return (
     <section className="chat" data-conversation-id={id}>
       <header className="chat-head">
-        <h1 className="chat-title">{title || "New conversation"}</h1>
+        <h1 className="chat-title">{title || "Untitled"}</h1>
         <StatusBadge status={serverStatus} />
       </header>
       <div

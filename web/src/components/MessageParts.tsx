@@ -185,7 +185,9 @@ export function errorPartText(data: unknown): string {
   if (data && typeof data === "object") {
     const d = data as Record<string, unknown>;
     for (const key of ["message", "errorText", "error", "detail"]) {
-      if (typeof d[key] === "string") return d[key] as string;
+      if (typeof d[key] === "string") {
+        return typeof d.name === "string" && d.name ? `${d.name}: ${d[key]}` : (d[key] as string);
+      }
     }
   }
   return pretty(data);
