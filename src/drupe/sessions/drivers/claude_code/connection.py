@@ -1,0 +1,394 @@
+"""``ClaudeCodeConnection``: one live Claude Code CLI process for one agent session.
+
+Ownership: ONE owning task (``run``, started in the driver's task group) enters the
+``ClaudeSDKClient``, reads its messages, and performs every client call (``query``,
+``set_model``, ``set_permission_mode``) from a command stream; it exits the client exactly once.
+No other task touches the client (the SDK's internal task group is bound to the task that
+connected it). ``events()`` yields the runtime events the owner puts into an unbounded memory
+stream, and ends when the connection is closed or the CLI goes away.
+
+Steering goes through the connection's ``SteerHolder`` (``redirect`` stashes, the ``PreToolUse``
+hook injects). Approvals: the SDK's ``can_use_tool`` callback registers a pending decision here,
+emits ``tool-approval-request`` (event and UI chunk) and waits for ``respond_approval``; a
+denial answers ``PermissionResultDeny(message=reason)`` and emits ``tool-output-denied``; a
+headless turn is denied at once.
+
+Must never: close itself from ``reconcile``, raise from ``close``, or let an error escape the
+owning task once the connection is up (it becomes an ``error`` event and the end of events).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import anyio
+from anyio.abc import TaskStatus
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+from claude_agent_sdk import (
+    ClaudeAgentOptions,
+    ClaudeSDKClient,
+    HookMatcher,
+    PermissionResultAllow,
+    PermissionResultDeny,
+    ToolPermissionContext,
+)
+
+from drupe.errors import DriverError
+from drupe.sessions.drivers.base import (
+    ApprovalRequest,
+    ChunkEvent,
+    ConnectTarget,
+    ReconcileVerdict,
+    RuntimeEvent,
+    ToolApprovalRequest,
+    UserInput,
+)
+from drupe.sessions.drivers.claude_code.events import Translator
+from drupe.sessions.drivers.claude_code.steer import SteerHolder, steer_reminder, user_text
+
+__all__ = ["ClaudeCodeConnection", "sdk_permission_mode", "user_content"]
+
+log = logging.getLogger(__name__)
+
+_PERMISSION_MODES = {
+    "default": "default",
+    "accept-edits": "acceptEdits",
+    "plan": "plan",
+    "bypass": "bypassPermissions",
+}
+_TOOL_READY_TIMEOUT_S = 5.0
+_HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
+
+ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
+
+
+def sdk_permission_mode(mode: str) -> Any:
+    """Drupe's permission mode name -> the SDK's."""
+    return _PERMISSION_MODES.get(mode, "default")
+
+
+def user_content(user_input: UserInput) -> list[dict[str, Any]]:
+    """The Anthropic content blocks of a user input (text; images given as data URLs)."""
+    blocks: list[dict[str, Any]] = []
+    for part in user_input.message.get("parts", []):
+        ptype = part.get("type")
+        if ptype == "text":
+            text = str(part.get("text", ""))
+            if user_input.system_reminder:
+                text = f"<system-reminder>\n{steer_reminder(text)}\n</system-reminder>"
+            blocks.append({"type": "text", "text": text})
+        elif ptype == "file":
+            url = str(part.get("url", ""))
+            media = str(part.get("mediaType", ""))
+            if media.startswith("image/") and url.startswith("data:") and ";base64," in url:
+                data = url.split(";base64,", 1)[1]
+                source = {"type": "base64", "media_type": media, "data": data}
+                blocks.append({"type": "image", "source": source})
+            else:
+                name = part.get("filename") or url
+                blocks.append({"type": "text", "text": f"[attached file: {name}]"})
+    if not blocks:
+        blocks.append({"type": "text", "text": user_text(user_input)})
+    return blocks
+
+
+@dataclass(slots=True, eq=False)
+class _Command:
+    call: ClientCall
+    done: anyio.Event = field(default_factory=anyio.Event)
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _Approval:
+    tool_call_id: str
+    done: anyio.Event = field(default_factory=anyio.Event)
+    approved: bool = False
+    reason: str | None = None
+
+
+class ClaudeCodeConnection:
+    """A live CLI process for one session (see the module docstring for the ownership rules)."""
+
+    def __init__(
+        self,
+        *,
+        options: ClaudeAgentOptions,
+        target: ConnectTarget,
+        resume_token: str | None,
+        close_timeout_s: float = 10.0,
+    ) -> None:
+        self.steers = SteerHolder()
+        self.translator = Translator(
+            self.steers, model_id=target.model_id, resume_token=resume_token
+        )
+        self.frozen = target
+        """The configuration the CLI was spawned with; hot patches update it."""
+        self._close_timeout_s = close_timeout_s
+        options.can_use_tool = self._can_use_tool
+        hooks = dict(options.hooks or {})
+        hooks["PreToolUse"] = [
+            *hooks.get("PreToolUse", []),
+            HookMatcher(hooks=[self.steers.pre_tool_use_hook]),  # type: ignore[list-item]
+        ]
+        options.hooks = hooks
+        self._options = options
+        self._out_send: MemoryObjectSendStream[RuntimeEvent]
+        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
+        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._cmd_send: MemoryObjectSendStream[_Command]
+        self._cmd_recv: MemoryObjectReceiveStream[_Command]
+        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(math.inf)
+        self._approvals: dict[str, _Approval] = {}
+        self._tools_seen: dict[str, anyio.Event] = {}
+        self._headless = False
+        self._closing = False
+        self._finished = anyio.Event()
+        self._stop = anyio.Event()
+        self._commands: set[_Command] = set()
+        self._reconcile_lock = anyio.Lock()
+
+    # -- the owning task --------------------------------------------------------------------
+
+    async def run(self, *, task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED) -> None:
+        """Own the SDK client: connect, report ``started``, pump messages and commands, exit.
+
+        Raises ``DriverError`` only before ``started`` (the spawn or handshake failed); after
+        that every failure becomes events and the end of ``events()``.
+        """
+        client = ClaudeSDKClient(self._options)
+        try:
+            await client.connect()
+        except Exception as exc:
+            self._finish()
+            raise DriverError(f"the Claude Code CLI did not start: {exc}") from exc
+        try:
+            task_status.started()
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._serve_commands, client)
+                tg.start_soon(self._pump, client)
+                await self._stop.wait()
+                tg.cancel_scope.cancel()
+        finally:
+            self._closing = True
+            with anyio.CancelScope(shield=True):
+                try:
+                    await client.disconnect()
+                except Exception as exc:
+                    log.warning("claude-code disconnect failed: %s", exc)
+                self._finish()
+
+    def _finish(self) -> None:
+        self._closing = True
+        self._deny_pending("the connection closed")
+        for command in self._commands:
+            if not command.done.is_set():
+                command.error = DriverError("the Claude Code connection closed during a call")
+                command.done.set()
+        self._out_send.close()
+        self._cmd_send.close()
+        self._finished.set()
+
+    async def _pump(self, client: ClaudeSDKClient) -> None:
+        try:
+            async for message in client.receive_messages():
+                self._emit_all(self.translator.feed(message))
+                for call_id in self.translator.tool_inputs:
+                    self._tool_event(call_id).set()
+            if not self._closing:
+                error = {"name": "DriverError", "message": "the Claude Code CLI exited"}
+                self._emit_all(self.translator.abandon_turn(error))
+        except Exception as exc:
+            log.warning("claude-code connection failed: %s", exc)
+            error = {"name": type(exc).__name__, "message": str(exc)}
+            self._emit_all(self.translator.abandon_turn(error))
+        finally:
+            self._stop.set()
+
+    async def _serve_commands(self, client: ClaudeSDKClient) -> None:
+        async for command in self._cmd_recv:
+            try:
+                await command.call(client)
+            except Exception as exc:
+                command.error = exc
+            finally:
+                command.done.set()
+                self._commands.discard(command)
+
+    async def _call(self, call: ClientCall) -> None:
+        """Run ``call`` on the owning task and wait for it; raises what it raised."""
+        if self._closing:
+            raise DriverError("the Claude Code connection is closed")
+        command = _Command(call)
+        self._commands.add(command)
+        try:
+            self._cmd_send.send_nowait(command)
+        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
+            raise DriverError("the Claude Code connection is closed") from exc
+        await command.done.wait()
+        if command.error is not None:
+            raise command.error
+
+    def _emit_all(self, events: list[RuntimeEvent]) -> None:
+        for event in events:
+            try:
+                self._out_send.send_nowait(event)
+            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+                return
+
+    def _tool_event(self, call_id: str) -> anyio.Event:
+        event = self._tools_seen.get(call_id)
+        if event is None:
+            event = self._tools_seen[call_id] = anyio.Event()
+        return event
+
+    # -- Connection -------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[RuntimeEvent]:
+        async with self._out_recv:
+            async for event in self._out_recv:
+                yield event
+
+    async def send(self, user_input: UserInput) -> None:
+        if self._closing:
+            raise DriverError("the Claude Code connection is closed")
+        self.translator.begin_turn()
+        self.steers.begin_turn()
+        self._headless = user_input.headless
+        self._tools_seen.clear()
+        message = {
+            "type": "user",
+            "message": {"role": "user", "content": user_content(user_input)},
+            "parent_tool_use_id": None,
+            "uuid": str(uuid.uuid4()),
+        }
+
+        async def _one() -> AsyncIterator[dict[str, Any]]:
+            yield message
+
+        async def call(client: ClaudeSDKClient) -> None:
+            await client.query(_one())
+
+        await self._call(call)
+
+    async def redirect(self, user_input: UserInput) -> bool:
+        if self._closing or not self.translator.turn_active:
+            return False
+        return self.steers.offer(user_input)
+
+    async def reconcile(self, target: ConnectTarget) -> ReconcileVerdict:
+        async with self._reconcile_lock:
+            frozen = self.frozen
+            if (
+                target.instructions != frozen.instructions
+                or target.tools != frozen.tools
+                or target.mcp_servers != frozen.mcp_servers
+                or self._closing
+            ):
+                return "rebuild"
+            patched = False
+            try:
+                if target.permission_mode != frozen.permission_mode:
+                    mode = sdk_permission_mode(target.permission_mode)
+
+                    async def set_mode(client: ClaudeSDKClient) -> None:
+                        await client.set_permission_mode(mode)
+
+                    await self._call(set_mode)
+                    self.frozen = frozen = _replace(frozen, permission_mode=target.permission_mode)
+                    patched = True
+                if target.model_id != frozen.model_id:
+                    model = target.model_id
+
+                    async def set_model(client: ClaudeSDKClient) -> None:
+                        await client.set_model(model)
+
+                    await self._call(set_model)
+                    self.frozen = _replace(frozen, model_id=model)
+                    self.translator.model_id = model
+                    patched = True
+            except Exception as exc:
+                log.warning("claude-code hot patch failed: %s", exc)
+                return "failed"
+            return "patched" if patched else "current"
+
+    async def respond_approval(
+        self, approval_id: str, *, approved: bool, reason: str | None = None
+    ) -> bool:
+        pending = self._approvals.get(approval_id)
+        if pending is None or pending.done.is_set():
+            return False
+        pending.approved = approved
+        pending.reason = reason
+        pending.done.set()
+        return True
+
+    async def close(self) -> None:
+        self._closing = True
+        if self._finished.is_set():
+            return
+        self._deny_pending("the connection closed")
+        self._stop.set()
+        with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
+            await self._finished.wait()
+
+    # -- approvals --------------------------------------------------------------------------
+
+    def _deny_pending(self, reason: str) -> None:
+        for pending in self._approvals.values():
+            if not pending.done.is_set():
+                pending.approved = False
+                pending.reason = reason
+                pending.done.set()
+
+    async def _can_use_tool(
+        self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
+    ) -> PermissionResultAllow | PermissionResultDeny:
+        call_id = context.tool_use_id or f"call-{uuid.uuid4().hex}"
+        top_level = context.agent_id is None
+        if self._headless or self._closing:
+            if top_level:
+                self._emit_all([ChunkEvent({"type": "tool-output-denied", "toolCallId": call_id})])
+                self.translator.denied.add(call_id)
+            return PermissionResultDeny(message=_HEADLESS_DENIAL)
+        if top_level:
+            # The CLI asks once the tool_use block is complete; let the pump catch up so the UI
+            # sees the tool part before its approval request.
+            with anyio.move_on_after(_TOOL_READY_TIMEOUT_S):
+                await self._tool_event(call_id).wait()
+        approval_id = f"approval-{uuid.uuid4().hex}"
+        pending = self._approvals[approval_id] = _Approval(call_id)
+        request = ApprovalRequest(
+            approval_id=approval_id, tool_call_id=call_id, tool_name=tool_name, input=tool_input
+        )
+        events: list[RuntimeEvent] = [ToolApprovalRequest(request)]
+        if top_level:
+            events.append(
+                ChunkEvent(
+                    {
+                        "type": "tool-approval-request",
+                        "approvalId": approval_id,
+                        "toolCallId": call_id,
+                    }
+                )
+            )
+        self._emit_all(events)
+        try:
+            await pending.done.wait()
+        finally:
+            self._approvals.pop(approval_id, None)
+        if pending.approved:
+            return PermissionResultAllow()
+        if top_level:
+            self.translator.denied.add(call_id)
+            self._emit_all([ChunkEvent({"type": "tool-output-denied", "toolCallId": call_id})])
+        return PermissionResultDeny(message=pending.reason or "The user denied this tool call.")
+
+
+def _replace(target: ConnectTarget, **changes: Any) -> ConnectTarget:
+    return replace(target, **changes)

@@ -1,0 +1,181 @@
+"""``ClaudeCodeDriver``: agent sessions run by the Claude Code CLI (``claude-agent-sdk``).
+
+The driver is an async context manager that owns a task group: every connection's owning task
+(``ClaudeCodeConnection.run``) runs in it, so a connection outlives the ``connect`` call without
+a bare task. Enter it once in the composition root::
+
+    async with ClaudeCodeDriver(ClaudeCodeConfig(env={...})) as driver:
+        registry.register(driver)
+
+``connect`` spawns the CLI (``ClaudeSDKClient`` in streaming-input mode, partial messages on,
+``cwd`` = the session's workspace, ``resume`` = the resume token when there is one, never
+``continue_conversation``) and returns once the CLI answered its handshake; a failure raises
+``DriverError``. Options are built by the pure ``build_options``. ``validate_session`` checks
+that the workspace exists or can be created.
+
+Must never: read or write the user's real ``~/.claude`` on its own (configuration comes only
+from ``ClaudeCodeConfig``: ``env``, ``cli_path``, ``setting_sources``), or register itself.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import anyio
+from anyio.abc import TaskGroup, TaskStatus
+from claude_agent_sdk import ClaudeAgentOptions
+
+from drupe.errors import DriverError, UsageError, ValidationError
+from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
+from drupe.sessions.drivers.claude_code.connection import (
+    ClaudeCodeConnection,
+    sdk_permission_mode,
+)
+
+__all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClaudeCodeConfig:
+    """How the driver runs the CLI (the same for every session)."""
+
+    env: Mapping[str, str] = field(default_factory=dict)
+    """Extra environment for the CLI: ``ANTHROPIC_BASE_URL``, ``ANTHROPIC_API_KEY``, ``HOME``,
+    ``CLAUDE_CONFIG_DIR``, ``CLAUDE_CODE_TMPDIR``, ... (tests point it at a fake API)."""
+    cli_path: Path | None = None
+    """None: the CLI bundled with ``claude-agent-sdk``."""
+    claude_code_prompt: bool = True
+    """Use Claude Code's own system prompt (the agent's instructions are appended)."""
+    setting_sources: Sequence[str] = ()
+    """Which settings files the CLI may load (``user``, ``project``, ``local``); none by
+    default, so a session only sees what Drupe configured."""
+    max_turns: int | None = None
+    connect_timeout_s: float = 60.0
+    close_timeout_s: float = 10.0
+    extra_args: Mapping[str, str | None] = field(default_factory=dict)
+
+
+def build_options(
+    config: ClaudeCodeConfig, connect_input: ConnectInput, workspace: Path
+) -> ClaudeAgentOptions:
+    """The SDK options of one connection (hooks and ``can_use_tool`` are added by it)."""
+    session = connect_input.session
+    system_prompt: Any
+    if config.claude_code_prompt:
+        system_prompt = {"type": "preset", "preset": "claude_code"}
+        if session.instructions:
+            system_prompt["append"] = session.instructions
+    else:
+        system_prompt = session.instructions or ""
+    options = ClaudeAgentOptions(
+        cwd=workspace,
+        model=connect_input.model_id,
+        resume=connect_input.resume_token or None,
+        continue_conversation=False,
+        include_partial_messages=True,
+        system_prompt=system_prompt,
+        permission_mode=sdk_permission_mode(session.permission_mode),
+        env=dict(config.env),
+        setting_sources=list(config.setting_sources),  # type: ignore[arg-type]
+        max_turns=config.max_turns,
+        extra_args=dict(config.extra_args),
+    )
+    if config.cli_path is not None:
+        options.cli_path = config.cli_path
+    if session.tools:
+        options.tools = list(session.tools)
+    return options
+
+
+def _workspace_problem(workspace: Path | None) -> str | None:
+    if workspace is None:
+        return "a claude-code session needs a workspace directory"
+    if workspace.exists():
+        return None if workspace.is_dir() else f"the workspace {workspace} is not a directory"
+    parent = workspace.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        return f"the workspace {workspace} cannot be created (no writable parent)"
+    return None
+
+
+class ClaudeCodeDriver:
+    """The ``claude-code`` driver (see the module docstring)."""
+
+    def __init__(self, config: ClaudeCodeConfig | None = None) -> None:
+        self.type = "claude-code"
+        self.config = config or ClaudeCodeConfig()
+        self._tg: TaskGroup | None = None
+        self._connections: set[ClaudeCodeConnection] = set()
+
+    async def __aenter__(self) -> Self:
+        tg = anyio.create_task_group()
+        await tg.__aenter__()
+        self._tg = tg
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        tg, self._tg = self._tg, None
+        assert tg is not None
+        with anyio.CancelScope(shield=True):
+            for connection in list(self._connections):
+                await connection.close()
+        tg.cancel_scope.cancel()
+        return await tg.__aexit__(exc_type, exc, tb)
+
+    def validate_session(self, session: SessionInfo) -> None:
+        problem = _workspace_problem(session.workspace)
+        if problem is not None:
+            raise ValidationError(problem)
+
+    async def connect(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
+        if self._tg is None:
+            raise UsageError("ClaudeCodeDriver must be entered (async with) before connecting")
+        session = connect_input.session
+        self.validate_session(session)
+        assert session.workspace is not None
+        try:
+            session.workspace.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise DriverError(f"cannot create the workspace {session.workspace}: {exc}") from exc
+        target = ConnectTarget.of(session)
+        if connect_input.model_id != target.model_id:
+            target = ConnectTarget(
+                model_id=connect_input.model_id,
+                instructions=target.instructions,
+                tools=target.tools,
+                mcp_servers=target.mcp_servers,
+                permission_mode=target.permission_mode,
+            )
+        connection = ClaudeCodeConnection(
+            options=build_options(self.config, connect_input, session.workspace),
+            target=target,
+            resume_token=connect_input.resume_token,
+            close_timeout_s=self.config.close_timeout_s,
+        )
+        with anyio.fail_after(self.config.connect_timeout_s):
+            await self._tg.start(self._own, connection)
+        return connection
+
+    async def _own(
+        self,
+        connection: ClaudeCodeConnection,
+        *,
+        task_status: TaskStatus[None] = anyio.TASK_STATUS_IGNORED,
+    ) -> None:
+        self._connections.add(connection)
+        try:
+            await connection.run(task_status=task_status)
+        finally:
+            self._connections.discard(connection)

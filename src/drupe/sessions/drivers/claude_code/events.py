@@ -1,0 +1,397 @@
+"""Claude Agent SDK messages -> runtime events (the Claude Code driver's translation).
+
+``Translator`` is a synchronous state machine: ``feed(message)`` returns the runtime events one
+SDK message produces, in order. It owns the per-connection translation state (open content
+blocks, the last resume token, a pending compaction settle, the turn flag) and reads the
+connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6.8):
+
+* top-level ``StreamEvent`` -> UI chunks: ``start-step``/``finish-step`` per model message,
+  ``text-*``, ``reasoning-*`` (thinking), ``tool-input-start/delta/available`` (tool_use).
+  Events whose ``parent_tool_use_id`` is set (subagents) produce nothing;
+* the first top-level ``message_start`` after a steer injection -> ``SteerBoundary`` BEFORE that
+  message's chunks;
+* top-level ``UserMessage`` tool results -> ``tool-output-available`` / ``tool-output-error``
+  (a call the human denied already got ``tool-output-denied``, so its error result is dropped);
+* ``system/init`` -> ``ResumeToken`` only when the session id changes (init comes every turn);
+  ``slash_commands`` -> ``SupportedCommands`` when they change;
+* ``status: compacting`` -> ``CompactionStart``; ``compact_boundary`` -> ``CompactionComplete``
+  with an anchor; ``compact_result: success`` with no boundary before the next model call or the
+  result -> anchor-less ``CompactionComplete`` (exactly one complete per compaction);
+  ``compact_result: failed`` -> ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
+* ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
+  injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
+  ``ErrorEvent``.
+
+The driver emits no ``start``/``finish`` chunks: the host frames each turn (its turn stream
+emits ``start`` with the row's message id, and ``finish`` at the terminal). Chunks and results
+that arrive with no active turn (runtime-initiated turns) are dropped.
+
+Must never: do I/O, or raise on an unknown message (unknown shapes are ignored).
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+from claude_agent_sdk import (
+    AssistantMessage,
+    ResultMessage,
+    StreamEvent,
+    SystemMessage,
+    ToolResultBlock,
+    ToolUseBlock,
+    UserMessage,
+)
+
+from drupe.chunks.types import Chunk
+from drupe.sessions.drivers.base import (
+    ApiRetry,
+    ChunkEvent,
+    CompactionAnchor,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    ErrorEvent,
+    ResumeToken,
+    RuntimeEvent,
+    SteerBoundary,
+    SteerUndelivered,
+    SupportedCommands,
+    TurnComplete,
+)
+from drupe.sessions.drivers.claude_code.steer import SteerHolder
+
+__all__ = ["Translator", "tool_output", "usage_metadata"]
+
+_RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
+
+
+@dataclass(slots=True)
+class _Block:
+    kind: Literal["text", "reasoning", "tool"]
+    id: str
+    tool_name: str = ""
+    json_text: str = ""
+
+
+def usage_metadata(result: ResultMessage, model_id: str | None) -> dict[str, Any]:
+    """The ``message-metadata`` payload of a result: the turn's usage (AI SDK camelCase)."""
+    raw = result.usage or {}
+    input_tokens = int(raw.get("input_tokens") or 0)
+    cache_read = int(raw.get("cache_read_input_tokens") or 0)
+    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+    output_tokens = int(raw.get("output_tokens") or 0)
+    prompt = input_tokens + cache_read + cache_write
+    usage: dict[str, int] = {
+        "inputTokens": prompt,
+        "outputTokens": output_tokens,
+        "totalTokens": prompt + output_tokens,
+    }
+    if cache_read:
+        usage["cachedInputTokens"] = cache_read
+    reasoning = int((raw.get("output_tokens_details") or {}).get("thinking_tokens") or 0)
+    if reasoning:
+        usage["reasoningTokens"] = reasoning
+    metadata: dict[str, Any] = {"usage": usage}
+    if model_id:
+        metadata["modelId"] = model_id
+    if result.total_cost_usd is not None:
+        metadata["providerCostUsd"] = result.total_cost_usd
+    return metadata
+
+
+def tool_output(content: str | list[dict[str, Any]] | None) -> Any:
+    """A tool result's content as a UI output: text blocks joined, other lists kept as JSON."""
+    if content is None or isinstance(content, str):
+        return content if content is not None else ""
+    if all(isinstance(b, dict) and b.get("type") == "text" for b in content):
+        return "".join(str(b.get("text", "")) for b in content)
+    return content
+
+
+def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
+    meta = data.get("compact_metadata") or data.get("compactMetadata") or {}
+    trigger = meta.get("trigger", "auto")
+    post = meta.get("post_tokens", meta.get("postTokens"))
+    duration = meta.get("duration_ms", meta.get("durationMs"))
+    return CompactionAnchor(
+        trigger="manual" if trigger == "manual" else "auto",
+        completed_at=now,
+        pre_tokens=int(meta.get("pre_tokens", meta.get("preTokens")) or 0),
+        post_tokens=int(post) if post is not None else None,
+        duration_ms=float(duration) if duration is not None else None,
+    )
+
+
+@dataclass(slots=True)
+class Translator:
+    """Per-connection translation state; ``feed`` maps one SDK message to runtime events."""
+
+    steers: SteerHolder
+    model_id: str | None = None
+    resume_token: str | None = None
+    clock: Any = time.time
+    turn_active: bool = False
+    commands: tuple[str, ...] | None = None
+    compaction_settle_pending: bool = False
+    denied: set[str] = field(default_factory=set)
+    tool_inputs: dict[str, Any] = field(default_factory=dict)
+    """Inputs of the turn's tool calls by id (from ``AssistantMessage`` tool_use blocks)."""
+    _blocks: dict[int, _Block] = field(default_factory=dict)
+    _step_open: bool = False
+    _ids: int = 0
+
+    # -- turn framing -----------------------------------------------------------------------
+
+    def begin_turn(self) -> None:
+        self.turn_active = True
+        self.denied.clear()
+        self.tool_inputs.clear()
+        self._blocks.clear()
+        self._step_open = False
+
+    def _next_id(self, prefix: str) -> str:
+        self._ids += 1
+        return f"{prefix}-{self._ids}"
+
+    # -- entry point ------------------------------------------------------------------------
+
+    def feed(self, message: object) -> list[RuntimeEvent]:
+        if isinstance(message, StreamEvent):
+            if message.parent_tool_use_id is not None or not self.turn_active:
+                return []
+            return self._stream_event(message.event)
+        if isinstance(message, AssistantMessage):
+            if message.parent_tool_use_id is None and self.turn_active:
+                for block in message.content:
+                    if isinstance(block, ToolUseBlock):
+                        self.tool_inputs[block.id] = block.input
+            return []
+        if isinstance(message, UserMessage):
+            if message.parent_tool_use_id is not None or not self.turn_active:
+                return []
+            return self._tool_results(message)
+        if isinstance(message, ResultMessage):
+            return self._result(message)
+        if isinstance(message, SystemMessage):
+            return self._system(message)
+        return []
+
+    # -- stream events ----------------------------------------------------------------------
+
+    def _chunks(self, *chunks: Chunk) -> list[RuntimeEvent]:
+        return [ChunkEvent(c) for c in chunks]
+
+    def _stream_event(self, event: Mapping[str, Any]) -> list[RuntimeEvent]:
+        kind = event.get("type")
+        out: list[RuntimeEvent] = []
+        if kind == "message_start":
+            out += self._settle_compaction()
+            out += self._close_step()
+            boundary = self.steers.take_boundary()
+            if boundary:
+                out.append(SteerBoundary(boundary))
+            self._step_open = True
+            out += self._chunks({"type": "start-step"})
+        elif kind == "content_block_start":
+            out += self._block_start(int(event.get("index", 0)), event.get("content_block") or {})
+        elif kind == "content_block_delta":
+            out += self._block_delta(int(event.get("index", 0)), event.get("delta") or {})
+        elif kind == "content_block_stop":
+            out += self._block_stop(int(event.get("index", 0)))
+        elif kind == "message_stop":
+            out += self._close_step()
+        return out
+
+    def _block_start(self, index: int, block: Mapping[str, Any]) -> list[RuntimeEvent]:
+        if not self._step_open:
+            self._step_open = True
+            head: list[RuntimeEvent] = self._chunks({"type": "start-step"})
+        else:
+            head = []
+        btype = block.get("type")
+        if btype == "text":
+            b = self._blocks[index] = _Block("text", self._next_id("text"))
+            out = self._chunks({"type": "text-start", "id": b.id})
+            if block.get("text"):
+                out += self._chunks({"type": "text-delta", "id": b.id, "delta": block["text"]})
+            return head + out
+        if btype in ("thinking", "redacted_thinking"):
+            b = self._blocks[index] = _Block("reasoning", self._next_id("reasoning"))
+            return head + self._chunks({"type": "reasoning-start", "id": b.id})
+        if btype in ("tool_use", "server_tool_use"):
+            call_id = str(block.get("id") or self._next_id("call"))
+            name = str(block.get("name") or "tool")
+            self._blocks[index] = _Block("tool", call_id, tool_name=name)
+            start: Chunk = {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
+            if btype == "server_tool_use":
+                start["providerExecuted"] = True
+            return head + self._chunks(start)
+        return head
+
+    def _block_delta(self, index: int, delta: Mapping[str, Any]) -> list[RuntimeEvent]:
+        b = self._blocks.get(index)
+        if b is None:
+            return []
+        dtype = delta.get("type")
+        if dtype == "text_delta" and b.kind == "text":
+            return self._chunks({"type": "text-delta", "id": b.id, "delta": delta.get("text", "")})
+        if dtype == "thinking_delta" and b.kind == "reasoning":
+            text = delta.get("thinking", "")
+            return self._chunks({"type": "reasoning-delta", "id": b.id, "delta": text})
+        if dtype == "input_json_delta" and b.kind == "tool":
+            piece = str(delta.get("partial_json", ""))
+            b.json_text += piece
+            if not piece:
+                return []
+            return self._chunks(
+                {"type": "tool-input-delta", "toolCallId": b.id, "inputTextDelta": piece}
+            )
+        return []
+
+    def _block_stop(self, index: int) -> list[RuntimeEvent]:
+        b = self._blocks.pop(index, None)
+        if b is None:
+            return []
+        if b.kind == "text":
+            return self._chunks({"type": "text-end", "id": b.id})
+        if b.kind == "reasoning":
+            return self._chunks({"type": "reasoning-end", "id": b.id})
+        tool_input = self.tool_inputs.get(b.id)
+        if tool_input is None:
+            try:
+                tool_input = json.loads(b.json_text) if b.json_text else {}
+            except ValueError:
+                tool_input = {}
+            self.tool_inputs[b.id] = tool_input
+        available: Chunk = {
+            "type": "tool-input-available",
+            "toolCallId": b.id,
+            "toolName": b.tool_name,
+            "input": tool_input,
+        }
+        return self._chunks(available)
+
+    def _close_step(self) -> list[RuntimeEvent]:
+        out: list[RuntimeEvent] = []
+        for index in sorted(self._blocks):
+            out += self._block_stop(index)
+        if self._step_open:
+            self._step_open = False
+            out += self._chunks({"type": "finish-step"})
+        return out
+
+    # -- tool results -----------------------------------------------------------------------
+
+    def _tool_results(self, message: UserMessage) -> list[RuntimeEvent]:
+        if isinstance(message.content, str):
+            return []
+        out: list[RuntimeEvent] = []
+        for block in message.content:
+            if not isinstance(block, ToolResultBlock):
+                continue
+            call_id = block.tool_use_id
+            if call_id in self.denied:
+                continue
+            if block.is_error:
+                text = tool_output(block.content)
+                error = text if isinstance(text, str) else json.dumps(text)
+                out += self._chunks(
+                    {"type": "tool-output-error", "toolCallId": call_id, "errorText": error}
+                )
+            else:
+                out += self._chunks(
+                    {
+                        "type": "tool-output-available",
+                        "toolCallId": call_id,
+                        "output": tool_output(block.content),
+                    }
+                )
+        return out
+
+    # -- system messages --------------------------------------------------------------------
+
+    def _system(self, message: SystemMessage) -> list[RuntimeEvent]:
+        data = message.data
+        out: list[RuntimeEvent] = []
+        if message.subtype == "init":
+            out += self._token(data.get("session_id"))
+            commands = data.get("slash_commands")
+            if isinstance(commands, list):
+                names = tuple(str(c) for c in commands)
+                if names != self.commands:
+                    self.commands = names
+                    out.append(SupportedCommands(names))
+        elif message.subtype == "status":
+            if data.get("status") == "compacting":
+                out.append(CompactionStart())
+            result = data.get("compact_result")
+            if result == "success":
+                self.compaction_settle_pending = True
+            elif result == "failed":
+                self.compaction_settle_pending = False
+                error = data.get("compact_error") or "compaction failed"
+                out.append(CompactionError(str(error)))
+            elif data.get("status") == "requesting":
+                out += self._settle_compaction()
+        elif message.subtype == "compact_boundary":
+            self.compaction_settle_pending = False
+            out.append(CompactionComplete(_anchor(data, float(self.clock()))))
+        elif message.subtype == "api_retry":
+            out.append(ApiRetry({k: v for k, v in data.items() if k not in _RETRY_NOISE}))
+        return out
+
+    def _token(self, session_id: object) -> list[RuntimeEvent]:
+        if not isinstance(session_id, str) or not session_id or session_id == self.resume_token:
+            return []
+        self.resume_token = session_id
+        return [ResumeToken(session_id)]
+
+    def _settle_compaction(self) -> list[RuntimeEvent]:
+        if not self.compaction_settle_pending:
+            return []
+        self.compaction_settle_pending = False
+        return [CompactionComplete()]
+
+    # -- the end of a turn ------------------------------------------------------------------
+
+    def _result(self, result: ResultMessage) -> list[RuntimeEvent]:
+        out = self._settle_compaction()
+        out += self._token(result.session_id)
+        if not self.turn_active:
+            return out
+        out += self._close_step()
+        out += self._chunks(
+            {"type": "message-metadata", "messageMetadata": usage_metadata(result, self.model_id)}
+        )
+        undelivered = self.steers.end_turn()
+        if undelivered:
+            out.append(SteerUndelivered(undelivered))
+        self.turn_active = False
+        if result.is_error:
+            error: dict[str, Any] = {
+                "name": "ClaudeCodeError",
+                "message": result.result or "; ".join(result.errors or []) or result.subtype,
+            }
+            if result.api_error_status is not None:
+                error["statusCode"] = result.api_error_status
+            out.append(ErrorEvent(error))
+        else:
+            out.append(TurnComplete())
+        return out
+
+    def abandon_turn(self, error: Mapping[str, Any]) -> list[RuntimeEvent]:
+        """The runtime died mid-turn: close open parts, return steers, and emit ``error``."""
+        if not self.turn_active:
+            return []
+        out = self._close_step()
+        undelivered = self.steers.end_turn()
+        if undelivered:
+            out.append(SteerUndelivered(undelivered))
+        self.turn_active = False
+        out.append(ErrorEvent(dict(error)))
+        return out
