@@ -11,14 +11,14 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import anyio
 
 from drupe.agent.loop import AgentRunner
-from drupe.agent.models.config import load_model_config
+from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
 from drupe.chunks.types import Chunk
@@ -32,6 +32,7 @@ from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
 from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.manager import StreamManager
 from drupe.tools.builtins import ToolSettings, builtin_tools
+from drupe.tools.mcp.config_file import load_mcp_servers
 from drupe.tools.registry import ToolRegistry
 from drupe.tools.request import ToolRequest, prepare_tools
 
@@ -56,6 +57,7 @@ class Runtime:
     ephemeral: EphemeralStore
     approvals: ApprovalService
     tools: ToolRegistry
+    mcp: McpCatalog | None = None
     reconciled_rows: int = 0
 
 
@@ -124,7 +126,9 @@ class ModelValidator:
 async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtime]:
     """Start Drupe's runtime; on exit, stop it in reverse order."""
     settings = settings or Settings.from_env()
+    config_file = settings.config_path or config_path()
     models = ModelRegistry(load_model_config(settings.config_path))
+    mcp_servers = load_mcp_servers(config_file)
     agent = AgentRunner(lambda model_id: models.resolve(model_id).model)
     tools = ToolRegistry()
     for entry in builtin_tools(ToolSettings(code_execution=settings.code_execution)):
@@ -136,42 +140,54 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         except ConfigError:
             return None
 
-    runner = turn_runner(agent, tools=tools, context_window=context_window)
     reconciled = anyio.Event()
-    async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
+    async with AsyncExitStack() as stack:
+        catalog: McpCatalog | None = None
+        if mcp_servers:
+            from drupe.tools.mcp.catalog import McpCatalog  # the MCP SDK costs ~1 s to import
+
+            catalog = await stack.enter_async_context(McpCatalog(mcp_servers))
+        runner = turn_runner(agent, tools=tools, catalog=catalog, context_window=context_window)
+        db = await stack.enter_async_context(
+            open_database(settings.database_url, data_dir=settings.data_dir)
+        )
         rows = await db.messages.reconcile_pending()
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
         reconciled.set()
-        async with StreamManager(settings.stream) as manager:
-            ephemeral = EphemeralStore()
-            validate = model_validator(models)
-            providers: list[ContextProvider] = [
-                EphemeralProvider(
-                    ephemeral,
-                    runner=runner,
-                    default_model=models.default_model_id,
-                    validate_model=validate,
-                ),
-                PersistentProvider(
-                    conversations=db.conversations,
-                    messages=db.messages,
-                    runner=runner,
-                    default_model=models.default_model_id,
-                    validate_model=validate,
-                    has_pending_steer=manager.has_pending_steer,
-                ),
-            ]
-            dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
-            yield Runtime(
-                settings=settings,
-                db=db,
-                manager=manager,
-                dispatcher=dispatcher,
-                models=models,
-                agent=agent,
-                ephemeral=ephemeral,
-                approvals=ApprovalService(dispatcher, db.messages),
-                tools=tools,
-                reconciled_rows=rows,
-            )
+        manager = await stack.enter_async_context(StreamManager(settings.stream))
+        if catalog is not None:
+            # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
+            manager.task_group.start_soon(catalog.prewarm)
+        ephemeral = EphemeralStore()
+        validate = model_validator(models)
+        providers: list[ContextProvider] = [
+            EphemeralProvider(
+                ephemeral,
+                runner=runner,
+                default_model=models.default_model_id,
+                validate_model=validate,
+            ),
+            PersistentProvider(
+                conversations=db.conversations,
+                messages=db.messages,
+                runner=runner,
+                default_model=models.default_model_id,
+                validate_model=validate,
+                has_pending_steer=manager.has_pending_steer,
+            ),
+        ]
+        dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
+        yield Runtime(
+            settings=settings,
+            db=db,
+            manager=manager,
+            dispatcher=dispatcher,
+            models=models,
+            agent=agent,
+            ephemeral=ephemeral,
+            approvals=ApprovalService(dispatcher, db.messages),
+            tools=tools,
+            mcp=catalog,
+            reconciled_rows=rows,
+        )

@@ -245,9 +245,7 @@ def parse_model_config(
     default_model = env.get("DRUPE_DEFAULT_MODEL") or data.get("default_model")
     if default_model is not None and not isinstance(default_model, str):
         raise ConfigError(f"{where}: default_model must be a string like 'openai:gpt-4.1-mini'")
-    unknown = set(data) - {"providers", "default_model"}
-    if unknown:
-        raise ConfigError(f"{where}: unknown top-level keys {sorted(unknown)!r}")
+    # Other top-level tables ([mcp], ...) belong to other parts of Drupe and are not checked here.
     return ModelConfig(providers=merged, default_model=default_model or None, path=path)
 
 
