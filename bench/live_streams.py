@@ -13,6 +13,12 @@ streams have published ``--chunks`` chunks each on average (15 by default, so ea
 expected ``streams / interval``: a ratio under 1 means the two cores do not keep up and every
 stream trickles slower than asked.
 
+Baseline (``--variant both``, the default): the same sources, subscribers and consumers with a
+bare pump task per stream instead of the manager (source -> ``on_chunk``, nothing else), run
+first in a child process so its heap never shares pages with this one. ``manager_kib_per_stream``
+= ``rss_per_stream_kib`` - ``baseline_rss_per_stream_kib`` is what the manager itself costs
+per live stream (execution task, cancel scopes, events, status, ring, accumulator).
+
     python bench/live_streams.py --quick   # 2,000 streams
     python bench/live_streams.py           # 10,000 streams
 
@@ -22,6 +28,9 @@ The streams are then stopped through ``StreamManager.shutdown`` (every one ends 
 from __future__ import annotations
 
 import argparse
+import json
+import subprocess
+import sys
 import time
 from collections.abc import AsyncIterator
 from typing import Any
@@ -29,6 +38,7 @@ from typing import Any
 import anyio
 
 from _common import Subscriber, consume, parse_args, rss_kib, run, token_deltas
+from drupe.streaming.listeners.base import StreamEvent
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 GOAL_KIB = 20.0
@@ -54,27 +64,66 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--interval", type=float, default=0.1, help="seconds between deltas")
     parser.add_argument("--chunks", type=int, default=15, help="chunks per stream before RSS")
     parser.add_argument("--timeout", type=float, default=120.0, help="give up after (seconds)")
+    parser.add_argument(
+        "--variant",
+        choices=("both", "manager", "baseline"),
+        default="both",
+        help="both: the baseline in a child process first, then the manager in this one",
+    )
 
 
-async def _wait_chunks(manager: StreamManager, target: int, deadline: float) -> bool:
-    while manager.chunks_total < target:
+class _Counter:
+    """Chunks published so far: the manager's own count, or the bare pumps' one."""
+
+    def __init__(self, manager: StreamManager | None) -> None:
+        self.manager = manager
+        self.bare = 0
+
+    @property
+    def total(self) -> int:
+        return self.manager.chunks_total if self.manager is not None else self.bare
+
+
+async def _bare_pump(
+    source: AsyncIterator[dict[str, Any]], sub: Subscriber, counter: _Counter
+) -> None:
+    """The baseline's stream: the source straight into the subscriber, nothing in between."""
+    async for chunk in source:
+        counter.bare += 1
+        sub.on_chunk(
+            StreamEvent(
+                conversation_id="bare",
+                turn_id="turn",
+                execution_id="bench",
+                attempt_id=1,
+                anchor_message_id=None,
+                seq=counter.bare,
+                chunk=chunk,
+            )
+        )
+
+
+async def _wait_chunks(counter: _Counter, target: int, deadline: float) -> bool:
+    while counter.total < target:
         if time.monotonic() > deadline:
             return False
         await anyio.sleep(0.05)
     return True
 
 
-async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    streams = args.streams or (2_000 if args.quick else 10_000)
+async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict[str, Any]:
     interval: float = args.interval
     stagger = 100
-    print(f"live streams: {streams} conversations, one delta every {interval * 1000:.0f} ms each")
-    async with StreamManager() as manager, anyio.create_task_group() as consumers:
+    async with StreamManager() as manager, anyio.create_task_group() as tasks:
+        counter = _Counter(manager if variant == "manager" else None)
         subs = [Subscriber(f"sub-{i}") for i in range(streams)]
         rss_before = rss_kib()
         started = time.perf_counter()
         for index, sub in enumerate(subs):
-            consumers.start_soon(consume, sub)
+            tasks.start_soon(consume, sub)
+            if variant == "baseline":
+                tasks.start_soon(_bare_pump, _source(index, interval, stagger), sub, counter)
+                continue
             manager.send(
                 SendInput(
                     conversation_id=f"live-{index}",
@@ -90,15 +139,18 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         start_seconds = time.perf_counter() - started
         deadline = time.monotonic() + args.timeout
         # Window for throughput: from 5 chunks per stream on average to the target.
-        warm = await _wait_chunks(manager, streams * min(5, args.chunks), deadline)
-        window_start = (time.perf_counter(), time.process_time(), manager.chunks_total)
-        reached = warm and await _wait_chunks(manager, streams * args.chunks, deadline)
-        window_end = (time.perf_counter(), time.process_time(), manager.chunks_total)
+        warm = await _wait_chunks(counter, streams * min(5, args.chunks), deadline)
+        window_start = (time.perf_counter(), time.process_time(), counter.total)
+        reached = warm and await _wait_chunks(counter, streams * args.chunks, deadline)
+        window_end = (time.perf_counter(), time.process_time(), counter.total)
         rss_live = rss_kib()
-        live = manager.statistics()["live_streams"]
-        chunks_at_rss = manager.chunks_total
+        live = manager.statistics()["live_streams"] if variant == "manager" else streams
+        chunks_at_rss = counter.total
         stop_started = time.perf_counter()
-        await manager.shutdown()
+        if variant == "manager":
+            await manager.shutdown()
+        else:
+            tasks.cancel_scope.cancel()
         stop_seconds = time.perf_counter() - stop_started
     wall = window_end[0] - window_start[0]
     cpu = window_end[1] - window_start[1]
@@ -106,23 +158,22 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     chunks_per_s = published / wall if wall > 0 else 0.0
     expected = streams / interval
     per_stream = (rss_live - rss_before) / streams
-    overflowed = sum(1 for sub in subs if sub.overflowed)
-    received = sum(sub.events for sub in subs)
-    print(f"started {streams} streams in {start_seconds:.2f} s; {live} live at the RSS reading")
     print(
-        f"RSS {rss_before / 1024:.1f} MiB before, {rss_live / 1024:.1f} MiB with the streams live"
+        f"{variant}: {live} live streams (started in {start_seconds:.2f} s);"
+        f" RSS {rss_before / 1024:.1f} MiB before, {rss_live / 1024:.1f} MiB live"
         f" ({chunks_at_rss / streams:.1f} chunks each): {per_stream:.2f} KiB per live stream"
     )
     print(
-        f"throughput {chunks_per_s:,.0f} chunks/s of {expected:,.0f} expected"
+        f"{variant}: {chunks_per_s:,.0f} chunks/s of {expected:,.0f} expected"
         f" ({chunks_per_s / expected:.2f}); CPU {cpu / wall if wall else 0:.0%} of one core,"
-        f" {published / cpu if cpu > 0 else 0:,.0f} chunks per CPU second"
+        f" {published / cpu if cpu > 0 else 0:,.0f} chunks per CPU second;"
+        f" stop took {stop_seconds:.2f} s"
     )
-    print(f"shutdown of {streams} live streams took {stop_seconds:.2f} s")
     if not reached:
         print(f"WARNING: the streams did not reach {args.chunks} chunks each in {args.timeout} s")
     return {
         "bench": "live_streams",
+        "variant": variant,
         "live_streams": live,
         "streams": streams,
         "interval_ms": interval * 1000,
@@ -136,13 +187,63 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "cpu_share_of_one_core": round(cpu / wall, 3) if wall else None,
         "chunks_per_cpu_s": round(published / cpu) if cpu > 0 else None,
         "start_seconds": round(start_seconds, 3),
-        "shutdown_seconds": round(stop_seconds, 3),
-        "events_received": received,
-        "overflowed_subscribers": overflowed,
+        "stop_seconds": round(stop_seconds, 3),
+        "events_received": sum(sub.events for sub in subs),
+        "overflowed_subscribers": sum(1 for sub in subs if sub.overflowed),
         "reached_target": reached,
-        "goal_kib": GOAL_KIB,
-        "meets_goal": per_stream <= GOAL_KIB and live == streams,
     }
+
+
+def _baseline_in_child(args: argparse.Namespace, streams: int) -> dict[str, Any]:
+    """Run the baseline in a fresh process: RSS deltas do not survive a previous run's heap."""
+    command = [
+        sys.executable,
+        __file__,
+        "--variant",
+        "baseline",
+        "--loop",
+        args.loop,
+        "--streams",
+        str(streams),
+        "--interval",
+        str(args.interval),
+        "--chunks",
+        str(args.chunks),
+        "--timeout",
+        str(args.timeout),
+    ]
+    done = subprocess.run(command, capture_output=True, text=True, check=True)
+    lines = done.stdout.strip().splitlines()
+    for line in lines[1:-1]:  # the child's own header line is this process's
+        print(line)
+    summary: dict[str, Any] = json.loads(lines[-1])
+    return summary
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    streams = args.streams or (2_000 if args.quick else 10_000)
+    print(
+        f"live streams: {streams} conversations, one delta every {args.interval * 1000:.0f} ms"
+        " each, one subscriber each"
+    )
+    if args.variant == "baseline":
+        return await _measure(args, streams, "baseline")
+    # The baseline runs first, alone, so the two never compete for the cores.
+    baseline = _baseline_in_child(args, streams) if args.variant == "both" else None
+    summary = await _measure(args, streams, "manager")
+    per_stream = summary["rss_per_stream_kib"]
+    summary["goal_kib"] = GOAL_KIB
+    summary["meets_goal"] = per_stream <= GOAL_KIB and summary["live_streams"] == streams
+    if baseline is not None:
+        summary["baseline_rss_per_stream_kib"] = baseline["rss_per_stream_kib"]
+        summary["manager_kib_per_stream"] = round(per_stream - baseline["rss_per_stream_kib"], 2)
+        summary["baseline_chunks_per_cpu_s"] = baseline["chunks_per_cpu_s"]
+        summary["baseline_chunks_per_s"] = baseline["chunks_per_s"]
+        print(
+            f"the manager adds {summary['manager_kib_per_stream']:.2f} KiB per live stream over"
+            f" the bare source -> subscriber pipe ({baseline['rss_per_stream_kib']:.2f} KiB)"
+        )
+    return summary
 
 
 if __name__ == "__main__":

@@ -23,7 +23,13 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
     ),
     "live_streams": (
         ["--streams", "30", "--interval", "0.01", "--chunks", "8", "--timeout", "10"],
-        {"live_streams", "rss_per_stream_kib", "chunks_per_s", "expected_chunks_per_s"},
+        {
+            "live_streams",
+            "rss_per_stream_kib",
+            "chunks_per_s",
+            "expected_chunks_per_s",
+            "baseline_rss_per_stream_kib",
+        },
     ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
