@@ -191,3 +191,36 @@ describe("mergeLocalLive", () => {
     expect(merged[1].parts).toEqual(settled[1].parts);
   });
 });
+
+describe("arrangeForDisplay with live columns", () => {
+  it("hides every answer of the live multi-model turn, finished siblings included", () => {
+    const multi = [
+      msg("u1", null, "user"),
+      msg("a1", "u1", "assistant", { status: "pending", siblingsGroupId: 4 }),
+      msg("a2", "u1", "assistant", { status: "success", siblingsGroupId: 4 }),
+    ];
+    const ui = toUIMessages(visibleMessages(multi));
+    // the resumed stream replaced a1's placeholder in place
+    const resumed = ui.map((m) => (m.id === "a1" ? { id: "a1", role: "assistant" as const, parts: [{ type: "text" as const, text: "live" }] } : m));
+    const items = arrangeForDisplay(resumed, infoById(multi), true);
+    expect(items.map((i) => (i.kind === "single" ? i.message.id : i.kind))).toEqual(["u1", "live-columns"]);
+  });
+
+  it("keeps earlier turns' columns", () => {
+    const tree = [
+      msg("u1", null, "user"),
+      msg("a1", "u1", "assistant", { siblingsGroupId: 1 }),
+      msg("a2", "u1", "assistant", { siblingsGroupId: 1 }),
+      msg("u2", "a2", "user"),
+      msg("b1", "u2", "assistant", { status: "pending", siblingsGroupId: 2 }),
+      msg("b2", "u2", "assistant", { status: "pending", siblingsGroupId: 2 }),
+    ];
+    const items = arrangeForDisplay(toUIMessages(visibleMessages(tree)), infoById(tree), true);
+    expect(items.map((i) => (i.kind === "single" ? i.message.id : i.kind === "group" ? ids(i.messages) : i.kind))).toEqual([
+      "u1",
+      ["a1", "a2"],
+      "u2",
+      "live-columns",
+    ]);
+  });
+});

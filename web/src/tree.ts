@@ -122,11 +122,24 @@ export function arrangeForDisplay(
 ): DisplayItem[] {
   const isLive = (m: UIMessage) => m.role === "assistant" && !info.has(m.id);
   if (multiLive) {
+    // The columns show every execution of the live turn (finished ones too): drop the turn's
+    // answers from the list, i.e. the sibling groups holding a pending answer.
+    const groupKey = (m: UIMessage) => {
+      const meta = info.get(m.id);
+      return meta && m.role === "assistant" ? `${meta.parentId ?? ""}|${meta.siblingsGroupId ?? m.id}` : null;
+    };
+    const liveGroups = new Set(
+      messages
+        .filter((m) => isPlaceholder(m) || info.get(m.id)?.status === "pending")
+        .map(groupKey)
+        .filter((k): k is string => k != null),
+    );
     const kept: UIMessage[] = [];
     let at = -1;
     for (const m of messages) {
-      if (isPlaceholder(m) || isLive(m)) {
-        if (isPlaceholder(m) && at < 0) at = kept.length;
+      const key = groupKey(m);
+      if (isLive(m) || (key != null && liveGroups.has(key))) {
+        if (!isLive(m) && at < 0) at = kept.length;
         continue;
       }
       kept.push(m);

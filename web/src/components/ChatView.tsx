@@ -400,6 +400,7 @@ export function ChatView({
               columns={item.messages.map((m) => ({
                 key: m.id,
                 modelId: info.get(m.id)?.modelId ?? null,
+                status: info.get(m.id)?.status,
                 message: m,
                 live: isPlaceholder(m),
                 note: statusNote(info.get(m.id)),

@@ -7,6 +7,7 @@ import { type ApprovalHandlers, MessageParts } from "./MessageParts";
 
 export interface Column {
   key: string;
+  status?: string;
   modelId: string | null;
   message: UIMessage | null;
   live: boolean;
@@ -49,6 +50,7 @@ export function Columns({
           data-testid="message"
           data-role="assistant"
           data-model-id={c.modelId ?? ""}
+          data-status={c.status ?? (c.live ? "streaming" : "success")}
           data-message-id={c.message?.id ?? ""}
         >
           <div className="message-model">
