@@ -315,3 +315,35 @@ async def test_an_api_error_result_is_an_error_event(tmp_path: Path) -> None:
         await connection.close()
 
     assert isinstance(events[-1], ErrorEvent)
+
+
+async def test_an_idle_session_is_prewarmed_and_consumed_once(tmp_path: Path) -> None:
+    api = FakeClaudeApi(lambda body: Reply(text=f"answer {len(body['messages'])}"))
+    async with api.serve() as url, ClaudeCodeDriver(isolated_config(tmp_path, url)) as driver:
+        connection = await driver.connect(connect_input(tmp_path))
+        async with EventReader(connection) as reader:
+            await connection.send(said("remember kiwi"))
+            first = await reader.turn()
+        await connection.close()
+        token = next(e.token for e in first if isinstance(e, ResumeToken))
+
+        await driver.on_session_idle("s1")
+        assert driver.is_warm("s1")
+        warm = await driver.connect(connect_input(tmp_path, resume_token=token))
+        assert warm is not connection and warm.alive
+        assert not driver.is_warm("s1")  # consumed at most once
+        async with EventReader(warm) as reader:
+            await warm.send(said("what fruit?"))
+            second = await reader.turn()
+        await warm.close()
+
+        # A park whose settings no longer match is closed, never handed out.
+        await driver.on_session_idle("s1")
+        parked_then_changed = connect_input(tmp_path, resume_token=token, instructions="new")
+        fresh = await driver.connect(parked_then_changed)
+        assert not driver.is_warm("s1")
+        await fresh.close()
+
+    assert isinstance(second[-1], TurnComplete)
+    history = " ".join(str(m["content"]) for m in api.requests[-1]["messages"])
+    assert "remember kiwi" in history and "what fruit?" in history

@@ -247,6 +247,11 @@ class ClaudeCodeConnection:
             event = self._tools_seen[call_id] = anyio.Event()
         return event
 
+    @property
+    def alive(self) -> bool:
+        """Whether the CLI process is up and the connection not closing."""
+        return not self._closing and not self._finished.is_set()
+
     # -- Connection -------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:

@@ -11,7 +11,8 @@ a bare task. Enter it once in the composition root::
 ``cwd`` = the session's workspace, ``resume`` = the resume token when there is one, never
 ``continue_conversation``) and returns once the CLI answered its handshake; a failure raises
 ``DriverError``. Options are built by the pure ``build_options``. ``validate_session`` checks
-that the workspace exists or can be created.
+that the workspace exists or can be created. ``on_session_idle`` prewarms a CLI that resumes the
+session; the next ``connect`` with the same settings consumes it (``warm.WarmPool``).
 
 Must never: read or write the user's real ``~/.claude`` on its own (configuration comes only
 from ``ClaudeCodeConfig``: ``env``, ``cli_path``, ``setting_sources``), or register itself.
@@ -19,9 +20,10 @@ from ``ClaudeCodeConfig``: ``env``, ``cli_path``, ``setting_sources``), or regis
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -36,8 +38,11 @@ from drupe.sessions.drivers.claude_code.connection import (
     ClaudeCodeConnection,
     sdk_permission_mode,
 )
+from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
 
 __all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -55,6 +60,9 @@ class ClaudeCodeConfig:
     """Which settings files the CLI may load (``user``, ``project``, ``local``); none by
     default, so a session only sees what Drupe configured."""
     max_turns: int | None = None
+    prewarm: bool = True
+    """On ``on_session_idle``, start a CLI for the session's next turn (consumed at most once)."""
+    warm_ttl_s: float = 300.0
     connect_timeout_s: float = 60.0
     close_timeout_s: float = 10.0
     extra_args: Mapping[str, str | None] = field(default_factory=dict)
@@ -113,6 +121,16 @@ class ClaudeCodeDriver:
         self.config = config or ClaudeCodeConfig()
         self._tg: TaskGroup | None = None
         self._connections: set[ClaudeCodeConnection] = set()
+        self._latest: dict[str, tuple[ConnectInput, ClaudeCodeConnection]] = {}
+        self._warm = WarmPool(ttl_s=self.config.warm_ttl_s)
+        self._fingerprint = {
+            "env": dict(self.config.env),
+            "cli_path": str(self.config.cli_path),
+            "claude_code_prompt": self.config.claude_code_prompt,
+            "setting_sources": list(self.config.setting_sources),
+            "max_turns": self.config.max_turns,
+            "extra_args": dict(self.config.extra_args),
+        }
 
     async def __aenter__(self) -> Self:
         tg = anyio.create_task_group()
@@ -129,6 +147,7 @@ class ClaudeCodeDriver:
         tg, self._tg = self._tg, None
         assert tg is not None
         with anyio.CancelScope(shield=True):
+            await self._warm.close_all()
             for connection in list(self._connections):
                 await connection.close()
         tg.cancel_scope.cancel()
@@ -142,6 +161,37 @@ class ClaudeCodeDriver:
     async def connect(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
         if self._tg is None:
             raise UsageError("ClaudeCodeDriver must be entered (async with) before connecting")
+        session_id = connect_input.session.session_id
+        warm = await self._warm.consume(session_id, signature(connect_input, self._fingerprint))
+        connection = warm or await self._spawn(connect_input)
+        self._latest[session_id] = (connect_input, connection)
+        return connection
+
+    async def on_session_idle(self, session_id: str) -> None:
+        """The host closed an idle session: prewarm a CLI that resumes it (when enabled)."""
+        latest = self._latest.get(session_id)
+        if not self.config.prewarm or self._tg is None or latest is None:
+            return
+        last_input, last_connection = latest
+        token = last_connection.translator.resume_token or last_input.resume_token
+        if token is None:
+            return
+        warm_input = replace(last_input, resume_token=token, trace=None)
+        sig = signature(warm_input, self._fingerprint)
+        if self._warm.refresh(session_id, sig, self._tg):
+            return
+        try:
+            connection = await self._spawn(warm_input)
+        except DriverError as exc:
+            log.warning("prewarming a Claude Code session failed: %s", exc)
+            return
+        await self._warm.park(session_id, sig, connection, self._tg)
+
+    def is_warm(self, session_id: str) -> bool:
+        return session_id in self._warm
+
+    async def _spawn(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
+        assert self._tg is not None
         session = connect_input.session
         self.validate_session(session)
         assert session.workspace is not None
@@ -149,15 +199,7 @@ class ClaudeCodeDriver:
             session.workspace.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise DriverError(f"cannot create the workspace {session.workspace}: {exc}") from exc
-        target = ConnectTarget.of(session)
-        if connect_input.model_id != target.model_id:
-            target = ConnectTarget(
-                model_id=connect_input.model_id,
-                instructions=target.instructions,
-                tools=target.tools,
-                mcp_servers=target.mcp_servers,
-                permission_mode=target.permission_mode,
-            )
+        target = replace(ConnectTarget.of(session), model_id=connect_input.model_id)
         connection = ClaudeCodeConnection(
             options=build_options(self.config, connect_input, session.workspace),
             target=target,
