@@ -1,0 +1,393 @@
+"""Benchmark P4: the latency Drupe's OpenAI-compatible gateway adds, against LiteLLM's proxy.
+
+Three servers, each its own process on loopback, all started by this script in one run:
+
+* the fake OpenAI upstream (``python -m drupe.testing.fake_providers openai``), answering every
+  chat completion with the same ``--words`` words (one SSE delta per word when streaming);
+* Drupe (``create_app_with_lifespan`` under uvicorn), with an ``openai-compatible`` provider
+  ``fake`` pointing at the upstream, a fresh SQLite database and one bearer API key;
+* LiteLLM's proxy (``litellm --model openai/fake --api_base <upstream>``), installed into the
+  separate venv ``bench/.venv/litellm`` (created on first use; never the project's venv).
+
+The client (this process, httpx with keep-alive) sends the same chat request directly to the
+upstream, through Drupe and through LiteLLM, interleaved round by round (the order rotates), one
+request at a time, non-streaming and streaming (latency = until the last byte). A request's
+overhead is its latency through a proxy minus the direct latency of the same round. A second
+phase runs a few concurrent clients per target and compares median latencies.
+
+    python bench/gateway.py --quick   # <= 60 s once LiteLLM is installed
+    python bench/gateway.py           # more rounds, more concurrency
+
+The last line is one JSON object: ``drupe_p50_ms``, ``drupe_p99_ms``, ``litellm_p50_ms``,
+``litellm_p99_ms``, ``ratio_p50``, ``ratio_p99`` (Drupe / LiteLLM; goal P4: <= 0.5), plus
+per-mode and concurrent figures. When LiteLLM cannot be installed or started, its figures are
+null and ``litellm_error`` says why; Drupe's figures are still measured.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import secrets
+import shutil
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import anyio
+import httpx
+
+BENCH_DIR = Path(__file__).resolve().parent
+LITELLM_VENV = BENCH_DIR / ".venv" / "litellm"
+LITELLM_BIN = LITELLM_VENV / "bin" / "litellm"
+GOAL_RATIO = 0.5
+
+_DRUPE_SERVER = """
+import sys
+from pathlib import Path
+
+import uvicorn
+
+from drupe.gateway.app import create_app_with_lifespan
+from drupe.settings import Settings
+
+data_dir, config, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
+app = create_app_with_lifespan(Settings(data_dir=data_dir, config_path=config))
+uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _percentile(values: Sequence[float], q: float) -> float:
+    ordered = sorted(values)
+    if not ordered:
+        return float("nan")
+    index = min(len(ordered) - 1, max(0, round(q / 100 * (len(ordered) - 1))))
+    return ordered[index]
+
+
+def _ms(value: float) -> float:
+    return round(value * 1000, 3)
+
+
+# --- processes -------------------------------------------------------------------------------
+
+
+@dataclass
+class Server:
+    name: str
+    process: subprocess.Popen[bytes]
+    log: Path
+
+    def stop(self) -> None:
+        if self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+
+    def tail(self) -> str:
+        try:
+            return self.log.read_text(errors="replace")[-800:]
+        except OSError:
+            return ""
+
+
+def _spawn(name: str, argv: list[str], workdir: Path, env: dict[str, str] | None = None) -> Server:
+    log = workdir / f"{name}.log"
+    with log.open("wb") as out:
+        process = subprocess.Popen(
+            argv, stdout=out, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    return Server(name, process, log)
+
+
+async def _wait_ready(server: Server, url: str, within: float, headers: dict[str, str]) -> None:
+    deadline = time.monotonic() + within
+    async with httpx.AsyncClient(timeout=2) as client:
+        while time.monotonic() < deadline:
+            if server.process.poll() is not None:
+                raise RuntimeError(f"{server.name} exited: {server.tail()}")
+            try:
+                response = await client.get(url, headers=headers)
+                if response.status_code < 500:
+                    return
+            except httpx.TransportError:
+                pass
+            await anyio.sleep(0.2)  # polling a starting process: there is nothing to wait on
+    raise RuntimeError(f"{server.name} did not become ready in {within:.0f} s: {server.tail()}")
+
+
+def ensure_litellm(install: bool) -> str | None:
+    """Make sure the LiteLLM venv exists; return an error message when it cannot."""
+    if LITELLM_BIN.exists():
+        return None
+    if not install:
+        return f"LiteLLM is not installed at {LITELLM_VENV} (run without --no-install)"
+    print(f"installing litellm[proxy] into {LITELLM_VENV} (one time, about a minute)")
+    try:
+        subprocess.run([sys.executable, "-m", "venv", str(LITELLM_VENV)], check=True)
+        subprocess.run(
+            [str(LITELLM_VENV / "bin" / "pip"), "install", "-q", "litellm[proxy]"],
+            check=True,
+            timeout=900,
+        )
+    except (OSError, subprocess.SubprocessError) as err:
+        shutil.rmtree(LITELLM_VENV, ignore_errors=True)
+        return f"installing litellm[proxy] failed: {err}"
+    return None if LITELLM_BIN.exists() else "the litellm command is missing after install"
+
+
+async def _drupe_key(data_dir: Path) -> str:
+    from drupe.persistence.db import open_database
+
+    async with open_database(None, data_dir=data_dir) as db:
+        key, _ = await db.api_keys.create("bench")
+    return key
+
+
+# --- measuring -------------------------------------------------------------------------------
+
+
+@dataclass
+class Target:
+    name: str
+    url: str
+    model: str
+    key: str
+    client: httpx.AsyncClient = field(init=False)
+
+    def open(self) -> None:
+        self.client = httpx.AsyncClient(
+            base_url=self.url,
+            headers={"authorization": f"Bearer {self.key}"},
+            timeout=30,
+            limits=httpx.Limits(max_connections=64, max_keepalive_connections=64),
+        )
+
+    async def request(self, stream: bool) -> float:
+        body = {
+            "model": self.model,
+            "messages": [{"role": "user", "content": "Say something."}],
+            "stream": stream,
+        }
+        start = time.perf_counter()
+        if stream:
+            async with self.client.stream("POST", "/chat/completions", json=body) as response:
+                async for _ in response.aiter_raw():
+                    pass
+                status = response.status_code
+        else:
+            response = await self.client.post("/chat/completions", json=body)
+            status = response.status_code
+        elapsed = time.perf_counter() - start
+        if status != 200:
+            raise RuntimeError(f"{self.name}: HTTP {status}")
+        return elapsed
+
+
+async def sequential(targets: list[Target], rounds: int, stream: bool) -> dict[str, list[float]]:
+    """Interleaved rounds; returns each proxy's per-round overheads (seconds)."""
+    direct, proxies = targets[0], targets[1:]
+    overheads: dict[str, list[float]] = {t.name: [] for t in proxies}
+    latencies: dict[str, list[float]] = {t.name: [] for t in targets}
+    for index in range(rounds):
+        order = targets[index % len(targets) :] + targets[: index % len(targets)]
+        seen = {t.name: await t.request(stream) for t in order}
+        for name, value in seen.items():
+            latencies[name].append(value)
+        for proxy in proxies:
+            overheads[proxy.name].append(seen[proxy.name] - seen[direct.name])
+    return {**{f"overhead:{k}": v for k, v in overheads.items()}, **latencies}
+
+
+async def concurrent(target: Target, workers: int, per_worker: int, stream: bool) -> list[float]:
+    results: list[float] = []
+
+    async def worker() -> None:
+        for _ in range(per_worker):
+            results.append(await target.request(stream))
+
+    async with anyio.create_task_group() as tg:
+        for _ in range(workers):
+            tg.start_soon(worker)
+    return results
+
+
+async def measure(args: argparse.Namespace) -> dict[str, Any]:
+    workdir = Path(tempfile.mkdtemp(prefix="drupe-bench-gateway-"))
+    servers: list[Server] = []
+    summary: dict[str, Any] = {"words": args.words}
+    litellm_error = ensure_litellm(install=not args.no_install)
+    try:
+        upstream_port, drupe_port, litellm_port = _free_port(), _free_port(), _free_port()
+        upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
+        upstream = _spawn(
+            "upstream",
+            [
+                *(sys.executable, "-m", "drupe.testing.fake_providers", "openai"),
+                *("--port", str(upstream_port), "--words", str(args.words)),
+            ],
+            workdir,
+        )
+        servers.append(upstream)
+
+        config = workdir / "config.toml"
+        config.write_text(
+            f'[providers.fake]\ntype = "openai-compatible"\nbase_url = "{upstream_url}"\n'
+            'models = ["fake"]\n'
+        )
+        data_dir = workdir / "drupe"
+        data_dir.mkdir()
+        drupe_key = await _drupe_key(data_dir)
+        drupe = _spawn(
+            "drupe",
+            [sys.executable, "-c", _DRUPE_SERVER, str(data_dir), str(config), str(drupe_port)],
+            workdir,
+        )
+        servers.append(drupe)
+
+        master_key = "sk-bench-" + secrets.token_hex(16)
+        litellm: Server | None = None
+        if litellm_error is None:
+            env = {
+                **os.environ,
+                "OPENAI_API_KEY": "sk-fake",
+                "LITELLM_MASTER_KEY": master_key,
+                "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+                "LITELLM_TELEMETRY": "False",
+                "LITELLM_LOG": "ERROR",
+            }
+            litellm = _spawn(
+                "litellm",
+                [
+                    *(str(LITELLM_BIN), "--model", "openai/fake", "--api_base", upstream_url),
+                    *("--host", "127.0.0.1", "--port", str(litellm_port)),
+                ],
+                workdir,
+                env,
+            )
+            servers.append(litellm)
+
+        await _wait_ready(upstream, f"{upstream_url}/models", 30, {})
+        await _wait_ready(
+            drupe,
+            f"http://127.0.0.1:{drupe_port}/v1/models",
+            60,
+            {"authorization": f"Bearer {drupe_key}"},
+        )
+        targets = [
+            Target("direct", upstream_url, "fake", "sk-fake"),
+            Target("drupe", f"http://127.0.0.1:{drupe_port}/v1", "fake:fake", drupe_key),
+        ]
+        if litellm is not None:
+            started = time.monotonic()
+            try:
+                await _wait_ready(
+                    litellm, f"http://127.0.0.1:{litellm_port}/health/liveliness", 120, {}
+                )
+                summary["litellm_startup_s"] = round(time.monotonic() - started, 1)
+                targets.append(
+                    Target("litellm", f"http://127.0.0.1:{litellm_port}", "openai/fake", master_key)
+                )
+            except RuntimeError as err:
+                litellm_error = str(err)
+        for target in targets:
+            target.open()
+        try:
+            summary.update(await _run_phases(targets, args))
+        finally:
+            for target in targets:
+                await target.client.aclose()
+    finally:
+        for server in reversed(servers):
+            server.stop()
+        shutil.rmtree(workdir, ignore_errors=True)
+    if litellm_error is not None:
+        summary["litellm_error"] = litellm_error
+    return summary
+
+
+async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
+    rounds = 100 if args.quick else 1000
+    workers, per_worker = (4, 10) if args.quick else (16, 40)
+    names = [t.name for t in targets[1:]]
+    for stream in (False, True):  # warm-up: connections, caches, first-request costs
+        await sequential(targets, 20, stream)
+
+    pooled: dict[str, list[float]] = {name: [] for name in names}
+    modes: dict[str, Any] = {}
+    for stream in (False, True):
+        mode = "streaming" if stream else "non_streaming"
+        result = await sequential(targets, rounds, stream)
+        figures: dict[str, Any] = {"direct_p50_ms": _ms(statistics.median(result["direct"]))}
+        for name in names:
+            overhead = result[f"overhead:{name}"]
+            pooled[name] += overhead
+            figures[f"{name}_p50_ms"] = _ms(_percentile(overhead, 50))
+            figures[f"{name}_p99_ms"] = _ms(_percentile(overhead, 99))
+        modes[mode] = figures
+
+    concurrency: dict[str, Any] = {"workers": workers, "requests_per_worker": per_worker}
+    for stream in (False, True):
+        mode = "streaming" if stream else "non_streaming"
+        medians = {
+            t.name: statistics.median(await concurrent(t, workers, per_worker, stream))
+            for t in targets
+        }
+        concurrency[mode] = {
+            f"{name}_p50_overhead_ms": _ms(medians[name] - medians["direct"]) for name in names
+        }
+
+    summary: dict[str, Any] = {"rounds_per_mode": rounds, "modes": modes}
+    summary["concurrent"] = concurrency
+    drupe = pooled["drupe"]
+    summary["drupe_p50_ms"] = _ms(_percentile(drupe, 50))
+    summary["drupe_p99_ms"] = _ms(_percentile(drupe, 99))
+    if "litellm" in pooled:
+        litellm = pooled["litellm"]
+        summary["litellm_p50_ms"] = _ms(_percentile(litellm, 50))
+        summary["litellm_p99_ms"] = _ms(_percentile(litellm, 99))
+        summary["ratio_p50"] = round(_percentile(drupe, 50) / _percentile(litellm, 50), 3)
+        summary["ratio_p99"] = round(_percentile(drupe, 99) / _percentile(litellm, 99), 3)
+        summary["goal_ratio"] = GOAL_RATIO
+        summary["meets_goal"] = summary["ratio_p50"] <= GOAL_RATIO
+    return summary
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="fewer rounds (<= 60 s)")
+    parser.add_argument("--words", type=int, default=20, help="words in every upstream answer")
+    parser.add_argument(
+        "--no-install", action="store_true", help="do not create the LiteLLM venv if missing"
+    )
+    args = parser.parse_args()
+    started = time.monotonic()
+    summary = anyio.run(measure, args, backend="asyncio", backend_options={"use_uvloop": True})
+    summary.setdefault("litellm_p50_ms", None)
+    summary.setdefault("litellm_p99_ms", None)
+    summary.setdefault("ratio_p50", None)
+    summary.setdefault("ratio_p99", None)
+    summary["quick"] = bool(args.quick)
+    summary["seconds"] = round(time.monotonic() - started, 1)
+    print(json.dumps(summary), flush=True)
+
+
+if __name__ == "__main__":
+    main()
