@@ -23,6 +23,7 @@ from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
 from drupe.chunks.types import Chunk
 from drupe.errors import ConfigError, ValidationError
+from drupe.observability.tracing import get_tracer
 from drupe.persistence.db import Database, open_database
 from drupe.settings import Settings
 from drupe.streaming.context.approvals import ApprovalService
@@ -155,7 +156,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
         reconciled.set()
-        manager = await stack.enter_async_context(StreamManager(settings.stream))
+        manager = await stack.enter_async_context(
+            StreamManager(settings.stream, tracer=get_tracer())
+        )
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)

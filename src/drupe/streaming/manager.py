@@ -32,11 +32,13 @@ from typing import Any, Literal
 
 import anyio
 import anyio.abc
+from opentelemetry import trace
 
 from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import AdmissionError, DuplicateModelError, TerminalPersistenceError
 from drupe.ids import next_attempt_id, next_turn_id
+from drupe.observability.tracing import TURN_SPAN
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.listeners.base import (
     Listener,
@@ -156,8 +158,11 @@ class _LockEntry:
 class StreamManager:
     """Owns every live stream of the process. Use as an async context manager."""
 
-    def __init__(self, config: StreamConfig | None = None) -> None:
+    def __init__(
+        self, config: StreamConfig | None = None, *, tracer: trace.Tracer | None = None
+    ) -> None:
         self.config = config or StreamConfig()
+        self._tracer = tracer
         self._streams: dict[str, LiveStream] = {}
         self._locks: dict[str, _LockEntry] = {}
         self._steers: dict[str, deque[PendingSteer]] = {}
@@ -463,6 +468,25 @@ class StreamManager:
     # --- execution loop ---------------------------------------------------------------------
 
     async def _run_execution(self, stream: LiveStream, execution: Execution) -> None:
+        if self._tracer is None:
+            await self._run_execution_traced(stream, execution, None)
+            return
+        span = self._tracer.start_span(
+            TURN_SPAN,
+            attributes={
+                "drupe.conversation_id": stream.conversation_id,
+                "drupe.turn_id": stream.turn_id,
+                "drupe.model_id": execution.model_id,
+                "drupe.attempt_id": execution.attempt_id,
+                "drupe.message_id": execution.anchor_message_id or "",
+            },
+        )
+        with trace.use_span(span, end_on_exit=True):
+            await self._run_execution_traced(stream, execution, span)
+
+    async def _run_execution_traced(
+        self, stream: LiveStream, execution: Execution, span: trace.Span | None
+    ) -> None:
         outcome: Literal["done", "paused", "error"] = "done"
         error: SerializedError | None = None
         reason: str | None = None
@@ -480,7 +504,17 @@ class StreamManager:
             execution.abort_reason = execution.abort_reason or "app-shutdown"
             with anyio.CancelScope(shield=True):
                 await self._finish(stream, execution, "paused", None, execution.abort_reason)
+            if span is not None:
+                span.set_status(trace.StatusCode.ERROR, f"aborted: {execution.abort_reason}")
             raise
+        if span is not None:
+            span.set_attribute("drupe.chunks", execution.chunk_count)
+            if outcome == "done":
+                span.set_status(trace.StatusCode.OK)
+            elif outcome == "paused":
+                span.set_status(trace.StatusCode.ERROR, f"aborted: {reason}")
+            else:
+                span.set_status(trace.StatusCode.ERROR, (error or {}).get("message", "error"))
         await self._finish(stream, execution, outcome, error, reason)
 
     async def _pump(
