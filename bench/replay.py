@@ -54,8 +54,12 @@ class _Collector(BaseListener):
         self.events.append(event)
 
 
-def _chunks(deltas: int) -> tuple[list[Chunk], int]:
-    """The stream's chunks, and the index of the text delta where the resume cursor sits."""
+def _chunks(deltas: int, *, metadata: bool = False) -> tuple[list[Chunk], int]:
+    """The stream's chunks, and the index of the text delta where the resume cursor sits.
+
+    With ``metadata`` every text delta carries ``providerMetadata``, which the ring never
+    merges: the worst case, one ring entry per delta.
+    """
     reasoning = max(1, deltas // REASONING_SHARE)
     tool_args = orjson.dumps({"query": "stream " * (TOOL_DELTAS // 2), "limit": 10}).decode()
     step = max(1, len(tool_args) // TOOL_DELTAS + 1)
@@ -91,6 +95,9 @@ def _chunks(deltas: int) -> tuple[list[Chunk], int]:
     chunks.extend(
         {"type": "text-delta", "id": "t1", "delta": d} for d in token_deltas(text, offset=7)
     )
+    if metadata:
+        for n, chunk in enumerate(chunks[first_text:]):
+            chunk["providerMetadata"] = {"bench": {"n": n}}
     return chunks, first_text + text // 2
 
 
@@ -137,6 +144,38 @@ def _attach(
     return attach_seconds * 1000, encode_seconds * 1000, nbytes, len(collector.events)
 
 
+async def _worst_case(manager: StreamManager, deltas: int, repeat: int) -> dict[str, Any]:
+    """A late attach when every delta carries ``providerMetadata`` (no merge in the ring)."""
+    chunks, _ = _chunks(deltas, metadata=True)
+    release = anyio.Event()
+    published = anyio.Event()
+    conversation_id = "replay-unmerged"
+    manager.send(
+        SendInput(
+            conversation_id=conversation_id,
+            executions=[
+                ExecutionSpec(model_id="bench", source=lambda: _source(chunks, published, release))
+            ],
+        )
+    )
+    await published.wait()
+    stream = manager.get(conversation_id)
+    assert stream is not None
+    execution = next(iter(stream.executions.values()))
+    entries = len(execution.ring)
+    text_bytes = _text_bytes(execution.snapshot())
+    runs = [_attach(manager, conversation_id, f"unmerged-{n}", None) for n in range(repeat)]
+    release.set()
+    await manager.wait_settled(conversation_id)
+    return {
+        "entries": entries,
+        "replay_ms": median(r[0] for r in runs),
+        "encode_ms": median(r[1] for r in runs),
+        "events": runs[0][3],
+        "bytes_ratio": runs[0][2] / text_bytes,
+    }
+
+
 def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--deltas", type=int, default=10_000)
     parser.add_argument("--repeat", type=int, default=None, help="attaches of each kind (25; 5)")
@@ -177,6 +216,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             resume.append(_attach(manager, conversation_id, f"resume-{n}", cursor))
         release.set()
         await manager.wait_settled(conversation_id)
+        worst = await _worst_case(manager, args.deltas, repeat)
     replay_ms = median(r[0] for r in full)
     encode_ms = median(r[1] for r in full)
     replay_bytes = full[0][2]
@@ -193,6 +233,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         f"resume after seq {cursor}: {resume[0][3]} events, {resume_bytes:,} bytes for"
         f" {unseen_text:,} unseen text bytes ({resume_ratio:.3f}); attach {resume_ms:.2f} ms,"
         f" with JSON encoding {resume_encode_ms:.2f} ms"
+    )
+    print(
+        f"worst case (no delta merges in the ring, {worst['entries']} entries):"
+        f" {worst['events']} events, bytes ratio {worst['bytes_ratio']:.3f},"
+        f" attach {worst['replay_ms']:.2f} ms, with JSON encoding {worst['encode_ms']:.2f} ms"
     )
     return {
         "bench": "replay",
@@ -214,6 +259,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "resume_bytes_ratio": round(resume_ratio, 4),
         "goal_ms": GOAL_MS,
         "goal_bytes_ratio": GOAL_RATIO,
+        "unmerged_ring_entries": worst["entries"],
+        "unmerged_replay_ms": round(worst["replay_ms"], 3),
+        "unmerged_replay_encode_ms": round(worst["encode_ms"], 3),
+        "unmerged_replay_events": worst["events"],
+        "unmerged_bytes_ratio": round(worst["bytes_ratio"], 4),
         "meets_goal": max(replay_ms, resume_ms) <= GOAL_MS
         and max(ratio, resume_ratio) <= GOAL_RATIO,
     }
