@@ -17,6 +17,7 @@ import pytest
 from drupe.errors import DriverError
 from drupe.sessions.drivers.base import (
     ChunkEvent,
+    CompactionComplete,
     ConnectTarget,
     ErrorEvent,
     ResumeToken,
@@ -72,8 +73,11 @@ async def test_text_turn_streams_chunks_and_completes(tmp_path: Path) -> None:
         async with EventReader(connection) as reader:
             await connection.send(said("hi"))
             events = await reader.turn()
+        usage = await connection.context_usage()
         await connection.close()
+        assert await connection.context_usage() is None
 
+    assert usage is not None and usage["maxTokens"] > 0
     assert isinstance(events[-1], TurnComplete)
     assert sum(isinstance(e, ResumeToken) for e in events) == 1
     chunks = chunks_of(events)
@@ -347,3 +351,28 @@ async def test_an_idle_session_is_prewarmed_and_consumed_once(tmp_path: Path) ->
     assert isinstance(second[-1], TurnComplete)
     history = " ".join(str(m["content"]) for m in api.requests[-1]["messages"])
     assert "remember kiwi" in history and "what fruit?" in history
+
+
+async def test_manual_compaction_maps_to_compaction_events(tmp_path: Path) -> None:
+    api = FakeClaudeApi(lambda body: Reply(text="a summary of the talk"))
+    async with api.serve() as url, ClaudeCodeDriver(isolated_config(tmp_path, url)) as driver:
+        connection = await driver.connect(connect_input(tmp_path))
+        async with EventReader(connection) as reader:
+            await connection.send(said("hello"))
+            await reader.turn()
+            await connection.send(said("/compact"))
+            events = await reader.turn()
+        await connection.close()
+
+    # status compacting, status compact_result success, init, compact_boundary, result: one
+    # anchored complete (the success status alone does not settle when a boundary follows).
+    assert types_of(events) == [
+        "compaction-start",
+        "compaction-complete",
+        "message-metadata",
+        "turn-complete",
+    ]
+    complete = events[1]
+    assert isinstance(complete, CompactionComplete) and complete.anchor is not None
+    assert complete.anchor.trigger == "manual"
+    assert complete.anchor.pre_tokens > 0

@@ -322,6 +322,20 @@ class ClaudeCodeConnection:
                 return "failed"
             return "patched" if patched else "current"
 
+    async def context_usage(self) -> dict[str, Any] | None:
+        """The CLI's context-window breakdown (``get_context_usage``); None when unavailable."""
+        box: dict[str, Any] = {}
+
+        async def call(client: ClaudeSDKClient) -> None:
+            box["usage"] = await client.get_context_usage()
+
+        try:
+            await self._call(call)
+        except Exception as exc:
+            log.debug("claude-code context usage unavailable: %s", exc)
+            return None
+        return dict(box.get("usage") or {})
+
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None
     ) -> bool:
