@@ -28,6 +28,7 @@ from sqlalchemy.pool import ConnectionPoolEntry
 
 from drupe.errors import ConfigError, PersistenceError
 from drupe.persistence import migrate
+from drupe.persistence.agents import AgentStore
 from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.messages import MessageStore
@@ -57,6 +58,7 @@ class Database:
     conversations: ConversationStore
     messages: MessageStore
     api_keys: ApiKeyStore
+    agents: AgentStore
 
     @property
     def dialect(self) -> str:
@@ -171,6 +173,7 @@ async def open_database(
             conversations=ConversationStore(transactions),
             messages=MessageStore(transactions, dialect=dialect),
             api_keys=ApiKeyStore(transactions),
+            agents=AgentStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -63,6 +63,7 @@ def _record(row: MessageRow) -> MessageRecord:
         metadata=row.meta,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        runtime_resume_token=row.runtime_resume_token,
     )
 
 
@@ -184,6 +185,7 @@ class MessageStore:
         metadata: Mapping[str, Any] | None = None,
         stats: Mapping[str, Any] | None = None,
         model_id: str | None = None,
+        runtime_resume_token: str | None = None,
     ) -> None:
         """Write the final parts and status of a row; ``None`` keeps the stored value.
 
@@ -202,6 +204,8 @@ class MessageStore:
             values["stats"] = dict(stats)
         if model_id is not None:
             values["model_id"] = model_id
+        if runtime_resume_token is not None:
+            values["runtime_resume_token"] = runtime_resume_token
         await self._update_existing(message_id, values)
 
     async def set_pending(self, message_id: str, *, parts: Sequence[Mapping[str, Any]]) -> None:

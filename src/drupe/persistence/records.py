@@ -15,6 +15,8 @@ from typing import Any, Literal
 from drupe.chunks.types import UIMessage
 
 __all__ = [
+    "AgentRecord",
+    "AgentSessionRecord",
     "ApiKeyRecord",
     "ConversationRecord",
     "MessageRecord",
@@ -63,6 +65,8 @@ class MessageRecord:
     metadata: Mapping[str, Any] | None
     created_at: datetime
     updated_at: datetime
+    runtime_resume_token: str | None = None
+    """Agent sessions: the runtime's resume token when the row was written."""
 
     def as_ui_message(self) -> UIMessage:
         """Return the AI SDK UIMessage JSON (``{id, role, parts, metadata?}``) of this row."""
@@ -105,3 +109,37 @@ class NewPlaceholder:
     message_id: str
     model_id: str | None
     metadata: Mapping[str, Any] | None = field(default=None)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentRecord:
+    """A stored agent. ``model_id`` is ``None`` when its model was removed."""
+
+    id: str
+    name: str
+    driver_type: str
+    model_id: str | None
+    instructions: str | None
+    workspace: str | None
+    tools: tuple[str, ...]
+    mcp_servers: tuple[str, ...]
+    permission_mode: str
+    created_at: datetime
+    updated_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AgentSessionRecord:
+    """A stored agent session; its messages live in conversation ``conversation_id``."""
+
+    id: str
+    agent_id: str
+    title: str | None
+    created_at: datetime
+    updated_at: datetime
+    last_resume_token: str | None
+    settings: Mapping[str, Any]
+
+    @property
+    def conversation_id(self) -> str:
+        return f"agent-session:{self.id}"

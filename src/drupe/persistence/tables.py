@@ -32,6 +32,8 @@ from sqlalchemy.types import JSON, DateTime, TypeDecorator, TypeEngine
 __all__ = [
     "MESSAGE_ROLES",
     "MESSAGE_STATUSES",
+    "AgentRow",
+    "AgentSessionRow",
     "ApiKeyRow",
     "Base",
     "ConversationRow",
@@ -134,6 +136,8 @@ class MessageRow(Base):
     meta: Mapped[dict[str, Any] | None] = mapped_column("metadata", JsonValue)
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    runtime_resume_token: Mapped[str | None] = mapped_column(Text)
+    """Agent sessions: the runtime's resume token when this row was written (opaque)."""
 
     __table_args__ = (
         CheckConstraint("role IN ('user', 'assistant', 'system')", name="role"),
@@ -161,3 +165,44 @@ class ApiKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class AgentRow(Base):
+    """An agent: a driver type, a model, instructions, a workspace and a tool selection."""
+
+    __tablename__ = "agents"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    driver_type: Mapped[str] = mapped_column(String(64))
+    model_id: Mapped[str | None] = mapped_column(String(255))
+    instructions: Mapped[str | None] = mapped_column(Text)
+    workspace: Mapped[str | None] = mapped_column(Text)
+    tools: Mapped[list[str]] = mapped_column(JsonValue, default=list)
+    mcp_servers: Mapped[list[str]] = mapped_column(JsonValue, default=list)
+    permission_mode: Mapped[str] = mapped_column(String(32))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint(
+            "permission_mode IN ('default', 'accept-edits', 'plan', 'bypass')",
+            name="permission_mode",
+        ),
+    )
+
+
+class AgentSessionRow(Base):
+    """A session of an agent; its messages live in conversation ``agent-session:<id>``."""
+
+    __tablename__ = "agent_sessions"
+
+    id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    agent_id: Mapped[str] = mapped_column(
+        String(255), ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    title: Mapped[str | None] = mapped_column(Text)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    last_resume_token: Mapped[str | None] = mapped_column(Text)
+    settings: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)

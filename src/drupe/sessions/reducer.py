@@ -1,0 +1,391 @@
+"""``reduce(state, event) -> (state, effects)``: the agent-session host's decisions (§6.6).
+
+Pure and synchronous: it never awaits, never does I/O and never raises for a bad transition; an
+event that does not fit the state is a no-op returning ``LogInvalid``. The state, events and
+effects are defined in ``drupe.sessions.state``; the shell is ``drupe.sessions.host``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+from typing import Any
+
+from drupe.sessions.state import (
+    CloseConnection,
+    CloseStream,
+    CompactionEnded,
+    CompactionStarted,
+    ConnectionLost,
+    ConnectionOpened,
+    ConnectionStarted,
+    DeliverBuffer,
+    DropBuffer,
+    DropQueued,
+    Effect,
+    Event,
+    Forward,
+    Idle,
+    IdleExpired,
+    LaunchFailed,
+    LaunchStarted,
+    LaunchTarget,
+    LogInvalid,
+    QueueFollowUp,
+    RedirectAccepted,
+    Result,
+    RuntimeChunk,
+    RuntimeTerminal,
+    ScheduleLaunch,
+    SessionOnIdle,
+    SessionState,
+    Status,
+    SteerBoundaryReached,
+    SteerUndeliveredInputs,
+    Stopped,
+    TerminateHeld,
+    Transition,
+    TurnAdmitted,
+    TurnCreated,
+    TurnExec,
+    TurnStreamOpened,
+    TurnTerminal,
+    is_busy,
+)
+
+__all__ = ["reduce"]
+
+
+def _invalid(state: SessionState, event: Event, reason: str) -> Result:
+    return state, [LogInvalid(type(event).__name__, reason)]
+
+
+def _maybe_launch(state: SessionState) -> Result:
+    """Schedule the next queued turn when nothing else runs."""
+    if (
+        state.queue
+        and state.launch == "idle"
+        and isinstance(state.execution, Idle)
+        and not state.compacting
+    ):
+        return replace(state, launch="scheduled", launch_target="queued-turn"), [
+            ScheduleLaunch("queued-turn")
+        ]
+    return state, []
+
+
+def reduce(state: SessionState, event: Event) -> Result:
+    """Apply ``event``; return the new state and the effects the shell must perform."""
+    execution = state.execution
+    match event:
+        case TurnCreated(turn=turn, via="fresh"):
+            if is_busy(state):
+                return _invalid(state, event, "a fresh turn on a busy session")
+            return replace(state, execution=TurnExec(turn=turn)), []
+        case TurnCreated(turn=turn, via="queued-turn"):
+            if not (
+                state.launch == "running"
+                and state.launch_target == "queued-turn"
+                and isinstance(execution, Idle)
+                and state.queue
+                and state.queue[0].user_message_id == turn.user_message_id
+            ):
+                return _invalid(state, event, "no running queued-turn launch for this row")
+            return replace(
+                state,
+                execution=TurnExec(turn=turn),
+                queue=state.queue[1:],
+                launch="idle",
+                launch_target=None,
+            ), []
+        case TurnCreated(turn=turn, via="steer-continuation"):
+            if not (
+                state.launch == "running"
+                and state.launch_target == "steer-continuation"
+                and isinstance(execution, Transition)
+                and execution.source_settled
+                and turn.pre_admitted
+            ):
+                return _invalid(state, event, "no running steer-continuation launch")
+            return replace(
+                state,
+                execution=TurnExec(
+                    turn=turn,
+                    admission="admitted",
+                    buffer=execution.buffer,
+                    terminal=execution.terminal,
+                    folded=execution.folded,
+                ),
+                launch="idle",
+                launch_target=None,
+            ), []
+        case TurnStreamOpened(turn_id=turn_id):
+            if not (
+                isinstance(execution, TurnExec)
+                and execution.turn.turn_id == turn_id
+                and execution.phase == "unopened"
+            ):
+                return _invalid(state, event, "no unopened turn with this id")
+            effects: list[Effect] = []
+            if execution.buffer:
+                effects.append(DeliverBuffer(turn_id, execution.buffer))
+            opened = replace(execution, phase="open", buffer=())
+            if execution.terminal is not None:
+                status, error = execution.terminal
+                effects.append(CloseStream(turn_id, status, error))
+                opened = replace(opened, phase="awaiting-persistence")
+            return replace(state, execution=opened), effects
+        case TurnAdmitted(turn_id=turn_id):
+            if not (isinstance(execution, TurnExec) and execution.turn.turn_id == turn_id):
+                return _invalid(state, event, "no turn with this id")
+            return replace(state, execution=replace(execution, admission="admitted")), []
+        case RuntimeChunk(chunk=chunk):
+            if isinstance(execution, TurnExec):
+                if execution.phase == "open":
+                    return state, [Forward(execution.turn.turn_id, chunk)]
+                if execution.phase == "unopened" and execution.terminal is None:
+                    return replace(
+                        state, execution=replace(execution, buffer=(*execution.buffer, chunk))
+                    ), []
+            if (
+                isinstance(execution, Transition)
+                and execution.terminal is None
+                and not execution.abandoned
+            ):
+                return replace(
+                    state, execution=replace(execution, buffer=(*execution.buffer, chunk))
+                ), []
+            return state, [DropBuffer((chunk,), "no live turn")]
+        case RuntimeTerminal(status=status, error=error):
+            return _runtime_terminal(state, event, status, error)
+        case TurnTerminal(turn_id=turn_id, status=status):
+            return _turn_terminal(state, event, turn_id, status)
+        case QueueFollowUp(item=item):
+            queued = replace(state, queue=(*state.queue, item))
+            return _maybe_launch(queued)
+        case RedirectAccepted(turn_id=turn_id, item=item):
+            if isinstance(execution, TurnExec) and execution.turn.turn_id == turn_id:
+                if execution.terminal is not None:
+                    # The runtime already ended the turn: it will never answer it there.
+                    return _maybe_launch(replace(state, queue=(*state.queue, item)))
+                folded = (*execution.folded, item)
+                return replace(state, execution=replace(execution, folded=folded)), []
+            if isinstance(execution, Transition) and execution.source.turn_id == turn_id:
+                folded = (*execution.folded, item)
+                return replace(state, execution=replace(execution, folded=folded)), []
+            # The turn is gone: queue it so the follow-up is never lost.
+            return _maybe_launch(replace(state, queue=(*state.queue, item)))
+        case SteerBoundaryReached(user_message_ids=ids):
+            if not (
+                isinstance(execution, TurnExec)
+                and execution.phase == "open"
+                and execution.terminal is None
+            ):
+                return _invalid(state, event, "steer-boundary outside an open turn")
+            inputs = tuple(f for f in execution.folded if f.user_message_id in ids)
+            if not inputs:
+                return _invalid(state, event, "steer-boundary for steers this turn never took")
+            rest = tuple(f for f in execution.folded if f.user_message_id not in ids)
+            transition = Transition(
+                source=execution.turn,
+                inputs=inputs,
+                headless=execution.turn.headless and all(f.headless for f in inputs),
+                folded=rest,
+            )
+            return replace(state, execution=transition), [
+                CloseStream(execution.turn.turn_id, "success")
+            ]
+        case SteerUndeliveredInputs(user_message_ids=ids):
+            if not isinstance(execution, TurnExec | Transition):
+                return _invalid(state, event, "steer-undelivered without a turn")
+            back = tuple(f for f in execution.folded if f.user_message_id in ids)
+            rest = tuple(f for f in execution.folded if f.user_message_id not in ids)
+            requeued = replace(
+                state,
+                execution=replace(execution, folded=rest),
+                queue=(*state.queue, *back),
+            )
+            return _maybe_launch(requeued)
+        case LaunchStarted(target=target):
+            if state.launch != "scheduled" or state.launch_target != target:
+                return _invalid(state, event, "no launch scheduled for this target")
+            return replace(state, launch="running"), []
+        case LaunchFailed(target=target, clear_queue=clear_queue, error=error):
+            return _launch_failed(state, event, target, clear_queue, error)
+        case CompactionStarted():
+            return replace(state, compacting=True), []
+        case CompactionEnded(anchor=anchor):
+            effects = []
+            settled = replace(state, compacting=False)
+            if anchor is not None:
+                settled, routed = reduce(settled, RuntimeChunk(anchor))
+                effects.extend(routed)
+            settled, launched = _maybe_launch(settled)
+            return settled, [*effects, *launched]
+        case Stopped(keep_queue=keep_queue):
+            effects = [CloseConnection("stop")]
+            stopped = replace(state, connection="disconnected")
+            if state.queue and not keep_queue:
+                effects.append(DropQueued(state.queue, "stopped"))
+                stopped = replace(stopped, queue=())
+            if stopped.launch == "scheduled" and stopped.launch_target == "queued-turn":
+                stopped = replace(stopped, launch="idle", launch_target=None)
+            if isinstance(execution, TurnExec):
+                if execution.folded:
+                    effects.append(DropQueued(execution.folded, "stopped"))
+                # The manager is ending the turn's stream (paused): nothing more reaches it.
+                ended = replace(execution, folded=(), phase="awaiting-persistence")
+                if execution.terminal is None:
+                    ended = replace(ended, terminal=("paused", None))
+                stopped = replace(stopped, execution=ended)
+            if isinstance(execution, Transition) and not execution.abandoned:
+                if execution.source_settled:
+                    return _abandon(stopped, execution, effects, "stopped")
+                lost = (*execution.inputs, *execution.folded)
+                if execution.buffer:
+                    effects.append(DropBuffer(execution.buffer, "stopped"))
+                if lost:
+                    effects.append(DropQueued(lost, "stopped"))
+                quiet = Transition(source=execution.source, inputs=(), abandoned=True)
+                return replace(stopped, execution=quiet), effects
+            return stopped, effects
+        case IdleExpired():
+            if is_busy(state) or state.connection == "disconnected":
+                return _invalid(state, event, "idle expiry on a busy or closed session")
+            return replace(state, connection="disconnected"), [
+                CloseConnection("idle"),
+                SessionOnIdle(),
+            ]
+        case ConnectionStarted(attempt=attempt):
+            if state.connection != "disconnected":
+                return _invalid(state, event, "a connect while connecting or connected")
+            return replace(state, connection="connecting", attempt=attempt), []
+        case ConnectionOpened(attempt=attempt):
+            if state.connection != "connecting" or state.attempt != attempt:
+                return _invalid(state, event, "a stale connect finished")
+            return replace(state, connection="connected"), []
+        case ConnectionLost(attempt=attempt):
+            if state.attempt != attempt or state.connection == "disconnected":
+                return state, []
+            return replace(state, connection="disconnected"), []
+    return _invalid(state, event, "unknown event")
+
+
+def _runtime_terminal(
+    state: SessionState, event: Event, status: Status, error: Mapping[str, Any] | None
+) -> Result:
+    execution = state.execution
+    if isinstance(execution, Transition):
+        if execution.terminal is not None or execution.abandoned:
+            return _invalid(state, event, "a second runtime terminal during the roll")
+        # It ends the continuation A2: latched, delivered after the buffer when A2 opens.
+        latched = replace(execution, terminal=(status, error))
+        return _requeue_folded(replace(state, execution=latched))
+    if not isinstance(execution, TurnExec) or execution.terminal is not None:
+        return _invalid(state, event, "a runtime terminal without a live turn")
+    turn_id = execution.turn.turn_id
+    if execution.phase == "unopened":
+        latched_turn = replace(execution, terminal=(status, error))
+        return _requeue_folded(replace(state, execution=latched_turn))
+    if execution.phase != "open":
+        return _invalid(state, event, "the turn's stream already closed")
+    closed = replace(execution, phase="awaiting-persistence", terminal=(status, error))
+    result, effects = _requeue_folded(replace(state, execution=closed))
+    return result, [CloseStream(turn_id, status, error), *effects]
+
+
+def _requeue_folded(state: SessionState) -> Result:
+    """The runtime finished its turn: steers it never answered go back to the queue."""
+    execution = state.execution
+    if not isinstance(execution, TurnExec | Transition) or not execution.folded:
+        return state, []
+    return replace(
+        state, execution=replace(execution, folded=()), queue=(*state.queue, *execution.folded)
+    ), []
+
+
+def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Status) -> Result:
+    execution = state.execution
+    if isinstance(execution, Transition) and execution.source.turn_id == turn_id:
+        if execution.source_settled:
+            return _invalid(state, event, "the roll's source settled twice")
+        if execution.abandoned:
+            idle, launched = _maybe_launch(replace(state, execution=Idle(), last_terminal=status))
+            held: list[Effect] = (
+                [TerminateHeld({"name": "Stopped", "message": "the session was stopped"})]
+                if status == "success"
+                else []
+            )
+            return idle, [*held, *launched]
+        if status != "success":
+            return _abandon(replace(state, last_terminal=status), execution, [], "roll abandoned")
+        settled = replace(
+            state,
+            execution=replace(execution, source_settled=True),
+            last_terminal=status,
+            launch="scheduled",
+            launch_target="steer-continuation",
+        )
+        return settled, [ScheduleLaunch("steer-continuation")]
+    if not (isinstance(execution, TurnExec) and execution.turn.turn_id == turn_id):
+        return _invalid(state, event, "no turn with this id")
+    # A turn may also end without a runtime terminal: stop, idle watchdog, a raised source.
+    effects: list[Effect] = []
+    queue = (*state.queue, *execution.folded)
+    idle = replace(state, execution=Idle(), last_terminal=status, queue=queue)
+    if execution.buffer:
+        effects.append(DropBuffer(execution.buffer, "turn ended before its stream opened"))
+    idle, launched = _maybe_launch(idle)
+    return idle, [*effects, *launched]
+
+
+def _abandon(
+    state: SessionState, execution: Transition, effects: list[Effect], reason: str
+) -> Result:
+    out = list(effects)
+    if execution.buffer:
+        out.append(DropBuffer(execution.buffer, reason))
+    # The steers stay visibly unanswered (their rows remain, with no answer under them).
+    dropped = (*execution.inputs, *execution.folded)
+    if dropped:
+        out.append(DropQueued(dropped, reason))
+    if execution.source_settled:
+        out.append(TerminateHeld({"name": "SteerRollAbandoned", "message": reason}))
+    abandoned = replace(state, execution=Idle())
+    if abandoned.launch_target == "steer-continuation":
+        abandoned = replace(abandoned, launch="idle", launch_target=None)
+    abandoned, launched = _maybe_launch(abandoned)
+    return abandoned, [*out, *launched]
+
+
+def _launch_failed(
+    state: SessionState,
+    event: Event,
+    target: LaunchTarget,
+    clear_queue: bool,
+    error: Mapping[str, Any],
+) -> Result:
+    if state.launch != "running" or state.launch_target != target:
+        return _invalid(state, event, "no running launch for this target")
+    base = replace(state, launch="idle", launch_target=None, last_terminal="error")
+    effects: list[Effect] = [TerminateHeld(error)]
+    if target == "steer-continuation":
+        execution = state.execution
+        if isinstance(execution, Transition):
+            dropped = replace(base, execution=Idle(), queue=())
+            out: list[Effect] = [*effects]
+            if execution.buffer:
+                out.append(DropBuffer(execution.buffer, "continuation failed to launch"))
+            lost = (*execution.inputs, *execution.folded, *state.queue)
+            if lost:
+                out.append(DropQueued(lost, "continuation failed to launch"))
+            return dropped, out
+        return base, effects
+    if clear_queue:
+        if state.queue:
+            effects.append(DropQueued(state.queue, "launch failed"))
+        return replace(base, queue=()), effects
+    if state.queue:
+        effects.append(DropQueued(state.queue[:1], "launch failed"))
+    rest, launched = _maybe_launch(replace(base, queue=state.queue[1:]))
+    return rest, [*effects, *launched]

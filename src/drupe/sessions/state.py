@@ -1,0 +1,414 @@
+"""The agent-session host's state, events and effects (the reference's "2b" shape, §6.6).
+
+Values only: ``drupe.sessions.reducer.reduce(state, event) -> (state, effects)`` decides, the
+shell (``drupe.sessions.host``) feeds it events and performs the effects.
+
+State:
+* ``execution``: ``Idle`` | ``TurnExec`` (one turn: stream phase ``unopened -> open ->
+  awaiting-persistence``, admission ``pending -> admitted``, a latched runtime terminal, a
+  buffer of chunks that arrived before the stream opened, the steers folded into it) |
+  ``Transition`` (the steer-boundary roll: the source turn A1a is closing, chunks are buffered
+  for the continuation A2);
+* ``queue``: follow-ups waiting for their own turn;
+* ``launch``: ``idle`` | ``scheduled`` | ``running``, target ``queued-turn`` or
+  ``steer-continuation`` (single-flight: at most one launch per session);
+* ``connection``: ``disconnected`` | ``connecting`` | ``connected`` with the attempt id;
+* ``compacting`` and ``last_terminal``.
+
+Rules: a session is busy while compacting, launching, queueing or executing (never "is a stream
+live"). Only ``TurnTerminal`` (persistence confirmed) returns the execution to idle, and only
+then may a successor launch. A chunk is routed to exactly one place: the open turn, a buffer,
+or (no live turn) dropped with a log. Buffers are delivered once, in order, before live chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from drupe.chunks.types import Chunk, UIMessage
+
+__all__ = [
+    "CloseConnection",
+    "CloseStream",
+    "CompactionEnded",
+    "CompactionStarted",
+    "ConnectionLost",
+    "ConnectionOpened",
+    "ConnectionStarted",
+    "DeliverBuffer",
+    "DropBuffer",
+    "DropQueued",
+    "Effect",
+    "Event",
+    "Forward",
+    "FollowUp",
+    "Idle",
+    "IdleExpired",
+    "LaunchFailed",
+    "LaunchStarted",
+    "LogInvalid",
+    "QueueFollowUp",
+    "RedirectAccepted",
+    "RuntimeChunk",
+    "RuntimeTerminal",
+    "ScheduleLaunch",
+    "SessionOnIdle",
+    "SessionState",
+    "SteerBoundaryReached",
+    "SteerUndeliveredInputs",
+    "Stopped",
+    "TerminateHeld",
+    "Transition",
+    "TurnAdmitted",
+    "TurnCreated",
+    "TurnExec",
+    "TurnInfo",
+    "TurnStreamOpened",
+    "TurnTerminal",
+    "TurnConfig",
+    "can_redirect",
+    "is_busy",
+    "turn_config",
+    "will_continue",
+]
+
+Status = Literal["success", "paused", "error"]
+LaunchTarget = Literal["queued-turn", "steer-continuation"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnConfig:
+    """A turn's frozen configuration; a follow-up with an equal one may be redirected."""
+
+    model_id: str
+    extra: tuple[tuple[str, Any], ...] = ()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class FollowUp:
+    """A persisted user row waiting to be answered (queued, or folded into a turn)."""
+
+    user_message_id: str
+    message: UIMessage
+    config: TurnConfig
+    steer: bool = True
+    headless: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnInfo:
+    turn_id: str
+    assistant_message_id: str
+    user_message_id: str
+    config: TurnConfig
+    message: UIMessage
+    headless: bool = False
+    pre_admitted: bool = False
+    """A steer continuation: the runtime is already answering; nothing is sent."""
+    steer: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnExec:
+    turn: TurnInfo
+    phase: Literal["unopened", "open", "awaiting-persistence"] = "unopened"
+    admission: Literal["pending", "admitted"] = "pending"
+    terminal: tuple[Status, Mapping[str, Any] | None] | None = None
+    """A runtime terminal that arrived before the stream opened (latched)."""
+    buffer: tuple[Chunk, ...] = ()
+    folded: tuple[FollowUp, ...] = ()
+    """Follow-ups redirected into this turn and not yet answered or handed back."""
+    kind: Literal["turn"] = "turn"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Transition:
+    """The roll A1a -> A2: A1a is closing; chunks wait for A2."""
+
+    source: TurnInfo
+    source_settled: bool = False
+    inputs: tuple[FollowUp, ...]
+    buffer: tuple[Chunk, ...] = ()
+    headless: bool = False
+    terminal: tuple[Status, Mapping[str, Any] | None] | None = None
+    folded: tuple[FollowUp, ...] = ()
+    abandoned: bool = False
+    """Stopped while A1a was still settling: no continuation; idle once A1a settles."""
+    kind: Literal["steer-transition"] = "steer-transition"
+
+
+@dataclass(frozen=True, slots=True)
+class Idle:
+    kind: Literal["idle"] = "idle"
+
+
+Execution = Idle | TurnExec | Transition
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionState:
+    execution: Execution = Idle()
+    queue: tuple[FollowUp, ...] = ()
+    launch: Literal["idle", "scheduled", "running"] = "idle"
+    launch_target: LaunchTarget | None = None
+    connection: Literal["disconnected", "connecting", "connected"] = "disconnected"
+    attempt: int = 0
+    compacting: bool = False
+    last_terminal: Status | None = None
+
+
+# --- events --------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TurnCreated:
+    """A turn exists (fresh begin, a launched queued turn, or the roll's continuation)."""
+
+    turn: TurnInfo
+    via: Literal["fresh", "queued-turn", "steer-continuation"] = "fresh"
+
+
+@dataclass(frozen=True, slots=True)
+class TurnStreamOpened:
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class TurnAdmitted:
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeChunk:
+    chunk: Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeTerminal:
+    status: Status
+    error: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTerminal:
+    """Persistence confirmed the turn's terminal (the terminal listener)."""
+
+    turn_id: str
+    status: Status
+
+
+@dataclass(frozen=True, slots=True)
+class QueueFollowUp:
+    item: FollowUp
+
+
+@dataclass(frozen=True, slots=True)
+class RedirectAccepted:
+    turn_id: str
+    item: FollowUp
+
+
+@dataclass(frozen=True, slots=True)
+class SteerBoundaryReached:
+    user_message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class SteerUndeliveredInputs:
+    user_message_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchStarted:
+    target: LaunchTarget
+
+
+@dataclass(frozen=True, slots=True)
+class LaunchFailed:
+    target: LaunchTarget
+    clear_queue: bool
+    error: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionStarted:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class CompactionEnded:
+    anchor: Chunk | None = None
+    """A ``data-compaction-anchor`` chunk to inject into the live turn."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stopped:
+    """The user stopped the session (the turn's stream was cancelled)."""
+
+    keep_queue: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class IdleExpired:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionStarted:
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionOpened:
+    attempt: int
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionLost:
+    attempt: int
+
+
+Event = (
+    TurnCreated
+    | TurnStreamOpened
+    | TurnAdmitted
+    | RuntimeChunk
+    | RuntimeTerminal
+    | TurnTerminal
+    | QueueFollowUp
+    | RedirectAccepted
+    | SteerBoundaryReached
+    | SteerUndeliveredInputs
+    | LaunchStarted
+    | LaunchFailed
+    | CompactionStarted
+    | CompactionEnded
+    | Stopped
+    | IdleExpired
+    | ConnectionStarted
+    | ConnectionOpened
+    | ConnectionLost
+)
+
+
+# --- effects -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Forward:
+    turn_id: str
+    chunk: Chunk
+
+
+@dataclass(frozen=True, slots=True)
+class DeliverBuffer:
+    turn_id: str
+    chunks: tuple[Chunk, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class CloseStream:
+    """End the turn's chunk stream with this outcome (the manager then persists it)."""
+
+    turn_id: str
+    status: Status
+    error: Mapping[str, Any] | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleLaunch:
+    target: LaunchTarget
+
+
+@dataclass(frozen=True, slots=True)
+class TerminateHeld:
+    error: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class DropQueued:
+    items: tuple[FollowUp, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class DropBuffer:
+    chunks: tuple[Chunk, ...]
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class CloseConnection:
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class SessionOnIdle:
+    pass
+
+
+@dataclass(frozen=True, slots=True)
+class LogInvalid:
+    event: str
+    reason: str
+
+
+Effect = (
+    Forward
+    | DeliverBuffer
+    | CloseStream
+    | ScheduleLaunch
+    | TerminateHeld
+    | DropQueued
+    | DropBuffer
+    | CloseConnection
+    | SessionOnIdle
+    | LogInvalid
+)
+Result = tuple[SessionState, list[Effect]]
+
+
+# --- queries -------------------------------------------------------------------------------
+
+
+def is_busy(state: SessionState) -> bool:
+    """Whether a new submit must be queued rather than begun (reference §6.3 step 5)."""
+    return (
+        state.compacting
+        or state.launch != "idle"
+        or bool(state.queue)
+        or not isinstance(state.execution, Idle)
+    )
+
+
+def will_continue(state: SessionState) -> bool:
+    """Whether a finished ``done`` stream must be held open for a runtime-driven successor."""
+    return (
+        state.compacting
+        or bool(state.queue)
+        or state.launch != "idle"
+        or (isinstance(state.execution, Transition) and not state.execution.abandoned)
+    )
+
+
+def can_redirect(state: SessionState, config: TurnConfig) -> str | None:
+    """The turn id a follow-up with ``config`` may be redirected into, or None (queue it)."""
+    execution = state.execution
+    if (
+        isinstance(execution, TurnExec)
+        and execution.phase == "open"
+        and execution.admission == "admitted"
+        and execution.terminal is None
+        and not execution.turn.headless
+        and execution.turn.config == config
+        and not state.queue
+    ):
+        return execution.turn.turn_id
+    return None
+
+
+def turn_config(model_id: str, **extra: Any) -> TurnConfig:
+    """A frozen turn configuration from plain values (keys sorted)."""
+    return TurnConfig(model_id=model_id, extra=tuple(sorted(extra.items())))

@@ -1,0 +1,317 @@
+"""A hypothesis state machine drives the pure agent-session reducer.
+
+The machine plays the shell: it feeds random begins, follow-ups (redirect accepted or refused),
+steer boundaries, steer-undelivered, chunks, runtime terminals, persistence confirmations, stops,
+launches (that succeed or fail), compaction and idle expiry, and performs the effects the way
+the host does. Invariants, checked after every step:
+
+* at most one turn is live (created and not yet confirmed by persistence);
+* every chunk is delivered exactly once and in order, or visibly dropped, or still buffered;
+* no follow-up is lost: each is queued, folded into a turn, answered, or visibly dropped;
+* a turn is never left without a terminal (teardown drives the session to rest and checks).
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+from typing import Any
+
+from hypothesis import HealthCheck, event, settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
+
+from drupe.sessions.reducer import reduce
+from drupe.sessions.state import (
+    CloseStream,
+    CompactionEnded,
+    CompactionStarted,
+    DeliverBuffer,
+    DropBuffer,
+    DropQueued,
+    Effect,
+    Event,
+    FollowUp,
+    Forward,
+    Idle,
+    IdleExpired,
+    LaunchFailed,
+    LaunchStarted,
+    QueueFollowUp,
+    RedirectAccepted,
+    RuntimeChunk,
+    RuntimeTerminal,
+    SessionState,
+    SteerBoundaryReached,
+    SteerUndeliveredInputs,
+    Stopped,
+    Transition,
+    TurnAdmitted,
+    TurnCreated,
+    TurnExec,
+    TurnInfo,
+    TurnStreamOpened,
+    TurnTerminal,
+    can_redirect,
+    is_busy,
+    turn_config,
+)
+
+CONFIG = turn_config("m1")
+OTHER = turn_config("m2")
+
+
+class SessionMachine(RuleBasedStateMachine):
+    def __init__(self) -> None:
+        super().__init__()
+        self.state = SessionState()
+        self.ids = itertools.count(1)
+        self.seq = itertools.count(1)
+        self.emitted: list[int] = []
+        self.delivered: list[int] = []
+        self.delivered_by_turn: dict[str, list[int]] = {}
+        self.dropped_chunks: list[int] = []
+        self.follow_ups: set[str] = set()
+        self.answered: set[str] = set()
+        self.dropped_follow_ups: set[str] = set()
+        self.created: list[str] = []
+        self.confirmed: set[str] = set()
+        self.closed: dict[str, str] = {}
+        """turn id -> status of its stream's end (CloseStream, or the manager's stop)."""
+        self.held_terminated = 0
+
+    # --- shell -----------------------------------------------------------------------------
+
+    def apply(self, event: Event) -> list[Effect]:
+        self.state, effects = reduce(self.state, event)
+        for effect in effects:
+            match effect:
+                case Forward(turn_id=turn_id, chunk=chunk):
+                    self._deliver(turn_id, [chunk])
+                case DeliverBuffer(turn_id=turn_id, chunks=chunks):
+                    self._deliver(turn_id, list(chunks))
+                case CloseStream(turn_id=turn_id, status=status):
+                    assert turn_id not in self.closed, "a turn's stream closed twice"
+                    self.closed[turn_id] = status
+                case DropBuffer(chunks=chunks):
+                    self.dropped_chunks.extend(c["seq"] for c in chunks)
+                case DropQueued(items=items):
+                    for item in items:
+                        assert item.user_message_id not in self.dropped_follow_ups
+                        self.dropped_follow_ups.add(item.user_message_id)
+                case _:
+                    pass
+        return effects
+
+    def _deliver(self, turn_id: str, chunks: list[dict[str, Any]]) -> None:
+        assert turn_id not in self.closed, "a chunk reached a closed stream"
+        for chunk in chunks:
+            self.delivered.append(chunk["seq"])
+            self.delivered_by_turn.setdefault(turn_id, []).append(chunk["seq"])
+
+    def _new_turn(self, user_id: str, *, pre_admitted: bool = False) -> TurnInfo:
+        n = next(self.ids)
+        return TurnInfo(
+            turn_id=f"t{n}",
+            assistant_message_id=f"a{n}",
+            user_message_id=user_id,
+            config=CONFIG,
+            message={"id": user_id, "role": "user", "parts": []},
+            pre_admitted=pre_admitted,
+        )
+
+    def _create(self, turn: TurnInfo, via: str) -> None:
+        before = self.state
+        self.apply(TurnCreated(turn, via))  # type: ignore[arg-type]
+        execution = self.state.execution
+        created = isinstance(execution, TurnExec) and execution.turn.turn_id == turn.turn_id
+        if self.state is not before and created:
+            assert all(t in self.confirmed for t in self.created), "two live turns"
+            self.created.append(turn.turn_id)
+
+    # --- rules -----------------------------------------------------------------------------
+
+    @rule(redirect_ok=st.booleans(), same_config=st.booleans(), open_now=st.booleans())
+    def submit(self, redirect_ok: bool, same_config: bool, open_now: bool) -> None:
+        user_id = f"u{next(self.ids)}"
+        if not is_busy(self.state):
+            self._create(self._new_turn(user_id), "fresh")
+            if open_now:
+                self.open_stream()
+            return
+        self.follow_ups.add(user_id)
+        item = FollowUp(
+            user_message_id=user_id,
+            message={"id": user_id, "role": "user", "parts": []},
+            config=CONFIG if same_config else OTHER,
+        )
+        turn_id = can_redirect(self.state, item.config)
+        if turn_id is not None and redirect_ok:
+            self.apply(RedirectAccepted(turn_id, item))
+            event("redirect accepted")
+        else:
+            self.apply(QueueFollowUp(item))
+
+    @rule()
+    def steer_live(self) -> None:
+        """A follow-up while a turn streams, which the runtime accepts."""
+        self.submit(redirect_ok=True, same_config=True, open_now=True)
+
+    @rule()
+    def open_stream(self) -> None:
+        execution = self.state.execution
+        if isinstance(execution, TurnExec) and execution.phase == "unopened":
+            turn = execution.turn
+            self.apply(TurnStreamOpened(turn.turn_id))
+            if not turn.pre_admitted:
+                self.apply(TurnAdmitted(turn.turn_id))
+
+    @rule()
+    def chunk(self) -> None:
+        seq = next(self.seq)
+        self.emitted.append(seq)
+        self.apply(RuntimeChunk({"type": "text-delta", "id": "t", "delta": "x", "seq": seq}))
+
+    @rule(status=st.sampled_from(["success", "success", "error"]))
+    def runtime_terminal(self, status: str) -> None:
+        self.apply(RuntimeTerminal(status))  # type: ignore[arg-type]
+
+    @rule(take=st.integers(min_value=1, max_value=3))
+    def steer_boundary(self, take: int) -> None:
+        execution = self.state.execution
+        if isinstance(execution, TurnExec) and execution.folded:
+            ids = tuple(f.user_message_id for f in execution.folded[:take])
+            self.apply(SteerBoundaryReached(ids))
+            event("steer boundary")
+
+    @rule()
+    def steer_undelivered(self) -> None:
+        execution = self.state.execution
+        if isinstance(execution, TurnExec | Transition) and execution.folded:
+            self.apply(SteerUndeliveredInputs((execution.folded[0].user_message_id,)))
+
+    @rule()
+    def confirm_terminal(self) -> None:
+        pending = [t for t in self.created if t in self.closed and t not in self.confirmed]
+        pending += [t for t in self.closed if t not in self.confirmed and t not in pending]
+        if pending:
+            turn_id = pending[0]
+            self.confirmed.add(turn_id)
+            self.apply(TurnTerminal(turn_id, self.closed[turn_id]))  # type: ignore[arg-type]
+
+    @rule()
+    def stop(self) -> None:
+        execution = self.state.execution
+        self.apply(Stopped())
+        # The manager cancels a running source: the turn ends paused.
+        if isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
+            self.closed[execution.turn.turn_id] = "paused"
+
+    @precondition(lambda self: self.state.launch == "scheduled")
+    @rule(succeed=st.booleans())
+    def launch(self, succeed: bool) -> None:
+        target = self.state.launch_target
+        assert target is not None
+        self.apply(LaunchStarted(target))
+        if not succeed:
+            self.apply(LaunchFailed(target, clear_queue=False, error={"name": "E"}))
+            return
+        execution = self.state.execution
+        if target == "queued-turn":
+            head = self.state.queue[0]
+            self._create(self._new_turn(head.user_message_id), "queued-turn")
+            self.answered.add(head.user_message_id)
+        else:
+            assert isinstance(execution, Transition)
+            turn = self._new_turn(execution.inputs[-1].user_message_id, pre_admitted=True)
+            self._create(turn, "steer-continuation")
+            event("steer continuation launched")
+            self.answered.update(f.user_message_id for f in execution.inputs)
+
+    @rule(anchor=st.booleans())
+    def compaction(self, anchor: bool) -> None:
+        if not self.state.compacting:
+            self.apply(CompactionStarted())
+            return
+        if anchor:
+            seq = next(self.seq)
+            self.emitted.append(seq)
+            self.apply(CompactionEnded({"type": "data-compaction-anchor", "seq": seq}))
+        else:
+            self.apply(CompactionEnded())
+            self.apply(CompactionEnded())  # settling is idempotent
+
+    @rule()
+    def idle(self) -> None:
+        self.apply(IdleExpired())
+
+    # --- invariants --------------------------------------------------------------------------
+
+    @invariant()
+    def one_live_turn(self) -> None:
+        live = [t for t in self.created if t not in self.confirmed]
+        assert len(live) <= 1, live
+
+    @invariant()
+    def chunks_once_and_in_order(self) -> None:
+        assert self.delivered == sorted(set(self.delivered)), "duplicate or out of order"
+        buffered: list[int] = []
+        execution = self.state.execution
+        if isinstance(execution, TurnExec | Transition):
+            buffered = [c["seq"] for c in execution.buffer]
+        accounted = sorted(self.delivered + self.dropped_chunks + buffered)
+        assert accounted == self.emitted, (accounted, self.emitted)
+
+    @invariant()
+    def no_follow_up_lost(self) -> None:
+        places: list[str] = [f.user_message_id for f in self.state.queue]
+        execution = self.state.execution
+        if isinstance(execution, TurnExec | Transition):
+            places += [f.user_message_id for f in execution.folded]
+        if isinstance(execution, Transition):
+            places += [f.user_message_id for f in execution.inputs]
+        places += list(self.answered) + list(self.dropped_follow_ups)
+        assert sorted(places) == sorted(self.follow_ups), (places, self.follow_ups)
+
+    @invariant()
+    def busy_iff_runtime_state(self) -> None:
+        expected = (
+            self.state.compacting
+            or self.state.launch != "idle"
+            or bool(self.state.queue)
+            or not isinstance(self.state.execution, Idle)
+        )
+        assert is_busy(self.state) == expected
+
+    def teardown(self) -> None:
+        # Drive the session to rest: every created turn must get its terminal.
+        for _ in range(200):
+            if self.state.compacting:
+                self.apply(CompactionEnded())
+            execution = self.state.execution
+            if self.state.launch == "scheduled":
+                self.launch(True)
+            elif isinstance(execution, TurnExec) and execution.phase == "unopened":
+                self.open_stream()
+            elif isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
+                self.apply(RuntimeTerminal("success"))
+            elif any(t not in self.confirmed for t in self.closed) or (
+                isinstance(execution, Transition) and not execution.source_settled
+            ):
+                self.confirm_terminal()
+            else:
+                break
+        assert isinstance(self.state.execution, Idle), self.state
+        assert not self.state.queue and self.state.launch == "idle"
+        assert all(t in self.confirmed for t in self.created)
+        self.no_follow_up_lost()
+        self.chunks_once_and_in_order()
+
+
+SessionMachine.TestCase.settings = settings(
+    max_examples=int(os.environ.get("DRUPE_MACHINE_EXAMPLES", "150")),
+    stateful_step_count=30,
+    deadline=None,
+    suppress_health_check=[HealthCheck.too_slow],
+)
+test_session_reducer = SessionMachine.TestCase
