@@ -17,6 +17,10 @@ Contract:
   nothing more; a steer yield on the same step wins (clean ``finish``, reason ``stop``).
 - An approval-gated call is not executed: ``tool-approval-request`` is emitted and the turn ends
   cleanly after that step (the steer is not evaluated then). Ungated calls of the step still run.
+  With ``request.approve`` (agent sessions) the decision is awaited in place instead: approved
+  runs the call, denied emits ``tool-output-denied``, and the turn goes on.
+- ``request.inject`` (agent-session steering) is polled after each step that continues the turn;
+  what it returns joins the history as steer reminders before the next model request.
 - Retry: a step that fails with a retryable error before its first chunk is tried again (see
   ``drupe.agent.retry``), each wait announced by a transient ``data-retry`` chunk. Later or
   final model failures raise ``ProviderError`` chained to the original error.
@@ -38,7 +42,7 @@ import time
 import uuid
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from contextlib import aclosing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from typing import Any, Literal, TypeVar, cast
 
@@ -78,7 +82,7 @@ from drupe.agent.hooks import (
     compose_hooks,
     execute_tool,
 )
-from drupe.agent.request import TurnRequest
+from drupe.agent.request import ApprovalAsk, TurnRequest
 from drupe.agent.retry import FailureInfo, classify, retry_chunk
 from drupe.chunks.types import Chunk
 from drupe.errors import DrupeError, ProviderError
@@ -159,6 +163,7 @@ class AgentRunner:
                 result = turn.classify()  # raises LoopLimitError on a cap
                 if result is not None:
                     break
+                turn.inject()
 
             settled = True
             await turn.hooks.on_finish(turn.ctx, result)
@@ -255,19 +260,33 @@ class _Turn:
             entry = tools.get(call.tool_name)
             if call.input is None or entry is None:
                 returns.append(_failed(call.tool_name, call.call_id, call.error or "invalid call"))
-            elif entry.is_approval_gated(call.input):
-                awaiting_approval = True
+                continue
+            if entry.is_approval_gated(call.input):
+                approval_id = f"approval_{self.runner._new_id()}"
                 yield {
                     "type": "tool-approval-request",
-                    "approvalId": f"approval_{self.runner._new_id()}",
+                    "approvalId": approval_id,
                     "toolCallId": call.call_id,
                 }
-            else:
-                chunk, returned = await self._execute(entry, call.input, call.call_id)
-                for queued in self.ctx.drain():
-                    yield queued
-                yield chunk
-                returns.append(returned)
+                if request.approve is None:
+                    awaiting_approval = True
+                    continue
+                ask = ApprovalAsk(
+                    approval_id=approval_id,
+                    tool_call_id=call.call_id,
+                    tool_name=call.tool_name,
+                    input=call.input,
+                )
+                approved, reason = await request.approve(ask)
+                if not approved:
+                    yield {"type": "tool-output-denied", "toolCallId": call.call_id}
+                    returns.append(denied_return(call.tool_name, call.call_id, reason))
+                    continue
+            chunk, returned = await self._execute(entry, call.input, call.call_id)
+            for queued in self.ctx.drain():
+                yield queued
+            yield chunk
+            returns.append(returned)
         if returns:
             self.history.append(ModelRequest(parts=returns))
         self.tool_calls += len(calls)
@@ -377,6 +396,26 @@ class _Turn:
         return TurnResult(
             finish_reason=finish_reason, steps=self.last.number, tool_calls=self.tool_calls, **flags
         )
+
+    def inject(self) -> None:
+        """Add the messages ``request.inject`` hands over to the history, as steer reminders."""
+        if self.request.inject is None:
+            return
+        injected = self.request.inject()
+        parts: list[ModelRequestPart] = [
+            part
+            for message in injected
+            for converted in to_model_messages([message], wrap_last_user_as_steer=True)
+            if isinstance(converted, ModelRequest)
+            for part in converted.parts
+        ]
+        if not parts:
+            return
+        last = self.history[-1] if self.history else None
+        if isinstance(last, ModelRequest):  # the step's tool returns: one request, not two
+            self.history[-1] = replace(last, parts=[*last.parts, *parts])
+        else:
+            self.history.append(ModelRequest(parts=parts))
 
     # --- tools -------------------------------------------------------------------------------
 

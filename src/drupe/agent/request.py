@@ -8,7 +8,7 @@ the model-facing copy (for example the steer-wrapped last user message) is built
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,7 +17,17 @@ from drupe.agent.retry import RetryPolicy
 from drupe.chunks.types import UIMessage
 from drupe.tools.base import ToolEntry
 
-__all__ = ["RetryPolicy", "TurnRequest"]
+__all__ = ["ApprovalAsk", "RetryPolicy", "TurnRequest"]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApprovalAsk:
+    """An approval-gated call waiting for an in-place decision (``TurnRequest.approve``)."""
+
+    approval_id: str
+    tool_call_id: str
+    tool_name: str
+    input: Mapping[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -46,3 +56,11 @@ class TurnRequest:
     """Feature hooks; they run after the runner's internal observers."""
     retry: RetryPolicy = field(default_factory=RetryPolicy)
     model_settings: Mapping[str, Any] | None = None
+    inject: Callable[[], Sequence[UIMessage]] | None = None
+    """Mid-turn injection (agent-session steering): polled after every completed step that
+    continues the turn, right before the next model request. The user messages it returns join
+    the model history (their text wrapped as steer reminders); the loop emits no chunk for them."""
+    approve: Callable[[ApprovalAsk], Awaitable[tuple[bool, str | None]]] | None = None
+    """In-place approvals (agent sessions): an approval-gated call emits
+    ``tool-approval-request``, then the loop awaits ``(approved, reason)``; approved runs the
+    call, denied emits ``tool-output-denied``, and the turn goes on. ``None``: the turn ends."""
