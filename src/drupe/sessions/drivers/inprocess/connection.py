@@ -1,0 +1,411 @@
+"""``InProcessConnection``: Drupe's own agent loop as the runtime of one agent session.
+
+The connection keeps the session's history (UI messages) in memory, loaded once by the driver on
+connect and extended after every turn. ``send`` starts a turn as a task in the driver's task
+group; that task runs ``AgentRunner.stream`` and turns what it yields into runtime events on an
+unbounded memory stream that ``events()`` hands to the host's one reader.
+
+Mapping:
+* every loop chunk -> ``ChunkEvent``, except ``start`` and ``finish``: the host frames each turn
+  (as with the Claude Code driver); a normal end -> ``TurnComplete``, a failure ->
+  ``ErrorEvent {name, message, statusCode?}``; a ``data-retry`` chunk also -> ``ApiRetry``;
+  each model request's usage -> ``UsageEvent``;
+* ``ResumeToken``: the id of the last user message the runtime saw (the sent one, then every
+  injected steer), emitted when it changes. It is opaque to the host; the runtime itself resumes
+  from the persisted history the driver loads.
+* Steering: ``redirect`` queues a text-only steer while a turn runs. The loop polls the queue
+  after every step that continues the turn (``TurnRequest.inject``): the steers join the history
+  as steer reminders, and ``SteerBoundary`` is emitted right then, before any chunk of the next
+  step. Steers still queued when the turn ends come back as ``SteerUndelivered``. Usage
+  ``message-metadata`` after a boundary counts from the boundary (it belongs to the new row).
+* Approvals in place (``TurnRequest.approve``): the gated call's ``tool-approval-request`` chunk
+  is followed by a ``ToolApprovalRequest`` event, and the turn waits for ``respond_approval``;
+  a denial emits ``tool-output-denied`` and the model sees the denial. A headless turn is denied
+  at once, without an approval request.
+
+Must never: run two turns at once, hand a steer out twice or lose one, or raise from ``close``.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import uuid
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
+from contextlib import aclosing, suppress
+from dataclasses import dataclass, field
+from typing import Any
+
+import anyio
+from anyio.abc import TaskGroup
+from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
+
+from drupe.agent.hooks import Hooks, StepResult, TurnContext
+from drupe.agent.loop import AgentRunner
+from drupe.agent.request import ApprovalAsk, TurnRequest
+from drupe.chunks.accumulate import AccumulateError, Accumulator
+from drupe.chunks.types import Chunk, UIMessage
+from drupe.errors import DriverError, ProviderError
+from drupe.sessions.drivers.base import (
+    ApiRetry,
+    ApprovalRequest,
+    ChunkEvent,
+    ConnectTarget,
+    ErrorEvent,
+    ReconcileVerdict,
+    ResumeToken,
+    RuntimeEvent,
+    SteerBoundary,
+    SteerUndelivered,
+    ToolApprovalRequest,
+    TurnComplete,
+    UsageEvent,
+    UserInput,
+)
+from drupe.tools.base import ToolEntry
+
+__all__ = ["InProcessConnection", "is_text_only"]
+
+log = logging.getLogger(__name__)
+
+_HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
+_FRAMING = frozenset(("start", "finish"))
+_USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "reasoningTokens", "cachedInputTokens")
+
+
+def is_text_only(user_input: UserInput) -> bool:
+    """Whether every part of the input's message is text (a steer must be)."""
+    parts = user_input.message.get("parts") or []
+    return bool(parts) and all(p.get("type") == "text" for p in parts)
+
+
+def _new_id() -> str:
+    return uuid.uuid4().hex[:16]
+
+
+@dataclass(slots=True, eq=False)
+class _Approval:
+    done: anyio.Event = field(default_factory=anyio.Event)
+    approved: bool = False
+    reason: str | None = None
+
+
+@dataclass(slots=True, eq=False)
+class _TurnRun:
+    """One running turn: its steer queue, its row segments and its cancel scope."""
+
+    user_input: UserInput
+    headless: bool
+    pending: list[UserInput] = field(default_factory=list)
+    ended: bool = False
+    completed: bool = False
+    """The loop finished the turn normally."""
+    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
+    done: anyio.Event = field(default_factory=anyio.Event)
+    segments: list[Accumulator] = field(default_factory=list)
+    """One accumulated assistant message per row: A1, or A1a then A2 after a boundary."""
+    steers: list[UIMessage] = field(default_factory=list)
+    """The injected steer messages, one before each segment after the first."""
+    usage_base: dict[str, int] = field(default_factory=dict)
+    last_usage: dict[str, int] = field(default_factory=dict)
+
+
+class _EventHooks(Hooks):
+    """Loop observer: one ``UsageEvent`` per model request."""
+
+    def __init__(self, emit: Callable[[RuntimeEvent], None]) -> None:
+        self._emit = emit
+
+    async def on_step_finish(self, ctx: TurnContext, step: StepResult) -> None:
+        usage = step.usage
+        self._emit(
+            UsageEvent(
+                {
+                    "requestId": f"{ctx.message_id}:{step.step_number}",
+                    "model": ctx.model_id,
+                    "messageAssociation": "current-turn",
+                    "usage": {
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "totalTokens": usage.input_tokens + usage.output_tokens,
+                    },
+                }
+            )
+        )
+
+
+class InProcessConnection:
+    """A live in-process runtime for one session (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        runner: AgentRunner,
+        session_id: str,
+        target: ConnectTarget,
+        history: Sequence[UIMessage],
+        build_tools: Callable[[ConnectTarget], list[ToolEntry]],
+        check_model: Callable[[str], None],
+        task_group: TaskGroup,
+        resume_token: str | None = None,
+        request_options: Mapping[str, Any] | None = None,
+        close_timeout_s: float = 5.0,
+        on_close: Callable[[InProcessConnection], None] | None = None,
+    ) -> None:
+        self.session_id = session_id
+        self.frozen = target
+        """The configuration the next turn runs with (a turn's own is frozen at its start)."""
+        self.history: list[UIMessage] = [m for m in history if _worth_keeping(m)]
+        self.resume_token = resume_token
+        self._runner = runner
+        self._build_tools = build_tools
+        self._check_model = check_model
+        self._tg = task_group
+        self._request_options = dict(request_options or {})
+        self._close_timeout_s = close_timeout_s
+        self._on_close = on_close
+        self._out_send: MemoryObjectSendStream[RuntimeEvent]
+        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
+        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._turn: _TurnRun | None = None
+        self._approvals: dict[str, _Approval] = {}
+        self._closed = False
+
+    # -- Connection -----------------------------------------------------------------------------
+
+    async def events(self) -> AsyncIterator[RuntimeEvent]:
+        async with self._out_recv:
+            async for event in self._out_recv:
+                yield event
+
+    @property
+    def turn_running(self) -> bool:
+        return self._turn is not None and not self._turn.ended
+
+    async def send(self, user_input: UserInput) -> None:
+        if self._closed:
+            raise DriverError("the in-process connection is closed")
+        if self._turn is not None:
+            raise DriverError("a turn is already running on this connection")
+        run = _TurnRun(user_input=user_input, headless=user_input.headless)
+        self._turn = run
+        self._tg.start_soon(self._run_turn, run)
+
+    async def redirect(self, user_input: UserInput) -> bool:
+        run = self._turn
+        if self._closed or run is None or run.ended or not is_text_only(user_input):
+            return False
+        run.pending.append(user_input)
+        run.headless = run.headless and user_input.headless
+        return True
+
+    async def reconcile(self, target: ConnectTarget) -> ReconcileVerdict:
+        if target == self.frozen:
+            return "current"
+        try:
+            self._check_model(target.model_id)
+        except Exception as exc:
+            log.info("in-process reconcile: model %r is unusable: %s", target.model_id, exc)
+            return "invalid"
+        self.frozen = target  # the running turn keeps its own request; the next one uses this
+        return "patched"
+
+    async def respond_approval(
+        self, approval_id: str, *, approved: bool, reason: str | None = None
+    ) -> bool:
+        pending = self._approvals.get(approval_id)
+        if pending is None or pending.done.is_set():
+            return False
+        pending.approved = approved
+        pending.reason = reason
+        pending.done.set()
+        return True
+
+    async def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        self._deny_pending("the connection closed")
+        run = self._turn
+        if run is not None:
+            run.scope.cancel()
+            with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
+                await run.done.wait()
+        self._out_send.close()
+        if self._on_close is not None:
+            self._on_close(self)
+
+    # -- the turn task --------------------------------------------------------------------------
+
+    def _emit(self, event: RuntimeEvent) -> None:
+        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
+            self._out_send.send_nowait(event)
+
+    def _set_token(self, message: UIMessage) -> None:
+        token = message.get("id")
+        if isinstance(token, str) and token and token != self.resume_token:
+            self.resume_token = token
+            self._emit(ResumeToken(token))
+
+    async def _run_turn(self, run: _TurnRun) -> None:
+        error: BaseException | None = None
+        try:
+            with run.scope:
+                try:
+                    await self._stream(run)
+                except Exception as exc:  # the turn failed: an error event, the connection lives
+                    error = exc
+        finally:
+            self._finish_turn(run, error)
+
+    async def _stream(self, run: _TurnRun) -> None:
+        target = self.frozen
+        message = run.user_input.message
+        message_id = _new_id()
+        run.segments.append(Accumulator({"id": message_id, "role": "assistant", "parts": []}))
+        self._set_token(message)
+        options = self._request_options
+        request = TurnRequest(
+            conversation_id=f"agent-session:{self.session_id}",
+            message_id=message_id,
+            model_id=target.model_id,
+            messages=[*_before(self.history, message.get("id")), message],
+            system=target.instructions,
+            tools=self._build_tools(target),
+            wrap_last_user_as_steer=run.user_input.system_reminder,
+            hooks=[_EventHooks(self._emit)],
+            inject=lambda: self._inject(run),
+            approve=lambda ask: self._approve(run, ask),
+            max_steps=int(options.get("max_steps", 100)),
+            max_tool_calls=int(options.get("max_tool_calls", 200)),
+        )
+        async with aclosing(self._runner.stream(request)) as chunks:
+            async for chunk in chunks:
+                self._forward(run, chunk)
+        run.completed = True
+
+    def _forward(self, run: _TurnRun, chunk: Chunk) -> None:
+        kind = chunk.get("type")
+        if kind == "tool-approval-request" and run.headless:
+            return  # denied at once by _approve; no one could answer the request
+        if kind == "message-metadata":
+            chunk = _rebase_usage(run, chunk)
+        try:
+            run.segments[-1].push(chunk)
+        except AccumulateError as exc:
+            log.warning("in-process history could not fold a %r chunk: %s", kind, exc)
+        if kind in _FRAMING:
+            return
+        self._emit(ChunkEvent(chunk))
+        if kind == "data-retry":
+            self._emit(ApiRetry(dict(chunk.get("data") or {})))
+
+    def _inject(self, run: _TurnRun) -> list[UIMessage]:
+        """``TurnRequest.inject``: take the queued steers at a step boundary (synchronously)."""
+        if not run.pending or run.ended:
+            return []
+        taken, run.pending = run.pending, []
+        self._emit(SteerBoundary(tuple(taken)))
+        messages = [s.message for s in taken]
+        run.steers.extend(messages)
+        run.segments.append(Accumulator({"id": _new_id(), "role": "assistant", "parts": []}))
+        run.usage_base = dict(run.last_usage)
+        self._set_token(messages[-1])
+        return messages
+
+    async def _approve(self, run: _TurnRun, ask: ApprovalAsk) -> tuple[bool, str | None]:
+        """``TurnRequest.approve``: wait in place for ``respond_approval`` (or deny headless)."""
+        if run.headless or self._closed:
+            log.info(
+                "in-process: denied %s (%s) in a headless turn", ask.tool_name, ask.tool_call_id
+            )
+            return False, _HEADLESS_DENIAL
+        pending = self._approvals[ask.approval_id] = _Approval()
+        self._emit(
+            ToolApprovalRequest(
+                ApprovalRequest(
+                    approval_id=ask.approval_id,
+                    tool_call_id=ask.tool_call_id,
+                    tool_name=ask.tool_name,
+                    input=dict(ask.input),
+                )
+            )
+        )
+        try:
+            await pending.done.wait()
+        finally:
+            self._approvals.pop(ask.approval_id, None)
+        return pending.approved, pending.reason
+
+    def _deny_pending(self, reason: str) -> None:
+        for pending in self._approvals.values():
+            if not pending.done.is_set():
+                pending.approved = False
+                pending.reason = reason
+                pending.done.set()
+
+    def _finish_turn(self, run: _TurnRun, error: BaseException | None) -> None:
+        """End the turn without awaiting: steers left, history, then the terminal event."""
+        run.ended = True
+        undelivered, run.pending = tuple(run.pending), []
+        self._turn = None
+        self._remember(run)
+        run.done.set()
+        if undelivered:
+            self._emit(SteerUndelivered(undelivered))
+        if error is not None:
+            self._emit(ErrorEvent(_serialize(error)))
+        elif run.completed:
+            self._emit(TurnComplete())
+        # else: cancelled (the connection or the driver is closing); the events end
+
+    def _remember(self, run: _TurnRun) -> None:
+        user = run.user_input.message
+        history = [*_before(self.history, user.get("id")), user]
+        for index, segment in enumerate(run.segments):
+            if index > 0:
+                history.append(run.steers[index - 1])
+            snapshot = segment.snapshot()
+            if _worth_keeping(snapshot):
+                history.append(snapshot)
+        self.history = history
+
+
+def _worth_keeping(message: UIMessage) -> bool:
+    """Drop empty assistant rows (a pending placeholder saved before the turn ran)."""
+    return message.get("role") != "assistant" or bool(message.get("parts"))
+
+
+def _before(history: Sequence[UIMessage], message_id: object) -> list[UIMessage]:
+    """The history up to (not including) the message ``message_id`` when it is already there.
+
+    The host saves the user row before the connection exists, so a cold connect may load the
+    very message it is then sent; it must reach the model once.
+    """
+    for index, message in enumerate(history):
+        if message_id is not None and message.get("id") == message_id:
+            return list(history[:index])
+    return list(history)
+
+
+def _rebase_usage(run: _TurnRun, chunk: Chunk) -> Chunk:
+    """Usage metadata counts from the last steer boundary (each row carries its own usage)."""
+    metadata = chunk.get("messageMetadata")
+    if not isinstance(metadata, dict) or not isinstance(metadata.get("usage"), dict):
+        return chunk
+    usage: dict[str, Any] = metadata["usage"]
+    run.last_usage = {k: int(v) for k, v in usage.items() if isinstance(v, int)}
+    if not run.usage_base:
+        return chunk
+    rebased = {
+        key: value - run.usage_base.get(key, 0) if key in _USAGE_KEYS else value
+        for key, value in usage.items()
+    }
+    return {**chunk, "messageMetadata": {**metadata, "usage": rebased}}
+
+
+def _serialize(error: BaseException) -> dict[str, Any]:
+    out: dict[str, Any] = {"name": type(error).__name__, "message": str(error) or repr(error)}
+    if isinstance(error, ProviderError) and error.status_code is not None:
+        out["statusCode"] = error.status_code
+    return out
