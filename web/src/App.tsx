@@ -10,7 +10,8 @@ import {
   STRATEGIES,
   type Strategy,
 } from "./api";
-import { ChatView, EmptyLine } from "./components/ChatView";
+import { ChatView } from "./components/ChatView";
+import { EmptyLine } from "./components/MessageView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
 import { conversationHash, parseRoute } from "./route";

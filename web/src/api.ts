@@ -185,3 +185,9 @@ export interface ChatRequestBody {
 export function isLiveStatus(status: ConversationStatus | undefined): boolean {
   return status === "pending" || status === "streaming";
 }
+
+/** A client-side id for a user message (the server may assign its own). */
+export function newId(): string {
+  if (typeof crypto !== "undefined" && "randomUUID" in crypto) return crypto.randomUUID();
+  return `m-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+}

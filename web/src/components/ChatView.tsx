@@ -7,6 +7,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
   ApiError,
+  newId,
   type ConversationDetail,
   errorMessage,
   isLiveStatus,
@@ -29,26 +30,14 @@ import {
 } from "../tree";
 import { DrupeChatTransport } from "../transport";
 import { useConversationEvents } from "../useConversationEvents";
-import { Columns, columnsFromExecutions, modelLabel } from "./Columns";
+import { Columns, columnsFromExecutions } from "./Columns";
 import { Composer } from "./Composer";
-import { type ApprovalHandlers, errorPartText, MessageParts } from "./MessageParts";
+import { type ApprovalHandlers, errorPartText } from "./MessageParts";
+import { EmptyLine, MessageView, statusNote } from "./MessageView";
+import { QueuedSteers, type Steer, unresolvedSteers } from "./Steers";
 import { StatusBadge } from "./StatusBadge";
 
-interface Steer {
-  key: string;
-  text: string;
-  strategy: Strategy;
-  state: "sending" | "queued";
-  /** User message ids known when the steer was sent; a new one with this text resolves it. */
-  knownUserIds: Set<string>;
-}
-
 const RESUME_THROTTLE_MS = 1500;
-
-export function newId(): string {
-  if (typeof crypto !== "undefined" && "randomUUID" in crypto) return crypto.randomUUID();
-  return `m-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
-}
 
 export function ChatView({
   detail,
@@ -193,14 +182,8 @@ export function ChatView({
       m.parts.flatMap((p) => (p.type === "data-error" ? [errorPartText(p.data)] : [])),
     );
     setError((current) => (current && shown.some((t) => t.includes(current)) ? null : current));
-    const userIds = new Map(visible.filter((m) => m.role === "user").map((m) => [m.id, messageText(m)]));
-    setSteers((list) =>
-      list.filter(
-        (s) =>
-          s.state === "sending" ||
-          ![...userIds].some(([uid, text]) => !s.knownUserIds.has(uid) && text === s.text.trim()),
-      ),
-    );
+    const users = visible.filter((m) => m.role === "user").map((m) => [m.id, messageText(m)] as const);
+    setSteers((list) => unresolvedSteers(list, users));
     if (hasPendingAnswer(d.messages)) maybeResume();
     else if (!isLiveStatus(d.status)) events.clearExecutions();
   }, [id, onActivity, setMessages, maybeResume, events.clearExecutions, chatObject]);
@@ -423,14 +406,7 @@ export function ChatView({
             <span className="cursor" aria-label="waiting" />
           </div>
         )}
-        {steers.map((s) => (
-          <div key={s.key} className="message user queued" data-testid="queued-steer" data-state={s.state}>
-            <div className="queued-label">
-              {s.state === "sending" ? "sending…" : `steer · ${s.strategy}`}
-            </div>
-            <div className="plain">{s.text}</div>
-          </div>
-        ))}
+        <QueuedSteers steers={steers} />
       </div>
       {error && (
         <div className="notice error chat-error" role="alert" data-testid="chat-error">
@@ -454,65 +430,5 @@ export function ChatView({
         onRegenerate={onRegenerate}
       />
     </section>
-  );
-}
-
-function statusNote(meta: MessageInfo | undefined): string | null {
-  if (!meta) return null;
-  if (meta.status === "paused") return "stopped";
-  if (meta.status === "error") return "failed";
-  return null;
-}
-
-function MessageView({
-  message,
-  info,
-  models,
-  approvals,
-  streaming,
-  fallbackModel,
-}: {
-  message: UIMessage;
-  info: MessageInfo | undefined;
-  models: ModelInfo[];
-  approvals: ApprovalHandlers;
-  streaming: boolean;
-  fallbackModel: string;
-}) {
-  const note = info?.status === "pending" ? null : statusNote(info);
-  const placeholder = isPlaceholder(message);
-  return (
-    <div
-      className={`message ${message.role}`}
-      data-testid="message"
-      data-role={message.role}
-      data-message-id={message.id}
-      data-status={info?.status ?? (streaming ? "streaming" : "local")}
-      data-placeholder={placeholder ? "true" : undefined}
-    >
-      {message.role === "assistant" && (
-        <div className="message-model">
-          {modelLabel(models, info ? info.modelId : fallbackModel)}
-          {(streaming || placeholder) && <span className="live-dot" aria-label="streaming" />}
-          {note && <span className="muted small"> · {note}</span>}
-        </div>
-      )}
-      {message.role === "user" ? (
-        <div className="plain">{messageText(message)}</div>
-      ) : placeholder ? (
-        <span className="cursor" aria-label="waiting" />
-      ) : (
-        <MessageParts message={message} approvals={approvals} streaming={streaming} />
-      )}
-    </div>
-  );
-}
-
-export function EmptyLine() {
-  return (
-    <p>
-      <strong>Drupe</strong> is a self-hosted AI conversation runtime: the server owns every answer,
-      so you can reload, open another tab, steer or stop it mid-stream without losing a word.
-    </p>
   );
 }

@@ -1,0 +1,67 @@
+// One message of the list (user text, or an assistant answer with its parts), and the
+// one-line explanation of Drupe shown on empty screens.
+import type { UIMessage } from "ai";
+import type { ModelInfo } from "../api";
+import { isPlaceholder, type MessageInfo, messageText } from "../tree";
+import { modelLabel } from "./Columns";
+import { type ApprovalHandlers, MessageParts } from "./MessageParts";
+
+export function statusNote(meta: MessageInfo | undefined): string | null {
+  if (!meta) return null;
+  if (meta.status === "paused") return "stopped";
+  if (meta.status === "error") return "failed";
+  return null;
+}
+
+export function MessageView({
+  message,
+  info,
+  models,
+  approvals,
+  streaming,
+  fallbackModel,
+}: {
+  message: UIMessage;
+  info: MessageInfo | undefined;
+  models: ModelInfo[];
+  approvals: ApprovalHandlers;
+  streaming: boolean;
+  fallbackModel: string;
+}) {
+  const note = info?.status === "pending" ? null : statusNote(info);
+  const placeholder = isPlaceholder(message);
+  return (
+    <div
+      className={`message ${message.role}`}
+      data-testid="message"
+      data-role={message.role}
+      data-message-id={message.id}
+      data-status={info?.status ?? (streaming ? "streaming" : "local")}
+      data-placeholder={placeholder ? "true" : undefined}
+    >
+      {message.role === "assistant" && (
+        <div className="message-model">
+          {modelLabel(models, info ? info.modelId : fallbackModel)}
+          {(streaming || placeholder) && <span className="live-dot" aria-label="streaming" />}
+          {note && <span className="muted small"> · {note}</span>}
+        </div>
+      )}
+      {message.role === "user" ? (
+        <div className="plain">{messageText(message)}</div>
+      ) : placeholder ? (
+        <span className="cursor" aria-label="waiting" />
+      ) : (
+        <MessageParts message={message} approvals={approvals} streaming={streaming} />
+      )}
+    </div>
+  );
+}
+
+export function EmptyLine() {
+  return (
+    <p>
+      <strong>Drupe</strong> is a self-hosted AI conversation runtime: the server owns every answer,
+      so you can reload, open another tab, steer or stop it mid-stream without losing a word.
+    </p>
+  );
+}
