@@ -258,6 +258,8 @@ async def test_steer_never_injected_comes_back_undelivered(tmp_path: Path) -> No
             await connection.send(said("hi"))
             await reply.held.wait()
             assert await connection.redirect(steer)
+            with pytest.raises(DriverError, match="already running"):
+                await connection.send(said("a second turn"))
             reply.release.set()
             events = await reader.turn()
         await connection.close()
@@ -316,9 +318,12 @@ async def test_an_api_error_result_is_an_error_event(tmp_path: Path) -> None:
         async with EventReader(connection) as reader:
             await connection.send(said("hi"))
             events = await reader.turn()
+            assert await reader.rest() == []  # a failed turn tears the process down
+        assert not connection.alive
         await connection.close()
 
     assert isinstance(events[-1], ErrorEvent)
+    assert "message" in events[-1].error
 
 
 async def test_an_idle_session_is_prewarmed_and_consumed_once(tmp_path: Path) -> None:

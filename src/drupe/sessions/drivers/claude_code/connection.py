@@ -13,6 +13,9 @@ emits ``tool-approval-request`` (event and UI chunk) and waits for ``respond_app
 denial answers ``PermissionResultDeny(message=reason)`` and emits ``tool-output-denied``; a
 headless turn is denied at once.
 
+A turn that ends in ``error`` (including a result flagged ``is_error``) tears the process down:
+the error event is the last event, then ``events()`` ends.
+
 Must never: close itself from ``reconcile``, raise from ``close``, or let an error escape the
 owning task once the connection is up (it becomes an ``error`` event and the end of events).
 """
@@ -43,6 +46,7 @@ from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
     ConnectTarget,
+    ErrorEvent,
     ReconcileVerdict,
     RuntimeEvent,
     ToolApprovalRequest,
@@ -197,9 +201,15 @@ class ClaudeCodeConnection:
     async def _pump(self, client: ClaudeSDKClient) -> None:
         try:
             async for message in client.receive_messages():
-                self._emit_all(self.translator.feed(message))
+                events = self.translator.feed(message)
+                self._emit_all(events)
                 for call_id in self.translator.tool_inputs:
                     self._tool_event(call_id).set()
+                if any(isinstance(e, ErrorEvent) for e in events):
+                    # A failed turn tears the process down (reference §6.8); the next turn
+                    # reconnects and resumes by token.
+                    self._closing = True
+                    break
             if not self._closing:
                 error = {"name": "DriverError", "message": "the Claude Code CLI exited"}
                 self._emit_all(self.translator.abandon_turn(error))
@@ -262,6 +272,8 @@ class ClaudeCodeConnection:
     async def send(self, user_input: UserInput) -> None:
         if self._closing:
             raise DriverError("the Claude Code connection is closed")
+        if self.translator.turn_active:
+            raise DriverError("a turn is already running on this connection (steer or queue)")
         self.translator.begin_turn()
         self.steers.begin_turn()
         self._headless = user_input.headless
