@@ -25,6 +25,7 @@ from typing import Any, Final
 import orjson
 
 from drupe.agent.chunker import PROVIDER_METADATA_KEY
+from drupe.agent.models.registry import ModelInfo
 from drupe.chunks.types import Chunk, UIMessage, UIPart
 from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
 
@@ -32,6 +33,8 @@ __all__ = [
     "AnthropicDialect",
     "AnthropicMessages",
     "anthropic_error_body",
+    "anthropic_model_object",
+    "anthropic_models_body",
     "parse_messages_request",
 ]
 
@@ -62,6 +65,27 @@ def anthropic_error_body(failure: GatewayFailure) -> dict[str, Any]:
     return {
         "type": "error",
         "error": {"type": _ERROR_TYPES[failure.kind], "message": failure.message},
+    }
+
+
+def anthropic_model_object(model_id: str, label: str | None = None) -> dict[str, Any]:
+    """One model as the Models API shows it."""
+    return {
+        "type": "model",
+        "id": model_id,
+        "display_name": label or model_id,
+        "created_at": "1970-01-01T00:00:00Z",
+    }
+
+
+def anthropic_models_body(models: Sequence[ModelInfo]) -> dict[str, Any]:
+    """``GET /v1/models`` for a client that sent ``anthropic-version``."""
+    data = [anthropic_model_object(info.id, info.label) for info in models]
+    return {
+        "data": data,
+        "has_more": False,
+        "first_id": data[0]["id"] if data else None,
+        "last_id": data[-1]["id"] if data else None,
     }
 
 

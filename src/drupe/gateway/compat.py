@@ -2,7 +2,8 @@
 
 Routes (all behind bearer API keys unless ``settings.require_gateway_keys`` is false):
 
-* ``GET /v1/models``: the registry's models, ids ``provider:model``;
+* ``GET /v1/models`` and ``GET /v1/models/{id}``: the registry's models, ids ``provider:model``
+  (in the Anthropic shape when the client sends ``anthropic-version``);
 * ``POST /v1/chat/completions``: OpenAI chat completions, streaming or not;
 * ``POST /v1/messages``: Anthropic Messages, streaming or not (``x-api-key`` also accepted).
 
@@ -26,11 +27,14 @@ from drupe.errors import ConfigError
 from drupe.gateway.anthropic_compat import (
     AnthropicDialect,
     anthropic_error_body,
+    anthropic_model_object,
+    anthropic_models_body,
     parse_messages_request,
 )
 from drupe.gateway.keys import KeyCache, key_dependency
 from drupe.gateway.openai_compat import (
     OpenAIDialect,
+    model_object,
     models_body,
     openai_error_body,
     parse_chat_request,
@@ -44,6 +48,7 @@ from drupe.gateway.prompt import (
     PromptStream,
     json_response,
 )
+from drupe.persistence.records import ApiKeyRecord
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
@@ -139,20 +144,49 @@ def _respond(runtime: Runtime, spec: PromptSpec, dialect: Dialect, *, stream: bo
     )
 
 
+def _is_anthropic(request: Request) -> bool:
+    return "anthropic-version" in request.headers
+
+
 def build_router(runtime: Runtime) -> APIRouter:
     """The ``/v1`` gateway routes over ``runtime``."""
     router = APIRouter(route_class=GatewayRoute, tags=["gateway"])
     cache = KeyCache()
-    openai_key = Depends(
-        key_dependency(runtime, openai_error_body, allow_x_api_key=False, cache=cache)
-    )
-    anthropic_key = Depends(
-        key_dependency(runtime, anthropic_error_body, allow_x_api_key=True, cache=cache)
-    )
 
-    @router.get("/v1/models", dependencies=[openai_key], summary="List models (OpenAI)")
-    async def list_models() -> Response:
-        return json_response(200, models_body(runtime.models.list_models()))
+    openai_auth = key_dependency(runtime, openai_error_body, allow_x_api_key=False, cache=cache)
+    anthropic_auth = key_dependency(
+        runtime, anthropic_error_body, allow_x_api_key=True, cache=cache
+    )
+    openai_key, anthropic_key = Depends(openai_auth), Depends(anthropic_auth)
+
+    async def either_key(request: Request) -> ApiKeyRecord | None:
+        if _is_anthropic(request):
+            return await anthropic_auth(request)
+        return await openai_auth(request)
+
+    @router.get(
+        "/v1/models",
+        dependencies=[Depends(either_key)],
+        summary="List models (OpenAI shape; Anthropic shape with an anthropic-version header)",
+    )
+    async def list_models(request: Request) -> Response:
+        models = runtime.models.list_models()
+        if _is_anthropic(request):
+            return json_response(200, anthropic_models_body(models))
+        return json_response(200, models_body(models))
+
+    @router.get(
+        "/v1/models/{model_id:path}",
+        dependencies=[Depends(either_key)],
+        summary="Retrieve one model",
+    )
+    async def get_model(request: Request, model_id: str) -> Response:
+        anthropic = _is_anthropic(request)
+        _check_model(runtime, model_id, anthropic_error_body if anthropic else openai_error_body)
+        labels = {info.id: info.label for info in runtime.models.list_models()}
+        if anthropic:
+            return json_response(200, anthropic_model_object(model_id, labels.get(model_id)))
+        return json_response(200, model_object(model_id))
 
     @router.post(
         "/v1/chat/completions",

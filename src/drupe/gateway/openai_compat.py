@@ -31,6 +31,7 @@ from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
 __all__ = [
     "OpenAIChat",
     "OpenAIDialect",
+    "model_object",
     "models_body",
     "openai_error_body",
     "parse_chat_request",
@@ -66,13 +67,14 @@ def openai_error_body(failure: GatewayFailure) -> dict[str, Any]:
     return {"error": {"message": failure.message, "type": kind, "param": None, "code": code}}
 
 
+def model_object(model_id: str) -> dict[str, Any]:
+    """One entry of ``GET /v1/models`` (``owned_by`` is the provider part of the id)."""
+    return {"id": model_id, "object": "model", "created": 0, "owned_by": model_id.split(":")[0]}
+
+
 def models_body(models: Sequence[ModelInfo]) -> dict[str, Any]:
     """``GET /v1/models``: every model the registry lists, ids ``provider:model``."""
-    data = [
-        {"id": info.id, "object": "model", "created": 0, "owned_by": info.provider}
-        for info in models
-    ]
-    return {"object": "list", "data": data}
+    return {"object": "list", "data": [model_object(info.id) for info in models]}
 
 
 # --- request -------------------------------------------------------------------------------

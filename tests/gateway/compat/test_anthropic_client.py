@@ -197,3 +197,14 @@ async def test_failures_before_and_after_commit(gateway: Gateway) -> None:
     assert before.value.body["error"]["type"] == "api_error"  # type: ignore[index]
     assert "".join(texts) == "Lorem ipsum dolor."
     assert after.value.body["error"]["type"] == "api_error"  # type: ignore[index]
+
+
+async def test_models_in_the_anthropic_shape(gateway: Gateway) -> None:
+    async with gateway.anthropic() as client:
+        page = await client.models.list()
+        one = await client.models.retrieve("scripted:echo")
+        with pytest.raises(anthropic.NotFoundError):
+            await client.models.retrieve("nowhere:x")
+    assert "scripted:echo" in [model.id for model in page.data]
+    assert one.type == "model"
+    assert one.display_name == "Scripted echo (test model)"

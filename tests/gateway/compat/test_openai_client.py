@@ -147,9 +147,13 @@ async def test_non_streaming_tool_call(gateway: Gateway) -> None:
 async def test_models_lists_registry_ids(gateway: Gateway) -> None:
     async with gateway.openai() as client:
         page = await client.models.list()
+        one = await client.models.retrieve("scripted:echo")
+        with pytest.raises(openai.NotFoundError):
+            await client.models.retrieve("nowhere:x")
     ids = [model.id for model in page.data]
     assert "scripted:echo" in ids
     assert all(":" in model_id for model_id in ids)
+    assert (one.id, one.owned_by) == ("scripted:echo", "scripted")
 
 
 async def test_missing_or_bad_key_is_401_in_openai_shape(gateway: Gateway) -> None:
