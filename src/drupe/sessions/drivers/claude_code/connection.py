@@ -203,7 +203,7 @@ class ClaudeCodeConnection:
             async for message in client.receive_messages():
                 events = self.translator.feed(message)
                 self._emit_all(events)
-                for call_id in self.translator.tool_inputs:
+                for call_id in self.translator.available:
                     self._tool_event(call_id).set()
                 if any(isinstance(e, ErrorEvent) for e in events):
                     # A failed turn tears the process down (reference §6.8); the next turn
@@ -226,6 +226,9 @@ class ClaudeCodeConnection:
                 await command.call(client)
             except Exception as exc:
                 command.error = exc
+            except BaseException:
+                command.error = DriverError("the Claude Code connection closed during a call")
+                raise
             finally:
                 command.done.set()
                 self._commands.discard(command)
@@ -389,7 +392,7 @@ class ClaudeCodeConnection:
             return PermissionResultDeny(message=_HEADLESS_DENIAL)
         if top_level:
             # The CLI asks once the tool_use block is complete; let the pump catch up so the UI
-            # sees the tool part before its approval request.
+            # sees the tool's input (``tool-input-available``) before its approval request.
             with anyio.move_on_after(_TOOL_READY_TIMEOUT_S):
                 await self._tool_event(call_id).wait()
         approval_id = f"approval-{uuid.uuid4().hex}"

@@ -141,6 +141,8 @@ class Translator:
     denied: set[str] = field(default_factory=set)
     tool_inputs: dict[str, Any] = field(default_factory=dict)
     """Inputs of the turn's tool calls by id (from ``AssistantMessage`` tool_use blocks)."""
+    available: set[str] = field(default_factory=set)
+    """Tool calls whose ``tool-input-available`` chunk was emitted this turn."""
     _blocks: dict[int, _Block] = field(default_factory=dict)
     _step_open: bool = False
     _ids: int = 0
@@ -151,6 +153,7 @@ class Translator:
         self.turn_active = True
         self.denied.clear()
         self.tool_inputs.clear()
+        self.available.clear()
         self._blocks.clear()
         self._step_open = False
 
@@ -268,6 +271,7 @@ class Translator:
             except ValueError:
                 tool_input = {}
             self.tool_inputs[b.id] = tool_input
+        self.available.add(b.id)
         available: Chunk = {
             "type": "tool-input-available",
             "toolCallId": b.id,
