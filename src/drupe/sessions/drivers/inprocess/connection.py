@@ -104,8 +104,8 @@ class _TurnRun:
     done: anyio.Event = field(default_factory=anyio.Event)
     segments: list[Accumulator] = field(default_factory=list)
     """One accumulated assistant message per row: A1, or A1a then A2 after a boundary."""
-    steers: list[UIMessage] = field(default_factory=list)
-    """The injected steer messages, one before each segment after the first."""
+    steers: list[list[UIMessage]] = field(default_factory=list)
+    """The steer messages injected before each segment after the first."""
     usage_base: dict[str, int] = field(default_factory=dict)
     last_usage: dict[str, int] = field(default_factory=dict)
 
@@ -307,7 +307,7 @@ class InProcessConnection:
         taken, run.pending = run.pending, []
         self._emit(SteerBoundary(tuple(taken)))
         messages = [s.message for s in taken]
-        run.steers.extend(messages)
+        run.steers.append(messages)
         run.segments.append(Accumulator({"id": _new_id(), "role": "assistant", "parts": []}))
         run.usage_base = dict(run.last_usage)
         self._set_token(messages[-1])
@@ -364,7 +364,7 @@ class InProcessConnection:
         history = [*_before(self.history, user.get("id")), user]
         for index, segment in enumerate(run.segments):
             if index > 0:
-                history.append(run.steers[index - 1])
+                history.extend(run.steers[index - 1])
             snapshot = segment.snapshot()
             if _worth_keeping(snapshot):
                 history.append(snapshot)
