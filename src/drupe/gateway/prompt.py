@@ -329,8 +329,9 @@ class PromptResponse(Response):
                     self._client_gone()
                 tg.cancel_scope.cancel()
         finally:
-            if self.disconnected:
-                self.stream.abort("client-disconnect")
+            # A no-op after a normal end; otherwise (disconnect, cancellation, a bug in a
+            # dialect) the model must not go on for a response nobody will read.
+            self.stream.abort("client-disconnect" if self.disconnected else "response-closed")
             await self.stream.close()
 
     # --- the disconnect watcher ---------------------------------------------------------------
