@@ -35,12 +35,20 @@ from drupe.sessions.drivers.base import (
     SteerUndelivered,
     SupportedCommands,
     TurnComplete,
+    UsageEvent,
 )
-from drupe.sessions.drivers.claude_code.events import Translator, tool_output, usage_metadata
+from drupe.sessions.drivers.claude_code.events import (
+    Translator,
+    tool_output,
+    ui_usage,
+    usage_metadata,
+)
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
 from tests.sessions.claude_code.cli_support import said
 
 SID = "7d9c7393-2f14-406b-b202-b70afaf2aabe"
+START_USAGE = {"input_tokens": 10, "output_tokens": 1}
+END_USAGE = {"output_tokens": 5}
 
 
 def init(session_id: str = SID, commands: list[str] | None = None) -> SystemMessage:
@@ -60,7 +68,7 @@ def ev(event: dict[str, Any], parent: str | None = None) -> StreamEvent:
 
 def text_message(text: str, parent: str | None = None) -> list[object]:
     return [
-        ev({"type": "message_start", "message": {"id": "msg_1", "content": []}}, parent),
+        ev({"type": "message_start", "message": {"id": "msg_2", "usage": START_USAGE}}, parent),
         ev({"type": "content_block_start", "index": 0, "content_block": {"type": "text"}}, parent),
         ev(
             {
@@ -72,7 +80,10 @@ def text_message(text: str, parent: str | None = None) -> list[object]:
         ),
         AssistantMessage([TextBlock(text)], "m", parent_tool_use_id=parent),
         ev({"type": "content_block_stop", "index": 0}, parent),
-        ev({"type": "message_delta", "delta": {"stop_reason": "end_turn"}}, parent),
+        ev(
+            {"type": "message_delta", "delta": {"stop_reason": "end_turn"}, "usage": END_USAGE},
+            parent,
+        ),
         ev({"type": "message_stop"}, parent),
     ]
 
@@ -81,7 +92,7 @@ def tool_message(call_id: str, command: str) -> list[object]:
     args = '{"command": "' + command + '"}'
     block = {"type": "tool_use", "id": call_id, "name": "Bash", "input": {}}
     return [
-        ev({"type": "message_start", "message": {"id": "msg_1", "content": []}}),
+        ev({"type": "message_start", "message": {"id": "msg_1", "usage": START_USAGE}}),
         ev({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking"}}),
         ev(
             {
@@ -108,7 +119,7 @@ def tool_message(call_id: str, command: str) -> list[object]:
         ),
         AssistantMessage([ToolUseBlock(call_id, "Bash", {"command": command})], "m"),
         ev({"type": "content_block_stop", "index": 1}),
-        ev({"type": "message_delta", "delta": {"stop_reason": "tool_use"}}),
+        ev({"type": "message_delta", "delta": {"stop_reason": "tool_use"}, "usage": END_USAGE}),
         ev({"type": "message_stop"}),
     ]
 
@@ -287,10 +298,29 @@ def test_the_steer_boundary_comes_before_the_next_top_level_message() -> None:
     events = head + rest
     at = next(i for i, e in enumerate(events) if isinstance(e, SteerBoundary))
     assert events[at] == SteerBoundary((steer,))
+    # the usage of the first message binds to A1a: written just before the boundary
+    a1a_usage = {"inputTokens": 10, "outputTokens": 5, "totalTokens": 15}
     assert events[at - 1] == ChunkEvent(
+        {
+            "type": "message-metadata",
+            "messageMetadata": {"usage": a1a_usage, "modelId": "claude-sonnet-4-5"},
+        }
+    )
+    assert events[at - 2] == ChunkEvent(
         {"type": "tool-output-available", "toolCallId": "toolu_1", "output": "hi"}
     )
     assert events[at + 1] == ChunkEvent({"type": "start-step"})
+    # the result's metadata is the rest of the turn (A2's share)
+    a2 = [c for c in chunks(events[at:]) if c["type"] == "message-metadata"]
+    assert a2[-1]["messageMetadata"]["usage"] == {
+        "inputTokens": 15,
+        "outputTokens": 5,
+        "totalTokens": 20,
+        "cachedInputTokens": 5,
+    }
+    usage_events = [e for e in events if isinstance(e, UsageEvent)]
+    assert [e.invocation["requestId"] for e in usage_events] == ["msg_1", "msg_2"]
+    assert usage_events[0].invocation["usage"] == a1a_usage
     assert sum(isinstance(e, SteerBoundary) for e in events) == 1
     assert not any(isinstance(e, SteerUndelivered) for e in events)
 
@@ -394,6 +424,6 @@ def test_tool_output_and_usage_shapes() -> None:
     assert tool_output([{"type": "text", "text": "a"}, {"type": "text", "text": "b"}]) == "ab"
     image = [{"type": "image", "source": {}}]
     assert tool_output(image) == image
-    metadata = usage_metadata(result(), "claude-sonnet-4-5")
+    metadata = usage_metadata(ui_usage(result().usage), "claude-sonnet-4-5", 0.0002)
     assert metadata["modelId"] == "claude-sonnet-4-5"
     assert metadata["providerCostUsd"] == 0.0002

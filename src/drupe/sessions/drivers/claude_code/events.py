@@ -18,9 +18,12 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   with an anchor; ``compact_result: success`` with no boundary before the next model call or the
   result -> anchor-less ``CompactionComplete`` (exactly one complete per compaction);
   ``compact_result: failed`` -> ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
+* each finished top-level model message -> ``UsageEvent`` (its own usage);
 * ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
   injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
-  ``ErrorEvent``.
+  ``ErrorEvent``. At a steer boundary the usage of the messages so far is written first (a
+  ``message-metadata`` chunk before ``SteerBoundary``), so it binds to the rolled row (A1a);
+  the result's metadata then carries the rest of the turn (A2's share).
 
 The driver emits no ``start``/``finish`` chunks: the host frames each turn (its turn stream
 emits ``start`` with the row's message id, and ``finish`` at the terminal). Chunks and results
@@ -62,10 +65,11 @@ from drupe.sessions.drivers.base import (
     SteerUndelivered,
     SupportedCommands,
     TurnComplete,
+    UsageEvent,
 )
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
 
-__all__ = ["Translator", "tool_output", "usage_metadata"]
+__all__ = ["Translator", "tool_output", "ui_usage", "usage_metadata"]
 
 _RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
 
@@ -78,29 +82,43 @@ class _Block:
     json_text: str = ""
 
 
-def usage_metadata(result: ResultMessage, model_id: str | None) -> dict[str, Any]:
-    """The ``message-metadata`` payload of a result: the turn's usage (AI SDK camelCase)."""
-    raw = result.usage or {}
-    input_tokens = int(raw.get("input_tokens") or 0)
+def ui_usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
+    """An Anthropic usage object as the UI's ``usage`` (camelCase; prompt includes the cache)."""
+    raw = raw or {}
     cache_read = int(raw.get("cache_read_input_tokens") or 0)
     cache_write = int(raw.get("cache_creation_input_tokens") or 0)
+    prompt = int(raw.get("input_tokens") or 0) + cache_read + cache_write
     output_tokens = int(raw.get("output_tokens") or 0)
-    prompt = input_tokens + cache_read + cache_write
-    usage: dict[str, int] = {
-        "inputTokens": prompt,
-        "outputTokens": output_tokens,
-        "totalTokens": prompt + output_tokens,
-    }
+    usage = {"inputTokens": prompt, "outputTokens": output_tokens}
+    usage["totalTokens"] = prompt + output_tokens
     if cache_read:
         usage["cachedInputTokens"] = cache_read
     reasoning = int((raw.get("output_tokens_details") or {}).get("thinking_tokens") or 0)
     if reasoning:
         usage["reasoningTokens"] = reasoning
-    metadata: dict[str, Any] = {"usage": usage}
+    return usage
+
+
+def _add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
+
+
+def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
+    out = {k: max(0, v - b.get(k, 0)) for k, v in a.items()}
+    return {
+        k: v for k, v in out.items() if v or k in ("inputTokens", "outputTokens", "totalTokens")
+    }
+
+
+def usage_metadata(
+    usage: Mapping[str, int], model_id: str | None, cost_usd: float | None = None
+) -> dict[str, Any]:
+    """A ``message-metadata`` payload carrying ``usage`` (the shape of the agent loop's)."""
+    metadata: dict[str, Any] = {"usage": dict(usage)}
     if model_id:
         metadata["modelId"] = model_id
-    if result.total_cost_usd is not None:
-        metadata["providerCostUsd"] = result.total_cost_usd
+    if cost_usd is not None:
+        metadata["providerCostUsd"] = cost_usd
     return metadata
 
 
@@ -145,6 +163,12 @@ class Translator:
     """Tool calls whose ``tool-input-available`` chunk was emitted this turn."""
     _blocks: dict[int, _Block] = field(default_factory=dict)
     _step_open: bool = False
+    _message: dict[str, Any] = field(default_factory=dict)
+    """The current top-level model message: its id and raw usage so far."""
+    _unflushed: dict[str, int] = field(default_factory=dict)
+    """UI usage of the turn's finished messages not yet written to a row."""
+    _flushed: dict[str, int] = field(default_factory=dict)
+    """UI usage already written to a rolled row (A1a) at a steer boundary."""
     _ids: int = 0
 
     # -- turn framing -----------------------------------------------------------------------
@@ -156,6 +180,9 @@ class Translator:
         self.available.clear()
         self._blocks.clear()
         self._step_open = False
+        self._message = {}
+        self._unflushed = {}
+        self._flushed = {}
 
     def _next_id(self, prefix: str) -> str:
         self._ids += 1
@@ -195,11 +222,22 @@ class Translator:
         if kind == "message_start":
             out += self._settle_compaction()
             out += self._close_step()
+            out += self._end_message()
             boundary = self.steers.take_boundary()
             if boundary:
+                # Usage so far binds to the row that ends here (A1a), before the roll.
+                if self._unflushed:
+                    out += self._chunks(self._metadata(self._unflushed))
+                    self._flushed = _add(self._flushed, self._unflushed)
+                    self._unflushed = {}
                 out.append(SteerBoundary(boundary))
+            message = event.get("message") or {}
+            self._message = {"id": message.get("id"), "usage": dict(message.get("usage") or {})}
             self._step_open = True
             out += self._chunks({"type": "start-step"})
+        elif kind == "message_delta":
+            if self._message:
+                self._message["usage"].update(event.get("usage") or {})
         elif kind == "content_block_start":
             out += self._block_start(int(event.get("index", 0)), event.get("content_block") or {})
         elif kind == "content_block_delta":
@@ -208,7 +246,29 @@ class Translator:
             out += self._block_stop(int(event.get("index", 0)))
         elif kind == "message_stop":
             out += self._close_step()
+            out += self._end_message()
         return out
+
+    def _end_message(self) -> list[RuntimeEvent]:
+        """Account the finished model message: one ``usage`` event; usage kept for the row."""
+        if not self._message:
+            return []
+        message, self._message = self._message, {}
+        usage = ui_usage(message["usage"])
+        self._unflushed = _add(self._unflushed, usage)
+        invocation = {
+            "requestId": message["id"],
+            "model": self.model_id,
+            "messageAssociation": "current-turn",
+            "usage": usage,
+        }
+        return [UsageEvent(invocation)]
+
+    def _metadata(self, usage: Mapping[str, int], cost: float | None = None) -> Chunk:
+        return {
+            "type": "message-metadata",
+            "messageMetadata": usage_metadata(usage, self.model_id, cost),
+        }
 
     def _block_start(self, index: int, block: Mapping[str, Any]) -> list[RuntimeEvent]:
         if not self._step_open:
@@ -369,9 +429,10 @@ class Translator:
         if not self.turn_active:
             return out
         out += self._close_step()
-        out += self._chunks(
-            {"type": "message-metadata", "messageMetadata": usage_metadata(result, self.model_id)}
-        )
+        out += self._end_message()
+        # The result's usage covers the whole turn; a rolled row (A1a) already got its share.
+        usage = _minus(ui_usage(result.usage), self._flushed)
+        out += self._chunks(self._metadata(usage, result.total_cost_usd))
         undelivered = self.steers.end_turn()
         if undelivered:
             out.append(SteerUndelivered(undelivered))
