@@ -268,9 +268,13 @@ class ClaudeCodeConnection:
     # -- Connection -------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
-        async with self._out_recv:
+        # The receive side is never closed here: a reader may stop early and iterate again
+        # (a fresh ``events()``) until the connection's end closes the send side.
+        try:
             async for event in self._out_recv:
                 yield event
+        except anyio.ClosedResourceError:
+            return
 
     async def send(self, user_input: UserInput) -> None:
         if self._closing:
