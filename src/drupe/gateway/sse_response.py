@@ -3,7 +3,9 @@
 Each wake-up of the buffer is ONE ``http.response.body`` message (coalesced frames), never one
 per event and never FastAPI's SSE class. The response watches ``receive`` for
 ``http.disconnect`` for its whole life (whatever the ASGI spec version), so a closed connection
-is noticed at once even while nothing is being written; then ``on_close`` runs. ``on_close``
+is noticed at once even while nothing is being written; then ``on_close`` runs. An idle
+connection gets an SSE comment (``PING_FRAME``) every ``ping_after`` seconds, from a timer
+task of its own (a timeout per batch would cost a timer per write). ``on_close``
 DETACHES the listener from its stream: closing a connection is never a stop.
 """
 
@@ -17,7 +19,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from drupe.chunks.sse import UI_MESSAGE_STREAM_HEADERS
-from drupe.streaming.listeners.sse import FrameBuffer
+from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
 
 __all__ = ["SseResponse"]
 
@@ -59,7 +61,19 @@ class SseResponse(Response):
                             tg.cancel_scope.cancel()
                             return
 
+                async def ping() -> None:
+                    # One timer per connection per interval, not one per batch.
+                    assert self.ping_after is not None
+                    seen = -1
+                    while True:
+                        await anyio.sleep(self.ping_after)
+                        if buffer.writes == seen:
+                            buffer.push(PING_FRAME)
+                        seen = buffer.writes
+
                 tg.start_soon(watch_disconnect)
+                if self.ping_after is not None:
+                    tg.start_soon(ping)
                 try:
                     await send(
                         {

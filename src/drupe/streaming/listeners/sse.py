@@ -57,6 +57,7 @@ PING_FRAME: Final = b": ping\n\n"
 """An SSE comment: keeps idle connections open through proxies; every client ignores it."""
 
 SelectMode = Literal["fixed", "next-turn", "first", "pending"]
+_WATCHED: Final = frozenset(("finish", "abort", "error"))
 
 
 def format_cursor(turn_id: str, seq: int) -> str:
@@ -82,6 +83,9 @@ class FrameBuffer:
         self._frames: deque[bytes] = deque()
         self._bytes = 0
         self._wakeup = anyio.Event()
+        self._signalled = False
+        self.writes = 0
+        """Batches handed to the writer so far (the ping timer reads it)."""
         self.closed = False
         """No frame is accepted any more; the writer ends once the queue is drained."""
         self.overflowed = False
@@ -92,13 +96,16 @@ class FrameBuffer:
         """Queue one frame (never blocks); overflow closes the buffer (see module docstring)."""
         if self.closed:
             return
-        if self._bytes + len(frame) > self.max_bytes:
+        size = self._bytes + len(frame)
+        if size > self.max_bytes:
             self.overflowed = True
             self.close()
             return
         self._frames.append(frame)
-        self._bytes += len(frame)
-        self._wakeup.set()
+        self._bytes = size
+        if not self._signalled:  # wake the writer once per batch, not once per frame
+            self._signalled = True
+            self._wakeup.set()
 
     def close(self) -> None:
         """Accept nothing more; the writer finishes what is queued."""
@@ -115,6 +122,7 @@ class FrameBuffer:
         data = b"".join(self._frames) if len(self._frames) > 1 else self._frames[0]
         self._frames.clear()
         self._bytes = 0
+        self.writes += 1
         return data
 
     async def next_batch(self, *, ping_after: float | None = None) -> bytes | None:
@@ -129,6 +137,7 @@ class FrameBuffer:
             if self.closed:
                 return None
             wakeup = self._wakeup = anyio.Event()
+            self._signalled = False
             if ping_after is None:
                 await wakeup.wait()
                 continue
@@ -180,6 +189,8 @@ class SseListener(BaseListener):
         self._saw_error = False
         self.terminal: TerminalResult | None = None
         self.last_seq = 0
+        self._prefix: bytes | None = None
+        self._prefix_turn: str | None = None
 
     # --- selection ------------------------------------------------------------------------
 
@@ -218,24 +229,34 @@ class SseListener(BaseListener):
     # --- listener protocol ----------------------------------------------------------------
 
     def on_chunk(self, event: StreamEvent) -> None:
-        if self.mode == "pending":
-            self._early.append(event)
+        target = self.target
+        if target is None:
+            if self.mode == "pending":
+                self._early.append(event)
+                return
+            if not self._selects(event.turn_id, event.execution_id):
+                return
+        elif event.execution_id != target[1] or event.turn_id != target[0]:
             return
-        if not self._selects(event.turn_id, event.execution_id):
-            return
-        ctype = event.chunk.get("type")
-        if ctype == "finish":
-            self._saw_finish = True
-        elif ctype == "abort":
-            self._saw_abort = True
-        elif ctype == "error":
-            self._saw_error = True
+        ctype = event.chunk["type"]
+        if ctype in _WATCHED:
+            if ctype == "finish":
+                self._saw_finish = True
+            elif ctype == "abort":
+                self._saw_abort = True
+            else:
+                self._saw_error = True
+        # Hot path: the cached orjson encoding is one line, so the frame is a concatenation.
         seq = event.seq
         if seq:
             self.last_seq = seq
-            self.buffer.push(encode_sse(event.json, event_id=f"{event.turn_id}/{seq}"))
+            prefix = self._prefix
+            if prefix is None or self._prefix_turn != event.turn_id:
+                self._prefix_turn = event.turn_id
+                prefix = self._prefix = b"id: " + event.turn_id.encode() + b"/"
+            self.buffer.push(prefix + str(seq).encode() + b"\ndata: " + event.json + b"\n\n")
         else:
-            self.buffer.push(encode_sse(event.json))
+            self.buffer.push(b"data: " + event.json + b"\n\n")
 
     async def on_done(self, result: TerminalResult) -> None:
         self._terminal(result)
@@ -247,7 +268,8 @@ class SseListener(BaseListener):
         self._terminal(result)
 
     def is_alive(self) -> bool:
-        return self.buffer.alive()
+        buffer = self.buffer  # called once per chunk per listener: kept inline
+        return not (buffer.closed or buffer.disconnected)
 
     # --- terminal -------------------------------------------------------------------------
 
