@@ -85,7 +85,8 @@ export function ChatView({
     });
     return holder.chat;
   });
-  const chat = useChat({ chat: chatObject, resume: !firstMessage });
+  // Throttled re-renders: a fast model can send hundreds of deltas a second.
+  const chat = useChat({ chat: chatObject, resume: !firstMessage, experimental_throttle: 40 });
   const { messages, setMessages, sendMessage, regenerate, resumeStream, stop } = chat;
 
   /** Always current (a render-time copy would be stale inside async callbacks). */
