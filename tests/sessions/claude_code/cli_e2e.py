@@ -28,6 +28,7 @@ from drupe.sessions.drivers.base import (
     UserInput,
 )
 from drupe.sessions.drivers.claude_code import ClaudeCodeDriver
+from drupe.testing.driver_check import check_driver
 from tests.sessions.claude_code.cli_support import (
     MODEL,
     EventReader,
@@ -381,3 +382,15 @@ async def test_manual_compaction_maps_to_compaction_events(tmp_path: Path) -> No
     assert isinstance(complete, CompactionComplete) and complete.anchor is not None
     assert complete.anchor.trigger == "manual"
     assert complete.anchor.pre_tokens > 0
+
+
+async def test_the_claude_code_driver_passes_the_driver_conformance_check(tmp_path: Path) -> None:
+    api = FakeClaudeApi(lambda body: Reply(text="conforming"))
+    async with api.serve() as url, ClaudeCodeDriver(isolated_config(tmp_path, url)) as driver:
+        report = await check_driver(
+            driver, connect_input(tmp_path).session, try_redirect=True, within_s=30
+        )
+    assert report.steerable
+    assert report.redirect_result is True  # the turn was live: the steer was stashed
+    assert report.verdict == "current"
+    assert any(isinstance(e, SteerUndelivered) for e in report.events)  # never injected

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import anyio
 from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
@@ -30,7 +31,7 @@ from drupe.sessions.drivers.base import (
     UserInput,
 )
 from drupe.sessions.drivers.inprocess import InProcessConnection, InProcessDriver
-from drupe.testing.script import Script
+from drupe.testing.script import Script, Sleep
 from drupe.testing.scripted import register_script, scripted_model
 
 _names = itertools.count()
@@ -78,6 +79,8 @@ class Models:
     """``resolve_model``: ``scripted:`` ids, plus named ready models."""
 
     named: dict[str, Model] = field(default_factory=dict)
+    sleep: Sleep | None = None
+    """What a scripted ``Pause`` awaits (a test-controlled gate); None: real sleeps."""
 
     def __call__(self, model_id: str) -> Model:
         if model_id in self.named:
@@ -85,7 +88,19 @@ class Models:
         provider, _, spec = model_id.partition(":")
         if provider != "scripted":
             raise ConfigError(f"unknown model {model_id!r}")
-        return scripted_model(spec)
+        return scripted_model(spec, sleep=self.sleep)
+
+
+@dataclass
+class Gate:
+    """A scripted ``Pause`` that waits for the test: ``reached`` when the model pauses."""
+
+    reached: anyio.Event = field(default_factory=anyio.Event)
+    released: anyio.Event = field(default_factory=anyio.Event)
+
+    async def __call__(self, seconds: float) -> None:
+        self.reached.set()
+        await self.released.wait()
 
 
 @dataclass

@@ -14,10 +14,12 @@ from drupe.sessions.drivers.base import (
     Driver,
     ErrorEvent,
     ResumeToken,
+    SteerBoundary,
     TurnComplete,
     UsageEvent,
     can_steer,
 )
+from drupe.testing.driver_check import check_driver
 from drupe.testing.script import Fail, Text, ToolCall
 from tests.sessions.inprocess.support import (
     Histories,
@@ -282,3 +284,19 @@ async def test_send_while_a_turn_runs_is_refused(tmp_path: Path) -> None:
         await connection.close()
     assert isinstance(events[-1], TurnComplete)
     assert all(not isinstance(e, ChunkEvent) or e.chunk["type"] != "error" for e in events)
+
+
+async def test_the_driver_passes_the_conformance_check(tmp_path: Path) -> None:
+    model_id = script_model([[ToolCall("list_dir", {})], [Text("checked")]])
+    async with driver_for() as driver:
+        report = await check_driver(
+            driver, session(tmp_path / "ws", model_id), within_s=10, try_redirect=True
+        )
+        failing = script_model([[Fail(400)]])
+        errored = await check_driver(
+            driver, session(tmp_path / "ws", failing), within_s=10, expect_error=True
+        )
+    assert report.steerable and report.redirect_result is True
+    assert report.verdict == "current"
+    assert any(isinstance(e, SteerBoundary) for e in report.events)
+    assert errored.verdict == "current"

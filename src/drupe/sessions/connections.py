@@ -1,0 +1,296 @@
+"""``ConnectionKeeper``: a session's runtime connection, its reader, and ``ensure`` (§6.7).
+
+* ``ensure`` is single-flight: concurrent callers share one in-flight connect. A cold connect
+  passes the newest resume token (the in-memory one, else the persisted one). A live connection
+  is reconciled against the wanted target, EXCEPT during a roll or under an admitted streaming
+  turn (then it is returned as is). After every await the link's identity is re-checked, so a
+  verdict about a connection that was replaced meanwhile is ignored. ``current``/``patched`` ->
+  use it; ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
+* One reader task per connection translates runtime events into reducer events. If the runtime
+  goes away by itself, a turn that was still running ends ``error``.
+Never: reconnect from the reader, or close a connection the host did not decide to close.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Any
+
+import anyio
+
+from drupe.chunks.types import Chunk
+from drupe.errors import DriverError, DrupeError
+from drupe.sessions.drivers.base import (
+    ApiRetry,
+    ChunkEvent,
+    CompactionAnchor,
+    CompactionComplete,
+    CompactionError,
+    CompactionStart,
+    ConnectInput,
+    Connection,
+    ConnectTarget,
+    ContextUsage,
+    ErrorEvent,
+    ResumeToken,
+    RuntimeEvent,
+    SteerBoundary,
+    SteerUndelivered,
+    SupportedCommands,
+    ToolApprovalRequest,
+    TraceContext,
+    TurnComplete,
+    UsageEvent,
+)
+from drupe.sessions.state import (
+    CompactionEnded,
+    CompactionStarted,
+    ConnectionLost,
+    ConnectionOpened,
+    ConnectionStarted,
+    RuntimeChunk,
+    RuntimeTerminal,
+    SteerBoundaryReached,
+    SteerUndeliveredInputs,
+    Transition,
+    TurnExec,
+)
+from drupe.streaming.listeners.base import serialize_error
+
+if TYPE_CHECKING:
+    from drupe.sessions.host import AgentSessionHost, SessionEntry
+
+__all__ = ["ConnectionKeeper", "anchor_chunk"]
+
+log = logging.getLogger(__name__)
+
+_MAX_ROUNDS = 8
+_CLOSE_TIMEOUT = 10.0
+
+
+@dataclass(eq=False, slots=True)
+class _Link:
+    connection: Connection
+    attempt: int
+
+
+def anchor_chunk(anchor: CompactionAnchor, seq: int) -> Chunk:
+    """The ``data-compaction-anchor`` chunk injected into the live turn."""
+    data: dict[str, Any] = {
+        "trigger": anchor.trigger,
+        "completedAt": anchor.completed_at,
+        "preTokens": anchor.pre_tokens,
+    }
+    if anchor.post_tokens is not None:
+        data["postTokens"] = anchor.post_tokens
+    if anchor.duration_ms is not None:
+        data["durationMs"] = anchor.duration_ms
+    return {"type": "data-compaction-anchor", "id": f"compaction-{seq}", "data": data}
+
+
+class ConnectionKeeper:
+    def __init__(self, host: AgentSessionHost) -> None:
+        self.host = host
+        self._links: dict[str, _Link] = {}
+        self._connecting: dict[str, anyio.Event] = {}
+        self._attempts = 0
+        self._anchors = 0
+        self.connects = 0
+
+    def current(self, entry: SessionEntry) -> Connection | None:
+        link = self._links.get(entry.session_id)
+        return link.connection if link is not None else None
+
+    # --- ensure -----------------------------------------------------------------------------
+
+    async def ensure(self, entry: SessionEntry, model_id: str) -> Connection:
+        """Return a connection fit for a turn with ``model_id`` (see the module contract)."""
+        sid = entry.session_id
+        for _ in range(_MAX_ROUNDS):
+            if self.host.entries.get(sid) is not entry:
+                raise DriverError(f"agent session {sid!r} was closed")
+            link = self._links.get(sid)
+            if link is not None:
+                if _protected(entry):
+                    return link.connection
+                target = ConnectTarget.of(replace(entry.info, model_id=model_id))
+                try:
+                    verdict = await link.connection.reconcile(target)
+                except Exception:  # isolation boundary: a throwing reconcile counts as failed
+                    log.exception("reconcile of session %r raised", sid)
+                    verdict = "failed"
+                if self._links.get(sid) is not link:
+                    continue  # replaced while we waited: decide again
+                if verdict in ("current", "patched"):
+                    return link.connection
+                await self.close_now(entry, f"reconcile {verdict}")
+                if verdict == "invalid":
+                    raise DriverError(f"agent session {sid!r} is no longer valid")
+                continue
+            waiting = self._connecting.get(sid)
+            if waiting is not None:
+                await waiting.wait()
+                continue
+            await self._connect(entry, model_id)
+        raise DriverError(f"could not connect agent session {sid!r}")
+
+    async def _connect(self, entry: SessionEntry, model_id: str) -> None:
+        sid = entry.session_id
+        done = self._connecting[sid] = anyio.Event()
+        self._attempts += 1
+        attempt = self._attempts
+        self.host.apply(entry, ConnectionStarted(attempt))
+        try:
+            if entry.last_resume_token is None and not entry.token_hydrated:
+                entry.last_resume_token = await self.host.lookup.latest_resume_token(sid)
+            entry.token_hydrated = True
+            driver = self.host.drivers.get(entry.info.driver_type)
+            info = replace(entry.info, model_id=model_id)
+            self.connects += 1
+            connection = await driver.connect(
+                ConnectInput(
+                    session=info,
+                    model_id=model_id,
+                    resume_token=entry.last_resume_token,
+                    trace=TraceContext(conversation_id=entry.conversation_id),
+                )
+            )
+        except BaseException as err:
+            self.host.apply(entry, ConnectionLost(attempt))
+            if isinstance(err, Exception) and not isinstance(err, DrupeError):
+                raise DriverError(f"connecting agent session {sid!r} failed: {err}") from err
+            raise
+        finally:
+            done.set()
+            self._connecting.pop(sid, None)
+        if self.host.entries.get(sid) is not entry or entry.state.attempt != attempt:
+            with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+                await connection.close()
+            return
+        link = self._links[sid] = _Link(connection, attempt)
+        self.host.apply(entry, ConnectionOpened(attempt))
+        self.host.task_group.start_soon(self._read, entry, link)
+
+    # --- closing ----------------------------------------------------------------------------
+
+    def close_current(self, entry: SessionEntry, reason: str) -> None:
+        """Detach the connection now and close it in the background (a reducer effect)."""
+        link = self._links.pop(entry.session_id, None)
+        if link is not None:
+            log.info("closing the connection of session %r (%s)", entry.session_id, reason)
+            self.host.task_group.start_soon(_close, link.connection)
+
+    async def close_now(self, entry: SessionEntry, reason: str) -> None:
+        link = self._links.pop(entry.session_id, None)
+        if link is None:
+            return
+        log.info("closing the connection of session %r (%s)", entry.session_id, reason)
+        self.host.apply(entry, ConnectionLost(link.attempt))
+        await _close(link.connection)
+
+    # --- reading ----------------------------------------------------------------------------
+
+    async def _read(self, entry: SessionEntry, link: _Link) -> None:
+        failure: Mapping[str, Any] = {
+            "name": "RuntimeDisconnected",
+            "message": "the agent runtime ended the connection",
+        }
+        try:
+            async for event in link.connection.events():
+                if self._links.get(entry.session_id) is not link:
+                    break
+                await self._on_event(entry, link, event)
+        except Exception as err:  # isolation boundary: a driver's event stream failing
+            log.exception("the event stream of session %r failed", entry.session_id)
+            failure = serialize_error(err)
+        finally:
+            if self._links.get(entry.session_id) is link:
+                del self._links[entry.session_id]
+                self.host.apply(entry, ConnectionLost(link.attempt))
+                self.host.runtime_failed(entry, failure)
+                await _close(link.connection)
+
+    def route_chunk(self, entry: SessionEntry, chunk: Chunk) -> None:
+        self.host.apply(entry, RuntimeChunk(chunk))
+
+    async def _on_event(self, entry: SessionEntry, link: _Link, event: RuntimeEvent) -> None:
+        host = self.host
+        match event:
+            case ChunkEvent(chunk=runtime_chunk):
+                host.apply(entry, RuntimeChunk(runtime_chunk))
+            case ResumeToken(token=token):
+                entry.last_resume_token = token
+                entry.token_hydrated = True
+            case TurnComplete():
+                host.apply(entry, RuntimeTerminal("success"))
+            case ErrorEvent(error=error):
+                host.apply(entry, RuntimeTerminal("error", dict(error)))
+            case SteerUndelivered(inputs=inputs):
+                host.apply(entry, SteerUndeliveredInputs(tuple(i.message["id"] for i in inputs)))
+            case SteerBoundary(inputs=inputs):
+                host.apply(entry, SteerBoundaryReached(tuple(i.message["id"] for i in inputs)))
+            case CompactionStart():
+                host.apply(entry, CompactionStarted())
+            case CompactionComplete(anchor=anchor):
+                marker: Chunk | None = None
+                if anchor is not None:
+                    self._anchors += 1
+                    marker = anchor_chunk(anchor, self._anchors)
+                host.apply(entry, CompactionEnded(marker))
+            case CompactionError(error=error):
+                log.warning("compaction of session %r failed: %s", entry.session_id, error)
+                host.apply(entry, CompactionEnded(None))
+            case ContextUsage(usage=usage):
+                entry.context_usage = dict(usage)
+            case ToolApprovalRequest(request=request):
+                await self._approval(entry, link, request.approval_id, request.tool_call_id)
+            case SupportedCommands(commands=commands):
+                entry.commands = tuple(commands)
+            case UsageEvent() | ApiRetry():
+                pass
+
+    async def _approval(
+        self, entry: SessionEntry, link: _Link, approval_id: str, tool_call_id: str
+    ) -> None:
+        current = entry.state.execution
+        headless = (isinstance(current, TurnExec) and current.turn.headless) or (
+            isinstance(current, Transition) and current.headless
+        )
+        if headless:
+            # Nobody can answer a headless turn: deny at once.
+            await link.connection.respond_approval(
+                approval_id, approved=False, reason="headless turn: nobody can approve"
+            )
+            self.route_chunk(entry, {"type": "tool-output-denied", "toolCallId": tool_call_id})
+            return
+        entry.approvals[approval_id] = (tool_call_id, False)
+        self.route_chunk(
+            entry,
+            {
+                "type": "tool-approval-request",
+                "approvalId": approval_id,
+                "toolCallId": tool_call_id,
+            },
+        )
+
+
+def _protected(entry: SessionEntry) -> bool:
+    """Never reconcile during a roll or under an admitted streaming turn."""
+    current = entry.state.execution
+    if isinstance(current, Transition):
+        return True
+    return (
+        isinstance(current, TurnExec)
+        and current.admission == "admitted"
+        and current.phase == "open"
+    )
+
+
+async def _close(connection: Connection) -> None:
+    with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
+        try:
+            await connection.close()
+        except Exception:  # isolation boundary: close must never raise, but a driver might
+            log.exception("closing a runtime connection raised")

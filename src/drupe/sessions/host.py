@@ -1,0 +1,518 @@
+"""``AgentSessionHost``: the thin shell around the session reducer (reference §6.3-§6.7).
+
+One entry per session: the reducer's ``SessionState`` plus what the shell owns (the runtime
+connection and its reader task, the open turn streams, the idle timer, the newest resume token).
+Every decision is ``drupe.sessions.reducer.reduce``; this module feeds it events and performs
+the effects: it routes chunks into turn streams, closes them, schedules launches (single-flight
+per session, under the conversation lock), closes connections and terminates held streams.
+
+Contract:
+* ``is_busy`` comes from runtime state, never from "is a stream live"; ``will_continue`` is the
+  stream manager's hold policy for ``agent-session:`` conversations.
+* ``begin_turn`` registers a fresh turn and returns its listeners; the execution's source is
+  ``open_turn_stream``, which connects (single-flight), sends the user input exactly once (never
+  for a pre-admitted continuation), yields routed chunks and ends on the runtime's terminal.
+  Its cancellation (Stop) closes the session's connection and drops the queue.
+* Connections are never reconciled or closed under an admitted streaming turn or during a roll.
+* Every task runs in the task group given at construction (the stream manager's).
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Literal
+
+import anyio
+import anyio.abc
+from anyio.streams.memory import MemoryObjectSendStream
+
+from drupe.chunks.types import Chunk
+from drupe.errors import DriverError
+from drupe.ids import new_message_id, next_turn_id
+from drupe.sessions.connections import ConnectionKeeper
+from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
+from drupe.sessions.lookup import SessionLookup, session_id_of
+from drupe.sessions.reducer import reduce
+from drupe.sessions.state import (
+    CloseConnection,
+    CloseStream,
+    DeliverBuffer,
+    DropBuffer,
+    DropQueued,
+    Event,
+    FollowUp,
+    Forward,
+    IdleExpired,
+    LaunchFailed,
+    LaunchStarted,
+    LaunchTarget,
+    LogInvalid,
+    QueueFollowUp,
+    RedirectAccepted,
+    RuntimeTerminal,
+    ScheduleLaunch,
+    SessionOnIdle,
+    SessionState,
+    SteerUndeliveredInputs,
+    Stopped,
+    TerminateHeld,
+    Transition,
+    TurnAdmitted,
+    TurnCreated,
+    TurnExec,
+    TurnInfo,
+    TurnStreamOpened,
+    TurnTerminal,
+    can_redirect,
+    is_busy,
+    turn_config,
+    will_continue,
+)
+from drupe.streaming.listeners.base import Listener, serialize_error
+from drupe.streaming.listeners.persistence import PersistenceListener
+from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
+
+if TYPE_CHECKING:
+    from drupe.persistence.agents import AgentStore
+    from drupe.persistence.messages import MessageStore
+    from drupe.persistence.records import TerminalStatus
+
+__all__ = ["DEFAULT_IDLE_TTL", "AgentSessionHost", "SessionEntry"]
+
+log = logging.getLogger(__name__)
+
+DEFAULT_IDLE_TTL = 300.0
+_Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
+
+
+@dataclass(eq=False, slots=True, kw_only=True)
+class SessionEntry:
+    """The host's record of one session: reducer state plus what the shell owns."""
+
+    session_id: str
+    conversation_id: str
+    info: SessionInfo
+    state: SessionState = field(default_factory=SessionState)
+    channels: dict[str, MemoryObjectSendStream[_Item]] = field(default_factory=dict)
+    last_resume_token: str | None = None
+    token_hydrated: bool = False
+    idle_scope: anyio.CancelScope | None = None
+    approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    """approval id -> (tool call id, headless turn)."""
+    context_usage: Mapping[str, Any] | None = None
+    commands: tuple[str, ...] = ()
+    keep_queue_on_stop: bool = False
+    log: list[str] = field(default_factory=list)
+    """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
+
+
+class AgentSessionHost:
+    """Runs agent-session turns through drivers; one per process."""
+
+    def __init__(
+        self,
+        *,
+        manager: StreamManager,
+        drivers: DriverRegistry,
+        agents: AgentStore,
+        messages: MessageStore,
+        task_group: anyio.abc.TaskGroup | None = None,
+        idle_ttl: float = DEFAULT_IDLE_TTL,
+        sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+    ) -> None:
+        self.manager = manager
+        self.drivers = drivers
+        self.agents = agents
+        self.messages = messages
+        self.lookup = SessionLookup(agents)
+        self._tg = task_group
+        self.idle_ttl = idle_ttl
+        self._sleep = sleep
+        self.entries: dict[str, SessionEntry] = {}
+        self.connections = ConnectionKeeper(self)
+        manager.add_hold_policy(self.will_continue_conversation)
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        return self._tg if self._tg is not None else self.manager.task_group
+
+    # --- queries ----------------------------------------------------------------------------
+
+    def entry(self, session_id: str) -> SessionEntry | None:
+        return self.entries.get(session_id)
+
+    def is_busy(self, session_id: str) -> bool:
+        entry = self.entries.get(session_id)
+        return entry is not None and is_busy(entry.state)
+
+    def will_continue_conversation(self, conversation_id: str) -> bool:
+        session_id = session_id_of(conversation_id)
+        entry = self.entries.get(session_id) if session_id else None
+        return entry is not None and will_continue(entry.state)
+
+    def resume_token(self, session_id: str) -> str | None:
+        entry = self.entries.get(session_id)
+        return entry.last_resume_token if entry is not None else None
+
+    # --- turns ------------------------------------------------------------------------------
+
+    def ensure_entry(self, info: SessionInfo) -> SessionEntry:
+        entry = self.entries.get(info.session_id)
+        if entry is None:
+            entry = self.entries[info.session_id] = SessionEntry(
+                session_id=info.session_id,
+                conversation_id=f"agent-session:{info.session_id}",
+                info=info,
+            )
+        else:
+            entry.info = info
+        return entry
+
+    def begin_turn(self, info: SessionInfo, turn: TurnInfo) -> list[Listener]:
+        """Register a fresh turn on an idle session; returns its runtime listeners."""
+        entry = self.ensure_entry(info)
+        self.apply(entry, TurnCreated(turn, "fresh"))
+        current = entry.state.execution
+        if not (isinstance(current, TurnExec) and current.turn is turn):
+            raise DriverError(f"agent session {info.session_id!r} is busy")
+        return self._listeners(entry, turn)
+
+    def execution_spec(self, session_id: str, turn: TurnInfo) -> ExecutionSpec:
+        return ExecutionSpec(
+            model_id=turn.config.model_id,
+            source=lambda: self.open_turn_stream(session_id, turn.turn_id),
+            anchor_message_id=turn.assistant_message_id,
+        )
+
+    async def enqueue_user_message(
+        self, info: SessionInfo, item: FollowUp
+    ) -> Literal["redirected", "queued"]:
+        """A follow-up on a busy session: redirect it into the live turn, or queue it."""
+        entry = self.ensure_entry(info)
+        turn_id = can_redirect(entry.state, item.config)
+        connection = self.connections.current(entry)
+        if turn_id is not None and connection is not None and can_steer(connection):
+            # Fold first: the runtime may reach the boundary before ``redirect`` returns.
+            self.apply(entry, RedirectAccepted(turn_id, item))
+            try:
+                accepted = await connection.redirect(  # type: ignore[attr-defined]
+                    UserInput(message=item.message, system_reminder=True, headless=item.headless)
+                )
+            except Exception:  # isolation boundary: a driver failing to steer
+                log.exception("redirect into session %r failed", entry.session_id)
+                accepted = False
+            if accepted:
+                return "redirected"
+            self.apply(entry, SteerUndeliveredInputs((item.user_message_id,)))
+            return "queued"
+        self.apply(entry, QueueFollowUp(item))
+        return "queued"
+
+    def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
+        entry = self.entries.get(session_id)
+        if entry is not None:
+            self.apply(entry, TurnTerminal(turn_id, status))
+
+    async def open_turn_stream(self, session_id: str, turn_id: str) -> AsyncIterator[Chunk]:
+        """The chunk source of one session turn (the manager's ``ExecutionSpec.source``)."""
+        entry = self.entries.get(session_id)
+        current = entry.state.execution if entry is not None else None
+        if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
+            raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
+        turn = current.turn
+        send, receive = anyio.create_memory_object_stream[_Item](math.inf)
+        entry.channels[turn_id] = send
+        finished = False
+        try:
+            self.apply(entry, TurnStreamOpened(turn_id))
+            if not turn.pre_admitted:
+                connection = await self.connections.ensure(entry, turn.config.model_id)
+                if self._admittable(entry, turn_id):
+                    await connection.send(
+                        UserInput(
+                            message=turn.message,
+                            system_reminder=turn.steer,
+                            headless=turn.headless,
+                        )
+                    )
+                    self.apply(entry, TurnAdmitted(turn_id))
+            async with receive:
+                async for item in receive:
+                    if item[0] == "chunk":
+                        yield item[1]
+                        continue
+                    finished = True
+                    if item[1] == "error":
+                        error = dict(item[2] or {})
+                        raise DriverError(str(error.get("message") or "the agent runtime failed"))
+                    return
+        except DriverError:
+            finished = True
+            raise
+        finally:
+            entry.channels.pop(turn_id, None)
+            if not finished:
+                with anyio.CancelScope(shield=True):
+                    await self._stopped(entry)
+
+    def _admittable(self, entry: SessionEntry, turn_id: str) -> bool:
+        current = entry.state.execution
+        return (
+            isinstance(current, TurnExec)
+            and current.turn.turn_id == turn_id
+            and current.admission == "pending"
+            and current.terminal is None
+        )
+
+    async def _stopped(self, entry: SessionEntry) -> None:
+        keep = entry.keep_queue_on_stop
+        entry.keep_queue_on_stop = False
+        self.apply(entry, Stopped(keep_queue=keep))
+
+    async def stop(self, session_id: str) -> bool:
+        """Stop the session: abort its live turn (persisted ``paused``), drop its queue."""
+        entry = self.entries.get(session_id)
+        if entry is None:
+            return False
+        aborted = await self.manager.abort_and_drain(entry.conversation_id)
+        if not aborted:
+            self.apply(entry, Stopped())
+        return aborted
+
+    # --- runtime events ---------------------------------------------------------------------
+
+    def apply(self, entry: SessionEntry, event: Event) -> None:
+        """Feed the reducer one event and perform its effects (synchronously or as tasks)."""
+        entry.state, effects = reduce(entry.state, event)
+        for effect in effects:
+            match effect:
+                case Forward(turn_id=turn_id, chunk=chunk):
+                    self._push(entry, turn_id, ("chunk", chunk))
+                case DeliverBuffer(turn_id=turn_id, chunks=chunks):
+                    for chunk in chunks:
+                        self._push(entry, turn_id, ("chunk", chunk))
+                case CloseStream(turn_id=turn_id, status=status, error=error):
+                    self._push(entry, turn_id, ("end", status, error))
+                case ScheduleLaunch(target=target):
+                    self.task_group.start_soon(self._launch, entry, target)
+                case TerminateHeld(error=error):
+                    self.task_group.start_soon(self._terminate_held, entry, dict(error))
+                case DropQueued(items=items, reason=reason):
+                    ids = [i.user_message_id for i in items]
+                    self._note(entry, f"dropped follow-ups {ids} ({reason})")
+                case DropBuffer(chunks=chunks, reason=reason):
+                    self._note(entry, f"dropped {len(chunks)} chunk(s) ({reason})")
+                case CloseConnection(reason=reason):
+                    self.connections.close_current(entry, reason)
+                case SessionOnIdle():
+                    self.task_group.start_soon(self._on_idle, entry)
+                case LogInvalid(event=name, reason=reason):
+                    self._note(entry, f"invalid {name}: {reason}")
+        self._sync_idle(entry)
+
+    def _push(self, entry: SessionEntry, turn_id: str, item: _Item) -> None:
+        channel = entry.channels.get(turn_id)
+        if channel is None:
+            self._note(entry, f"turn {turn_id!r} has no open stream; {item[0]} dropped")
+            return
+        channel.send_nowait(item)
+
+    def _note(self, entry: SessionEntry, text: str) -> None:
+        log.info("session %r: %s", entry.session_id, text)
+        entry.log.append(text)
+        del entry.log[:-100]
+
+    def current_turn(self, entry: SessionEntry) -> TurnExec | None:
+        current = entry.state.execution
+        return current if isinstance(current, TurnExec) else None
+
+    def runtime_failed(self, entry: SessionEntry, error: Mapping[str, Any]) -> None:
+        """The connection ended under a turn: the turn ends ``error``."""
+        current = entry.state.execution
+        if isinstance(current, TurnExec | Transition) and current.terminal is None:
+            self.apply(entry, RuntimeTerminal("error", error))
+
+    # --- launches -----------------------------------------------------------------------------
+
+    async def _launch(self, entry: SessionEntry, target: LaunchTarget) -> None:
+        async with self.manager.conversation_lock(entry.conversation_id):
+            state = entry.state
+            if self.entries.get(entry.session_id) is not entry or not (
+                state.launch == "scheduled" and state.launch_target == target
+            ):
+                return
+            self.apply(entry, LaunchStarted(target))
+            try:
+                if target == "queued-turn":
+                    await self._launch_queued(entry)
+                else:
+                    await self._launch_continuation(entry)
+            except Exception as err:  # isolation boundary: a launch failing (DB, driver)
+                log.exception("launch %s of session %r failed", target, entry.session_id)
+                self.apply(entry, LaunchFailed(target, clear_queue=False, error=_error(err)))
+
+    async def _launch_queued(self, entry: SessionEntry) -> None:
+        head = entry.state.queue[0]
+        info = await self.lookup.load(entry.session_id)
+        if info is None or not info.model_id:
+            error = {"name": "AgentModelMissing", "message": "the agent has no model any more"}
+            self.apply(entry, LaunchFailed("queued-turn", clear_queue=True, error=error))
+            return
+        entry.info = info
+        message_id = new_message_id()
+        await self.messages.create_placeholder(
+            entry.conversation_id,
+            message_id=message_id,
+            parent_id=head.user_message_id,
+            model_id=info.model_id,
+        )
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=message_id,
+            user_message_id=head.user_message_id,
+            config=turn_config(info.model_id),
+            message=head.message,
+            headless=head.headless,
+            steer=head.steer,
+        )
+        self.apply(entry, TurnCreated(turn, "queued-turn"))
+        await self._start(entry, turn)
+
+    async def _launch_continuation(self, entry: SessionEntry) -> None:
+        transition = entry.state.execution
+        assert isinstance(transition, Transition)
+        steer = transition.inputs[-1]
+        source = transition.source
+        message_id = new_message_id()
+        await self.messages.create_placeholder(
+            entry.conversation_id,
+            message_id=message_id,
+            parent_id=steer.user_message_id,
+            model_id=source.config.model_id,
+        )
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=message_id,
+            user_message_id=steer.user_message_id,
+            config=source.config,
+            message=steer.message,
+            headless=transition.headless,
+            pre_admitted=True,
+            steer=True,
+        )
+        self.apply(entry, TurnCreated(turn, "steer-continuation"))
+        await self._start(entry, turn)
+
+    async def _start(self, entry: SessionEntry, turn: TurnInfo) -> None:
+        current = entry.state.execution
+        if not (isinstance(current, TurnExec) and current.turn is turn):
+            await self.messages.mark_error(turn.assistant_message_id)
+            return
+        try:
+            self.manager.start_runtime_turn(
+                SendInput(
+                    conversation_id=entry.conversation_id,
+                    executions=[self.execution_spec(entry.session_id, turn)],
+                    listeners=self._listeners(entry, turn),
+                )
+            )
+        except Exception:
+            await self.messages.mark_error(turn.assistant_message_id)
+            self.apply(entry, TurnTerminal(turn.turn_id, "error"))
+            raise
+
+    async def _terminate_held(self, entry: SessionEntry, error: dict[str, Any]) -> None:
+        stream = self.manager.get(entry.conversation_id)
+        if stream is None or stream.is_live or not stream.chaining:
+            return
+        await self.manager.terminate_held_stream(entry.conversation_id, error)
+
+    def _listeners(self, entry: SessionEntry, turn: TurnInfo) -> list[Listener]:
+        backend = SessionBackend(
+            messages=self.messages,
+            agents=self.agents,
+            session_id=entry.session_id,
+            message_id=turn.assistant_message_id,
+            resume_token=lambda: entry.last_resume_token,
+        )
+        return [
+            PersistenceListener(
+                backend, model_id=turn.config.model_id, conversation_id=entry.conversation_id
+            ),
+            RuntimeTerminalListener(
+                entry.session_id, turn.turn_id, backend=backend, report=self.mark_turn_terminal
+            ),
+        ]
+
+    # --- approvals ----------------------------------------------------------------------------
+
+    async def respond_approval(
+        self, session_id: str, approval_id: str, *, approved: bool, reason: str | None = None
+    ) -> bool:
+        """Resolve an in-place approval the driver holds; a denial emits ``tool-output-denied``."""
+        entry = self.entries.get(session_id)
+        if entry is None or approval_id not in entry.approvals:
+            return False
+        connection = self.connections.current(entry)
+        if connection is None:
+            return False
+        tool_call_id, _headless = entry.approvals.pop(approval_id)
+        resolved = await connection.respond_approval(approval_id, approved=approved, reason=reason)
+        if resolved and not approved:
+            self.connections.route_chunk(
+                entry, {"type": "tool-output-denied", "toolCallId": tool_call_id}
+            )
+        return resolved
+
+    # --- idle ---------------------------------------------------------------------------------
+
+    def _sync_idle(self, entry: SessionEntry) -> None:
+        idle = not is_busy(entry.state) and entry.state.connection == "connected"
+        if idle and entry.idle_scope is None:
+            scope = entry.idle_scope = anyio.CancelScope()
+            self.task_group.start_soon(self._idle_timer, entry, scope)
+        elif not idle and entry.idle_scope is not None:
+            entry.idle_scope.cancel()
+            entry.idle_scope = None
+
+    async def _idle_timer(self, entry: SessionEntry, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._sleep(self.idle_ttl)
+        if scope.cancel_called or entry.idle_scope is not scope:
+            return
+        entry.idle_scope = None
+        self.apply(entry, IdleExpired())
+
+    async def _on_idle(self, entry: SessionEntry) -> None:
+        driver = self.drivers.get(entry.info.driver_type)
+        hook = getattr(driver, "on_session_idle", None)
+        if hook is None or entry.last_resume_token is None:
+            return
+        try:
+            await hook(entry.session_id)
+        except Exception:  # isolation boundary: a driver's idle hook
+            log.exception("on_session_idle of session %r failed", entry.session_id)
+
+    async def prime(self, session_id: str) -> bool:
+        """Open the session's connection ahead of a turn (shares any in-flight connect)."""
+        info = await self.lookup.load(session_id)
+        if info is None or not info.model_id:
+            return False
+        entry = self.ensure_entry(info)
+        await self.connections.ensure(entry, info.model_id)
+        self._sync_idle(entry)
+        return True
+
+    async def aclose(self) -> None:
+        """Close every connection (shutdown)."""
+        for entry in list(self.entries.values()):
+            await self.connections.close_now(entry, "shutdown")
+
+
+def _error(err: BaseException) -> dict[str, Any]:
+    return dict(serialize_error(err))

@@ -1,0 +1,125 @@
+"""The listeners the host attaches to every session turn (reference §6.3 steps 1 and 3).
+
+* ``SessionBackend``: the persistence backend of a session's assistant row. It writes the row
+  AND the session's newest resume token, read lazily at persist time, whatever the status (so
+  an ``error`` row still records it), and persists empty terminals (also empty successes, via
+  ``RuntimeTerminalListener``: the generic persistence listener skips those).
+* ``RuntimeTerminalListener`` (``agent-runtime:<sessionId>``, cleanup phase, so it runs after
+  persistence): ``on_done`` always reports the turn terminal ``success`` to the host, even when
+  the manager holds the stream (``is_conversation_done=False``); ``on_paused``/``on_error`` only
+  when ``is_conversation_done`` is not False.
+
+Neither decides anything: the host's reducer does.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+from drupe.chunks.types import UIMessage
+from drupe.errors import PersistenceError
+from drupe.streaming.listeners.base import BaseListener, TerminalPhase, TerminalResult
+
+if TYPE_CHECKING:
+    from drupe.persistence.agents import AgentStore
+    from drupe.persistence.messages import MessageStore
+    from drupe.persistence.records import TerminalStatus
+
+__all__ = ["RuntimeTerminalListener", "SessionBackend"]
+
+log = logging.getLogger(__name__)
+
+
+class SessionBackend:
+    """Finalizes one session assistant row with the session's newest resume token."""
+
+    kind = "agent-session"
+    persists_empty_terminal = True
+
+    def __init__(
+        self,
+        *,
+        messages: MessageStore,
+        agents: AgentStore,
+        session_id: str,
+        message_id: str,
+        resume_token: Callable[[], str | None],
+    ) -> None:
+        self.messages = messages
+        self.agents = agents
+        self.session_id = session_id
+        self.message_id = message_id
+        self.resume_token = resume_token
+
+    async def persist_assistant(
+        self,
+        *,
+        message: UIMessage,
+        status: TerminalStatus,
+        model_id: str | None,
+        stats: Mapping[str, Any],
+    ) -> None:
+        token = self.resume_token()
+        await self.messages.finalize_assistant(
+            self.message_id,
+            parts=message["parts"],
+            status=status,
+            metadata=message.get("metadata"),
+            stats=stats,
+            model_id=model_id,
+            runtime_resume_token=token,
+        )
+        if token is not None:
+            await self.agents.record_resume_token(self.session_id, token)
+
+    async def mark_terminal_error(self) -> None:
+        try:
+            await self.messages.mark_error(self.message_id)
+        except PersistenceError:
+            log.warning("could not mark message %r as error", self.message_id, exc_info=True)
+
+
+class RuntimeTerminalListener(BaseListener):
+    """Tells the host that persistence settled a turn (``agent-runtime:<sessionId>``)."""
+
+    terminal_phase: TerminalPhase | None = "cleanup"
+
+    def __init__(
+        self,
+        session_id: str,
+        turn_id: str,
+        *,
+        backend: SessionBackend,
+        report: Callable[[str, str, TerminalStatus], None],
+    ) -> None:
+        super().__init__(f"agent-runtime:{session_id}:{turn_id}")
+        self.session_id = session_id
+        self.turn_id = turn_id
+        self.backend = backend
+        self.report = report
+
+    async def on_done(self, result: TerminalResult) -> None:
+        if result.final_message is None:
+            # The generic persistence listener skips an empty success; a session row must
+            # still leave ``pending``.
+            try:
+                await self.backend.persist_assistant(
+                    message={"id": self.backend.message_id, "role": "assistant", "parts": []},
+                    status="success",
+                    model_id=result.model_id,
+                    stats={},
+                )
+            except PersistenceError:
+                log.exception("persisting the empty answer %r failed", self.backend.message_id)
+                await self.backend.mark_terminal_error()
+        self.report(self.session_id, self.turn_id, "success")
+
+    async def on_paused(self, result: TerminalResult) -> None:
+        if result.is_conversation_done is not False:
+            self.report(self.session_id, self.turn_id, "paused")
+
+    async def on_error(self, result: TerminalResult) -> None:
+        if result.is_conversation_done is not False:
+            self.report(self.session_id, self.turn_id, "error")

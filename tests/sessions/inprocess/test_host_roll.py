@@ -1,0 +1,144 @@
+"""The steer-boundary roll through the real host, with the in-process driver (issue 5 §5).
+
+Everything is real: SQLite, the stream manager, the dispatcher with the agent-session provider,
+the host and its reducer, the in-process driver running Drupe's agent loop over a scripted model.
+A scripted ``Pause`` waits on a gate the test opens, so the steer lands mid-turn without sleeps.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import anyio
+
+from drupe.chunks.types import UIMessage
+from drupe.persistence.db import Database, open_database
+from drupe.persistence.records import MessageRecord
+from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.host import AgentSessionHost
+from drupe.streaming.config import StreamConfig
+from drupe.streaming.context.agent_session import AgentSessionProvider
+from drupe.streaming.context.base import Submit
+from drupe.streaming.context.dispatch import Dispatcher
+from drupe.streaming.manager import StreamManager
+from drupe.testing.recording import RecordingListener
+from drupe.testing.script import Echo, Pause, Text, ToolCall
+from tests.sessions.inprocess.support import Gate, Models, script_model
+from drupe.sessions.drivers.inprocess import InProcessDriver
+
+
+@dataclass
+class Stack:
+    db: Database
+    host: AgentSessionHost
+    dispatcher: Dispatcher
+    conversation_id: str
+
+
+@asynccontextmanager
+async def stack_for(tmp_path: Path, model_id: str, models: Models) -> AsyncIterator[Stack]:
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with open_database(url) as db, StreamManager(StreamConfig()) as manager:
+
+        async def load_history(session_id: str) -> list[UIMessage]:
+            rows = await db.messages.list_for_conversation(f"agent-session:{session_id}")
+            return [row.as_ui_message() for row in rows]
+
+        async with InProcessDriver(resolve_model=models, load_history=load_history) as driver:
+            drivers = DriverRegistry()
+            drivers.register(driver)
+            host = AgentSessionHost(
+                manager=manager, drivers=drivers, agents=db.agents, messages=db.messages
+            )
+            provider = AgentSessionProvider(host=host, messages=db.messages, drivers=drivers)
+            reconciled = anyio.Event()
+            reconciled.set()
+            dispatcher = Dispatcher(manager, [provider], reconciled=reconciled)
+            agent = await db.agents.create_agent(
+                name="helper",
+                driver_type="inprocess",
+                model_id=model_id,
+                workspace=str(tmp_path / "ws"),
+            )
+            session = await db.agents.create_session(agent.id)
+            try:
+                yield Stack(db, host, dispatcher, f"agent-session:{session.id}")
+            finally:
+                await host.aclose()
+                with anyio.fail_after(5):
+                    await manager.shutdown()
+
+
+def _text(parts: list[dict[str, object]]) -> str:
+    return "".join(str(p.get("text", "")) for p in parts if p.get("type") == "text")
+
+
+def _said(text: str) -> list[dict[str, object]]:
+    return [{"type": "text", "text": text}]
+
+
+async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(tmp_path: Path) -> None:
+    gate = Gate()
+    model_id = script_model(
+        [
+            [Text("Looking at the workspace."), Pause(1), ToolCall("list_dir", {})],
+            [Echo(prefix="Answering: ")],
+        ]
+    )
+    async with stack_for(tmp_path, model_id, Models(sleep=gate)) as st:
+        (tmp_path / "ws").mkdir(exist_ok=True)
+        (tmp_path / "ws" / "notes.txt").write_text("n")
+        watcher = RecordingListener("watcher")
+        with anyio.fail_after(10):
+            first = await st.dispatcher.dispatch(
+                Submit(conversation_id=st.conversation_id, parts=_said("tidy the workspace")),
+                [watcher],
+            )
+            await gate.reached.wait()  # the model is mid-step: the turn is live
+            steer = await st.dispatcher.dispatch(
+                Submit(conversation_id=st.conversation_id, parts=_said("and sort the notes"))
+            )
+            gate.released.set()
+            await watcher.wait_done()
+            while st.host.is_busy(st.conversation_id.split(":", 1)[1]):
+                await anyio.wait_all_tasks_blocked()
+        rows = await st.db.messages.list_for_conversation(st.conversation_id)
+
+    assert steer.mode == "injected"
+    u1, a1a, u2, a2 = _by_chain(rows)
+    assert [r.role for r in (u1, a1a, u2, a2)] == ["user", "assistant", "user", "assistant"]
+    assert u1.id == first.user_message_id and u2.id == steer.user_message_id
+    assert [r.status for r in (u1, a1a, u2, a2)] == ["success"] * 4
+    assert (a1a.parent_id, u2.parent_id, a2.parent_id) == (u1.id, a1a.id, u2.id)
+    # A1a: the first step (text, the tool call and its output), nothing after the boundary
+    assert _text(a1a.parts) == "Looking at the workspace."
+    tools = [p for p in a1a.parts if p.get("type") == "tool-list_dir"]
+    assert len(tools) == 1 and tools[0]["state"] == "output-available"
+    # A2 continues after the steer: the model saw it as a system reminder
+    answer = _text(a2.parts)
+    assert "Answering: <system-reminder>" in answer and "and sort the notes" in answer
+    assert "tidy the workspace" not in answer
+    # U2 is the steer row; the resume token follows the runtime onto every assistant row
+    assert _text(u2.parts) == "and sort the notes"
+    assert a1a.runtime_resume_token == u1.id
+    assert a2.runtime_resume_token == u2.id
+    # the watcher of the first turn saw one conversation: both rows, and one end
+    assert watcher.statuses()[-1] == "success"
+
+
+def _by_chain(rows: list[MessageRecord]) -> list[MessageRecord]:
+    """The conversation's rows following the parent chain from the root (a single path)."""
+    children: dict[str | None, list[MessageRecord]] = {}
+    for row in rows:
+        children.setdefault(row.parent_id, []).append(row)
+    chain: list[MessageRecord] = []
+    parent: str | None = None
+    while children.get(parent):
+        (row,) = children[parent]
+        chain.append(row)
+        parent = row.id
+    assert len(chain) == len(rows), [(r.id, r.parent_id, r.role) for r in rows]
+    return chain
