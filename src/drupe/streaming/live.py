@@ -25,6 +25,7 @@ from drupe.chunks.message_chunks import message_to_chunks
 from drupe.chunks.replay import compact_replay
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.streaming.config import StreamConfig
+from drupe.streaming.lazy_event import LazyEvent
 from drupe.streaming.listeners.base import Listener, SerializedError, StreamEvent
 from drupe.streaming.ring import ReplayRing
 from drupe.streaming.status import (
@@ -72,7 +73,7 @@ class Execution:
     final_message: UIMessage | None = None
     terminal_status: str | None = None
     error: SerializedError | None = None
-    settled: anyio.Event = field(default_factory=anyio.Event)
+    settled: LazyEvent = field(default_factory=LazyEvent)
     """Set once the execution's terminal work (persistence included) is finished."""
 
     def request_abort(self, reason: str) -> None:
@@ -114,12 +115,13 @@ class LiveStream:
         self.persistent = persistent
         self.listeners: dict[str, Listener] = {}
         self._fanout: tuple[Listener, ...] = ()
+        self._subscribers = 0
         self.state: StatusState = initial_state([e.execution_id for e in executions])
         self.seq = 0
         self.terminal_inflight = 0
-        self.terminal_idle = anyio.Event()
+        self.terminal_idle = LazyEvent()
         self.terminal_idle.set()
-        self.evicted = anyio.Event()
+        self.evicted = LazyEvent()
         """Set when the stream leaves the registry (grace period over, or replaced)."""
         self.chaining = False
         self.expires_at: float | None = None
@@ -146,19 +148,27 @@ class LiveStream:
     # --- listeners --------------------------------------------------------------------------
 
     def subscriber_count(self) -> int:
-        return sum(1 for item in self.listeners.values() if item.terminal_phase is None)
+        """Listeners that are subscribers (not persistence or cleanup); O(1)."""
+        return self._subscribers
 
     def add_listener(self, listener: Listener) -> None:
-        """Register (or replace, by id) a listener; no replay (see ``replay_to``)."""
+        """Register (or replace, by id) a listener; no replay (see ``replay_events``)."""
+        previous = self.listeners.get(listener.listener_id)
+        if previous is not None and previous.terminal_phase is None:
+            self._subscribers -= 1
         self.listeners[listener.listener_id] = listener
+        if listener.terminal_phase is None:
+            self._subscribers += 1
         self._fanout = tuple(self.listeners.values())
 
     def remove_listener(self, listener_id: str) -> Listener | None:
         removed = self.listeners.pop(listener_id, None)
         if removed is not None:
             self._fanout = tuple(self.listeners.values())
-            if removed.terminal_phase is None and self.subscriber_count() == 0:
-                self._on_no_subscribers(self)
+            if removed.terminal_phase is None:
+                self._subscribers -= 1
+                if self._subscribers == 0:
+                    self._on_no_subscribers(self)
         return removed
 
     def ordered_listeners(self) -> list[Listener]:
@@ -257,6 +267,8 @@ class LiveStream:
                     for seq, chunk in execution.ring.entries_after(after)
                 )
                 continue
+            if not execution.ring.entries and execution.seed_message is None:
+                continue  # nothing happened yet: the live ``start`` will come
             chunks = compact_replay(execution.ring.chunks(), seed=execution.seed_message)
             if execution.seed_message is not None:
                 # A resuming client holds no seed: rebuild the continued message first.

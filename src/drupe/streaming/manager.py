@@ -40,6 +40,7 @@ from drupe.errors import AdmissionError, DuplicateModelError, TerminalPersistenc
 from drupe.ids import next_attempt_id, next_turn_id
 from drupe.observability.tracing import TURN_SPAN
 from drupe.streaming.config import StreamConfig
+from drupe.streaming.lazy_event import LazyEvent
 from drupe.streaming.listeners.base import (
     Listener,
     SerializedError,
@@ -524,15 +525,19 @@ class StreamManager:
         approval_idle = self.config.approval_idle_timeout
         current_time = anyio.current_time
         publish = stream.publish
+        # Moving a deadline re-arms a loop timer; only move it when it shifts noticeably.
+        slack = min(1.0, idle * 0.01)
         try:
             source = execution.source()
             with anyio.CancelScope(deadline=current_time() + idle) as idle_scope:
                 execution.idle_scope = idle_scope
                 try:
                     async for chunk in source:
-                        idle_scope.deadline = current_time() + (
+                        target = current_time() + (
                             approval_idle if execution.pending_approvals else idle
                         )
+                        if abs(target - idle_scope.deadline) > slack:
+                            idle_scope.deadline = target
                         if publish(execution, chunk):
                             self.chunks_total += 1
                 finally:
@@ -614,7 +619,7 @@ class StreamManager:
         )
         stream.terminal_inflight += 1
         if stream.terminal_inflight == 1:
-            stream.terminal_idle = anyio.Event()
+            stream.terminal_idle = LazyEvent()
         try:
             with anyio.move_on_after(self.config.terminal_timeout, shield=True) as bound:
                 await self._dispatch_terminal(stream, result)

@@ -78,7 +78,8 @@ class StreamEvent:
         """The chunk encoded as compact JSON (computed once per fan-out)."""
         data = self._json
         if data is None:
-            data = self._json = orjson.dumps(self.chunk)
+            # orjson's result keeps a ~4 KiB buffer; copy it to its own size (held by replays).
+            data = self._json = bytes(memoryview(orjson.dumps(self.chunk)))
         return data
 
     def __repr__(self) -> str:
