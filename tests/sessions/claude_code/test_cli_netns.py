@@ -1,5 +1,6 @@
-"""Runs ``cli_e2e.py`` (the real bundled Claude Code CLI against a fake Messages API) in a child
-pytest inside a loopback-only network namespace, so the CLI can reach nothing but 127.0.0.1.
+"""Runs ``cli_e2e.py`` and ``cli_roll_e2e.py`` (the real bundled Claude Code CLI against a fake
+Messages API: the driver alone, then through the host) in a child pytest inside a loopback-only
+network namespace, so the CLI can reach nothing but 127.0.0.1.
 
 ``unshare -n`` needs root (or user namespaces); where it is refused, the child runs without it
 and relies on the environment alone (``ANTHROPIC_BASE_URL`` on loopback,
@@ -18,7 +19,7 @@ import pytest
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 ROOT = Path(__file__).resolve().parents[3]
-CLI_E2E = Path(__file__).with_name("cli_e2e.py")
+CLI_MODULES = [str(Path(__file__).with_name(name)) for name in ("cli_e2e.py", "cli_roll_e2e.py")]
 _NETNS_SCRIPT = (
     "ip link set lo up"
     ' && echo "NETNS-LINKS:$(ip -o link show | cut -d: -f2 | tr -d " \\n")"'
@@ -36,7 +37,7 @@ def _netns_works() -> bool:
 
 
 def test_real_claude_code_cli_end_to_end_offline() -> None:
-    inner = [sys.executable, "-m", "pytest", str(CLI_E2E), "-q", "-p", "no:cacheprovider"]
+    inner = [sys.executable, "-m", "pytest", *CLI_MODULES, "-q", "-p", "no:cacheprovider"]
     isolated = _netns_works()
     command = ["unshare", "-n", "sh", "-c", _NETNS_SCRIPT, "sh", *inner] if isolated else inner
     proc = subprocess.run(

@@ -1,0 +1,89 @@
+"""End to end through the HOST: the steer-boundary roll with the real Claude Code CLI.
+
+A session turn runs through the real dispatcher, stream manager, agent-session host and SQLite,
+with the Claude Code driver running the real bundled CLI against the fake Messages API. A steer
+sent while the fake holds the first response (before its tool call) is redirected into the live
+turn, injected by the ``PreToolUse`` hook, and the boundary rolls the answer: the rows read
+U1, A1a, U2 (the steer), A2, and A2 is the answer that continues after the steer.
+
+Like ``cli_e2e.py`` this module is run by ``test_cli_netns.py`` in a loopback-only namespace.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import anyio
+import pytest
+
+from drupe.sessions.drivers.claude_code import ClaudeCodeDriver
+from drupe.sessions.state import Idle
+from tests.sessions.claude_code.cli_support import DEADLINE_S, MODEL, isolated_config
+from tests.sessions.claude_code.fake_api import FakeClaudeApi, Reply, tool_results_in
+from tests.sessions.support import Watcher, open_env, text_of
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+async def test_a_steer_mid_turn_rolls_rows_u1_a1a_u2_a2(tmp_path: Path) -> None:
+    first = Reply(
+        text="working on it",
+        tool=("Bash", {"command": "echo poem-draft", "description": "draft"}),
+        hold=True,
+    )
+
+    def script(body: dict[str, Any]) -> Reply:
+        return Reply(text="ok, bananas it is") if tool_results_in(body) else first
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        session = await env.db.agents.create_session(agent.id)
+        sid = session.id
+        watcher = Watcher()
+        with anyio.fail_after(DEADLINE_S):
+            u1 = await env.submit(sid, "write a poem", [watcher])
+            await first.held.wait()
+            u2 = await env.submit(sid, "talk about bananas instead")
+            first.release.set()
+            await watcher.wait_terminals(2)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+            await env.wait_for(lambda: env.entry(sid).state.execution == Idle())
+        rows = await env.rows(sid)
+
+    assert [(r.role, r.status) for r in rows] == [
+        ("user", "success"),
+        ("assistant", "success"),
+        ("user", "success"),
+        ("assistant", "success"),
+    ]
+    row_u1, a1a, row_u2, a2 = rows
+    assert row_u1.id == u1.user_message_id and row_u2.id == u2.user_message_id
+    assert a1a.parent_id == row_u1.id and a2.parent_id == row_u2.id
+    # A1a: the text before the steer and the tool call it made, with its output.
+    assert text_of(a1a).strip() == "working on it"
+    tool = next(p for p in a1a.parts if p["type"] == "tool-Bash")
+    assert tool["state"] == "output-available" and "poem-draft" in tool["output"]
+    # A2 continues after the steer: the model's next message, which saw the steer.
+    assert text_of(a2).strip() == "ok, bananas it is"
+    assert not [p for p in a2.parts if p["type"] == "tool-Bash"]
+    assert "talk about bananas instead" in "\n".join(
+        str(b.get("text", "")) for b in api.requests[1]["messages"][-1]["content"]
+    )
+    # The subscriber saw A1a end (held stream) and A2 end the conversation.
+    assert [t.status for t in watcher.terminals] == ["success", "success"]
+    assert watcher.terminals[0].is_conversation_done is False
+    assert watcher.terminals[1].is_conversation_done is True
+    # One CLI request per model message: the steer was never re-sent as a new turn.
+    assert len(api.requests) == 2
