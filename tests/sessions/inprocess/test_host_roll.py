@@ -17,6 +17,7 @@ import anyio
 from drupe.chunks.types import UIMessage
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import MessageRecord
+from drupe.sessions.drivers.inprocess import InProcessDriver
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import AgentSessionHost
 from drupe.streaming.config import StreamConfig
@@ -27,7 +28,6 @@ from drupe.streaming.manager import StreamManager
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Echo, Pause, Text, ToolCall
 from tests.sessions.inprocess.support import Gate, Models, script_model
-from drupe.sessions.drivers.inprocess import InProcessDriver
 
 
 @dataclass
@@ -110,6 +110,7 @@ async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(tmp_path: Path) -
     assert steer.mode == "injected"
     u1, a1a, u2, a2 = _by_chain(rows)
     assert [r.role for r in (u1, a1a, u2, a2)] == ["user", "assistant", "user", "assistant"]
+    assert [r.id for r in rows] == [u1.id, a1a.id, u2.id, a2.id]  # oldest first
     assert u1.id == first.user_message_id and u2.id == steer.user_message_id
     assert [r.status for r in (u1, a1a, u2, a2)] == ["success"] * 4
     assert (a1a.parent_id, u2.parent_id, a2.parent_id) == (u1.id, a1a.id, u2.id)
