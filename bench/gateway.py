@@ -83,6 +83,30 @@ def _ms(value: float) -> float:
     return round(value * 1000, 3)
 
 
+_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU time of ``pid`` and every live descendant (from ``/proc``)."""
+    stats: dict[int, tuple[int, float]] = {}
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            raw = (entry / "stat").read_text()
+        except OSError:
+            continue
+        fields = raw[raw.rfind(")") + 2 :].split()
+        stats[int(entry.name)] = (int(fields[1]), (int(fields[11]) + int(fields[12])) / _TICKS)
+    total, todo = 0.0, [pid]
+    while todo:
+        current = todo.pop()
+        if current in stats:
+            total += stats[current][1]
+        todo += [child for child, (parent, _) in stats.items() if parent == current]
+    return total
+
+
 # --- processes -------------------------------------------------------------------------------
 
 
@@ -170,6 +194,7 @@ class Target:
     url: str
     model: str
     key: str
+    pid: int
     client: httpx.AsyncClient = field(init=False)
 
     def open(self) -> None:
@@ -292,8 +317,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             {"authorization": f"Bearer {drupe_key}"},
         )
         targets = [
-            Target("direct", upstream_url, "fake", "sk-fake"),
-            Target("drupe", f"http://127.0.0.1:{drupe_port}/v1", "fake:fake", drupe_key),
+            Target("direct", upstream_url, "fake", "sk-fake", upstream.process.pid),
+            Target(
+                "drupe",
+                f"http://127.0.0.1:{drupe_port}/v1",
+                "fake:fake",
+                drupe_key,
+                drupe.process.pid,
+            ),
         ]
         if litellm is not None:
             started = time.monotonic()
@@ -302,8 +333,9 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                     litellm, f"http://127.0.0.1:{litellm_port}/health/liveliness", 120, {}
                 )
                 summary["litellm_startup_s"] = round(time.monotonic() - started, 1)
+                url = f"http://127.0.0.1:{litellm_port}"
                 targets.append(
-                    Target("litellm", f"http://127.0.0.1:{litellm_port}", "openai/fake", master_key)
+                    Target("litellm", url, "openai/fake", master_key, litellm.process.pid)
                 )
             except RuntimeError as err:
                 litellm_error = str(err)
@@ -324,23 +356,27 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
 
 
 async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
-    rounds = 100 if args.quick else 1000
-    workers, per_worker = (4, 10) if args.quick else (16, 40)
+    rounds = 50 if args.quick else 600
+    workers, per_worker = (4, 5) if args.quick else (16, 20)
     names = [t.name for t in targets[1:]]
     for stream in (False, True):  # warm-up: connections, caches, first-request costs
-        await sequential(targets, 20, stream)
+        await sequential(targets, 10, stream)
 
     pooled: dict[str, list[float]] = {name: [] for name in names}
     modes: dict[str, Any] = {}
     for stream in (False, True):
         mode = "streaming" if stream else "non_streaming"
+        cpu_before = {t.name: _cpu_seconds(t.pid) for t in targets}
         result = await sequential(targets, rounds, stream)
+        cpu = {t.name: (_cpu_seconds(t.pid) - cpu_before[t.name]) / rounds for t in targets}
         figures: dict[str, Any] = {"direct_p50_ms": _ms(statistics.median(result["direct"]))}
         for name in names:
             overhead = result[f"overhead:{name}"]
             pooled[name] += overhead
             figures[f"{name}_p50_ms"] = _ms(_percentile(overhead, 50))
             figures[f"{name}_p99_ms"] = _ms(_percentile(overhead, 99))
+        # Server CPU per request: a figure that the machine's other load barely moves.
+        figures.update({f"{name}_cpu_ms_per_request": _ms(cpu[name]) for name in cpu})
         modes[mode] = figures
 
     concurrency: dict[str, Any] = {"workers": workers, "requests_per_worker": per_worker}
