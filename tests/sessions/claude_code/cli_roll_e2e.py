@@ -19,6 +19,7 @@ import pytest
 
 from drupe.sessions.drivers.claude_code import ClaudeCodeDriver
 from drupe.sessions.state import Idle
+from drupe.streaming.listeners.base import StreamEvent
 from tests.sessions.claude_code.cli_support import DEADLINE_S, MODEL, isolated_config
 from tests.sessions.claude_code.fake_api import FakeClaudeApi, Reply, tool_results_in
 from tests.sessions.support import Watcher, open_env, text_of
@@ -87,3 +88,68 @@ async def test_a_steer_mid_turn_rolls_rows_u1_a1a_u2_a2(tmp_path: Path) -> None:
     assert watcher.terminals[1].is_conversation_done is True
     # One CLI request per model message: the steer was never re-sent as a new turn.
     assert len(api.requests) == 2
+
+
+class ApprovalWatcher(Watcher):
+    """A subscriber that wakes the test when an approval request reaches the stream."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = anyio.Event()
+        self.approval_id = ""
+
+    def on_chunk(self, event: StreamEvent) -> None:
+        super().on_chunk(event)
+        if event.chunk.get("type") == "tool-approval-request" and not self.approval_id:
+            self.approval_id = event.chunk["approvalId"]
+            self.asked.set()
+
+
+@pytest.mark.parametrize("approved", [True, False])
+async def test_an_agent_approval_is_answered_in_place_through_the_host(
+    tmp_path: Path, approved: bool
+) -> None:
+    first = Reply(
+        text="making it", tool=("Bash", {"command": "touch made.txt", "description": "x"})
+    )
+
+    def script(body: dict[str, Any]) -> Reply:
+        return Reply(text="finished") if tool_results_in(body) else first
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        sid = (await env.db.agents.create_session(agent.id)).id
+        watcher = ApprovalWatcher()
+        with anyio.fail_after(DEADLINE_S):
+            await env.submit(sid, "make a file", [watcher])
+            await watcher.asked.wait()
+            assert await env.host.respond_approval(
+                sid, watcher.approval_id, approved=approved, reason="not today"
+            )
+            await watcher.wait_terminals(1)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+        rows = await env.rows(sid)
+
+    assert [(r.role, r.status) for r in rows] == [("user", "success"), ("assistant", "success")]
+    tool = next(p for p in rows[1].parts if p["type"] == "tool-Bash")
+    assert (tmp_path / "workspace" / "made.txt").exists() is approved
+    if approved:
+        assert tool["state"] == "output-available"
+    else:
+        assert tool["state"] == "output-denied"
+        result = next(
+            b for b in api.requests[1]["messages"][-1]["content"] if b["type"] == "tool_result"
+        )
+        assert "not today" in str(result["content"])
+    assert text_of(rows[1]).strip().endswith("finished")
