@@ -9,6 +9,7 @@ closed. Nothing here decides anything; it only connects parts.
 
 from __future__ import annotations
 
+import importlib.util
 import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
@@ -21,10 +22,14 @@ from drupe.agent.loop import AgentRunner
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
-from drupe.chunks.types import Chunk
+from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
 from drupe.observability.tracing import get_tracer
 from drupe.persistence.db import Database, open_database
+from drupe.sessions.drivers.inprocess.driver import InProcessDriver
+from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.host import AgentSessionHost
+from drupe.sessions.wiring import install_sessions, reconcile_at_boot
 from drupe.settings import Settings
 from drupe.streaming.context.approvals import ApprovalService
 from drupe.streaming.context.base import ContextProvider, TurnSpec
@@ -59,6 +64,8 @@ class Runtime:
     approvals: ApprovalService
     tools: ToolRegistry
     mcp: McpCatalog | None = None
+    drivers: DriverRegistry | None = None
+    sessions: AgentSessionHost | None = None
     reconciled_rows: int = 0
 
 
@@ -152,7 +159,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
-        rows = await db.messages.reconcile_pending()
+        rows = await reconcile_at_boot(db)
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
         reconciled.set()
@@ -181,7 +188,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             ),
         ]
         dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
-        yield Runtime(
+        drivers = await _open_drivers(stack, models, agent, db)
+        runtime = Runtime(
             settings=settings,
             db=db,
             manager=manager,
@@ -192,5 +200,34 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             approvals=ApprovalService(dispatcher, db.messages),
             tools=tools,
             mcp=catalog,
+            drivers=drivers,
             reconciled_rows=rows,
         )
+        runtime.sessions = install_sessions(runtime, drivers)
+        stack.push_async_callback(runtime.sessions.aclose)
+        yield runtime
+
+
+async def _open_drivers(
+    stack: AsyncExitStack, models: ModelRegistry, agent: AgentRunner, db: Database
+) -> DriverRegistry:
+    """Register the agent-runtime drivers explicitly (never as an import side effect)."""
+    drivers = DriverRegistry()
+
+    async def load_history(session_id: str) -> list[UIMessage]:
+        rows = await db.messages.list_for_conversation(f"agent-session:{session_id}")
+        return [row.as_ui_message() for row in rows if row.status != "pending"]
+
+    inprocess = await stack.enter_async_context(
+        InProcessDriver(
+            resolve_model=lambda model_id: models.resolve(model_id).model,
+            load_history=load_history,
+            runner=agent,
+        )
+    )
+    drivers.register(inprocess)
+    if importlib.util.find_spec("claude_agent_sdk") is not None:
+        from drupe.sessions.drivers.claude_code.driver import ClaudeCodeDriver
+
+        drivers.register(await stack.enter_async_context(ClaudeCodeDriver()))
+    return drivers
