@@ -394,3 +394,12 @@ async def test_the_claude_code_driver_passes_the_driver_conformance_check(tmp_pa
     assert report.redirect_result is True  # the turn was live: the steer was stashed
     assert report.verdict == "current"
     assert any(isinstance(e, SteerUndelivered) for e in report.events)  # never injected
+
+
+async def test_a_resume_token_the_cli_does_not_know_fails_the_connect(tmp_path: Path) -> None:
+    api = FakeClaudeApi(lambda body: Reply(text="unused"))
+    unknown = "6c1f7a52-0000-4000-8000-000000000000"
+    async with api.serve() as url, ClaudeCodeDriver(isolated_config(tmp_path, url)) as driver:
+        with pytest.raises(DriverError, match="No conversation found"):
+            await driver.connect(connect_input(tmp_path, resume_token=unknown))
+    assert api.requests == []  # surfaced, never replayed as a fresh session
