@@ -171,10 +171,10 @@ def said(text: str, message_id: str = "u1", **kwargs: Any) -> UserInput:
 
 @asynccontextmanager
 async def driver_for(
-    models: Models | None = None, histories: Histories | None = None
+    models: Models | None = None, histories: Histories | None = None, **kwargs: Any
 ) -> AsyncIterator[InProcessDriver]:
     async with InProcessDriver(
-        resolve_model=models or Models(), load_history=histories or Histories()
+        resolve_model=models or Models(), load_history=histories or Histories(), **kwargs
     ) as driver:
         yield driver
 

@@ -46,7 +46,7 @@ async def _until_approval(reader: Reader) -> tuple[list[RuntimeEvent], ToolAppro
 
 async def test_an_approved_shell_call_runs_in_the_workspace(tmp_path: Path) -> None:
     workspace = tmp_path / "ws"
-    async with driver_for() as driver:
+    async with driver_for(emit_approval_chunks=True) as driver:
         connection = await connect(driver, session(workspace, _shell_script(), settings=_SHELL))
         reader = Reader(connection)
         await connection.send(said("run it"))
@@ -77,7 +77,7 @@ async def test_a_denied_call_emits_tool_output_denied_and_the_turn_goes_on(
     tmp_path: Path,
 ) -> None:
     workspace = tmp_path / "ws"
-    async with driver_for() as driver:
+    async with driver_for(emit_approval_chunks=True) as driver:
         connection = await connect(driver, session(workspace, _shell_script(), settings=_SHELL))
         reader = Reader(connection)
         await connection.send(said("run it"))
@@ -92,6 +92,26 @@ async def test_a_denied_call_emits_tool_output_denied_and_the_turn_goes_on(
     assert "tool-output-available" not in kinds(rest)
     assert isinstance(rest[-1], TurnComplete)
     # the model was told: the denial is in the runtime's history for the next turn
+    part = next(
+        p for m in connection.history for p in m["parts"] if p.get("toolCallId") == "call-sh"
+    )
+    assert part["state"] == "output-denied"
+
+
+async def test_by_default_the_host_emits_the_approval_chunks(tmp_path: Path) -> None:
+    workspace = tmp_path / "ws"
+    async with driver_for() as driver:
+        connection = await connect(driver, session(workspace, _shell_script(), settings=_SHELL))
+        reader = Reader(connection)
+        await connection.send(said("run it"))
+        before, ask = await _until_approval(reader)
+        await connection.respond_approval(ask.request.approval_id, approved=False)
+        rest = await reader.turn()
+        await connection.close()
+
+    emitted = [c["type"] for c in chunks([*before, *rest])]
+    assert "tool-approval-request" not in emitted and "tool-output-denied" not in emitted
+    assert "tool-input-available" in emitted and isinstance(rest[-1], TurnComplete)
     part = next(
         p for m in connection.history for p in m["parts"] if p.get("toolCallId") == "call-sh"
     )

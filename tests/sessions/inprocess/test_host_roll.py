@@ -11,10 +11,11 @@ from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import anyio
 
-from drupe.chunks.types import UIMessage
+from drupe.chunks.types import Chunk, UIMessage
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import MessageRecord
 from drupe.sessions.drivers.inprocess import InProcessDriver
@@ -24,6 +25,7 @@ from drupe.streaming.config import StreamConfig
 from drupe.streaming.context.agent_session import AgentSessionProvider
 from drupe.streaming.context.base import Submit
 from drupe.streaming.context.dispatch import Dispatcher
+from drupe.streaming.listeners.base import StreamEvent
 from drupe.streaming.manager import StreamManager
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Echo, Pause, Text, ToolCall
@@ -37,9 +39,38 @@ class Stack:
     dispatcher: Dispatcher
     conversation_id: str
 
+    @property
+    def session_id(self) -> str:
+        return self.conversation_id.removeprefix("agent-session:")
+
+    async def settled(self) -> None:
+        """Until the host is idle again (persistence confirmed every terminal)."""
+        while self.host.is_busy(self.session_id):
+            await anyio.wait_all_tasks_blocked()
+
+
+class Watcher(RecordingListener):
+    """A subscriber that can wait for the first chunk of a type."""
+
+    def __init__(self) -> None:
+        super().__init__("watcher")
+        self.waiting: dict[str, anyio.Event] = {}
+
+    def on_chunk(self, event: StreamEvent) -> None:
+        super().on_chunk(event)
+        seen = self.waiting.get(str(event.chunk.get("type")))
+        if seen is not None:
+            seen.set()
+
+    async def first(self, chunk_type: str) -> Chunk:
+        await self.waiting.setdefault(chunk_type, anyio.Event()).wait()
+        return next(c for c in self.chunks() if c.get("type") == chunk_type)
+
 
 @asynccontextmanager
-async def stack_for(tmp_path: Path, model_id: str, models: Models) -> AsyncIterator[Stack]:
+async def stack_for(
+    tmp_path: Path, model_id: str, models: Models, settings: dict[str, Any] | None = None
+) -> AsyncIterator[Stack]:
     url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
     async with open_database(url) as db, StreamManager(StreamConfig()) as manager:
 
@@ -63,7 +94,7 @@ async def stack_for(tmp_path: Path, model_id: str, models: Models) -> AsyncItera
                 model_id=model_id,
                 workspace=str(tmp_path / "ws"),
             )
-            session = await db.agents.create_session(agent.id)
+            session = await db.agents.create_session(agent.id, settings=settings)
             try:
                 yield Stack(db, host, dispatcher, f"agent-session:{session.id}")
             finally:
@@ -103,8 +134,7 @@ async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(tmp_path: Path) -
             )
             gate.released.set()
             await watcher.wait_done()
-            while st.host.is_busy(st.conversation_id.split(":", 1)[1]):
-                await anyio.wait_all_tasks_blocked()
+            await st.settled()
         rows = await st.db.messages.list_for_conversation(st.conversation_id)
 
     assert steer.mode == "injected"
@@ -143,3 +173,49 @@ def _by_chain(rows: list[MessageRecord]) -> list[MessageRecord]:
         parent = row.id
     assert len(chain) == len(rows), [(r.id, r.parent_id, r.role) for r in rows]
     return chain
+
+
+async def _approval_turn(tmp_path: Path, approved: bool) -> tuple[Watcher, list[MessageRecord]]:
+    model_id = script_model(
+        [[ToolCall("shell", {"command": "echo made > made.txt"}, "call-sh")], [Text("Over.")]]
+    )
+    async with stack_for(tmp_path, model_id, Models(), settings={"shell": True}) as st:
+        watcher = Watcher()
+        with anyio.fail_after(10):
+            await st.dispatcher.dispatch(
+                Submit(conversation_id=st.conversation_id, parts=_said("make it")), [watcher]
+            )
+            request = await watcher.first("tool-approval-request")
+            assert not (tmp_path / "ws" / "made.txt").exists()
+            assert await st.host.respond_approval(
+                st.session_id, request["approvalId"], approved=approved, reason="not now"
+            )
+            await watcher.wait_done()
+            await st.settled()
+        rows = await st.db.messages.list_for_conversation(st.conversation_id)
+    return watcher, rows
+
+
+async def test_an_approval_through_the_host_runs_the_call_in_place(tmp_path: Path) -> None:
+    watcher, rows = await _approval_turn(tmp_path, approved=True)
+    assert (tmp_path / "ws" / "made.txt").read_text() == "made\n"
+    kinds = [c["type"] for c in watcher.chunks()]
+    assert kinds.count("tool-approval-request") == 1
+    assert kinds.index("tool-approval-request") < kinds.index("tool-output-available")
+    user_row, answer = rows
+    assert user_row.role == "user"
+    assert answer.status == "success" and _text(answer.parts) == "Over."
+    tool = next(p for p in answer.parts if p.get("type") == "tool-shell")
+    assert tool["state"] == "output-available" and tool["output"]["exit_code"] == 0
+
+
+async def test_a_denial_through_the_host_is_one_tool_output_denied(tmp_path: Path) -> None:
+    watcher, rows = await _approval_turn(tmp_path, approved=False)
+    assert not (tmp_path / "ws" / "made.txt").exists()
+    kinds = [c["type"] for c in watcher.chunks()]
+    assert kinds.count("tool-approval-request") == 1 and kinds.count("tool-output-denied") == 1
+    user_row, answer = rows
+    assert user_row.role == "user"
+    assert answer.status == "success" and _text(answer.parts) == "Over."
+    tool = next(p for p in answer.parts if p.get("type") == "tool-shell")
+    assert tool["state"] == "output-denied"

@@ -18,10 +18,13 @@ Mapping:
   as steer reminders, and ``SteerBoundary`` is emitted right then, before any chunk of the next
   step. Steers still queued when the turn ends come back as ``SteerUndelivered``. Usage
   ``message-metadata`` after a boundary counts from the boundary (it belongs to the new row).
-* Approvals in place (``TurnRequest.approve``): the gated call's ``tool-approval-request`` chunk
-  is followed by a ``ToolApprovalRequest`` event, and the turn waits for ``respond_approval``;
-  a denial emits ``tool-output-denied`` and the model sees the denial. A headless turn is denied
-  at once, without an approval request.
+* Approvals in place (``TurnRequest.approve``): a gated call emits a ``ToolApprovalRequest``
+  event and the turn waits for ``respond_approval``; approved runs the call, denied tells the
+  model. Who emits the UI chunks: by default the HOST (``AgentSessionHost`` turns the event into
+  the ``tool-approval-request`` chunk and emits ``tool-output-denied`` when it relays a denial),
+  so the connection holds back the loop's copies of those two chunks; with
+  ``emit_approval_chunks=True`` (a consumer without that host) it forwards them. A headless turn
+  is denied at once without an event, and its ``tool-output-denied`` is always forwarded.
 
 Must never: run two turns at once, hand a steer out twice or lose one, or raise from ``close``.
 """
@@ -106,6 +109,8 @@ class _TurnRun:
     """One accumulated assistant message per row: A1, or A1a then A2 after a boundary."""
     steers: list[list[UIMessage]] = field(default_factory=list)
     """The steer messages injected before each segment after the first."""
+    relayed_denials: set[str] = field(default_factory=set)
+    """Calls denied through ``respond_approval``: the host emits their ``tool-output-denied``."""
     usage_base: dict[str, int] = field(default_factory=dict)
     last_usage: dict[str, int] = field(default_factory=dict)
 
@@ -151,6 +156,7 @@ class InProcessConnection:
         request_options: Mapping[str, Any] | None = None,
         close_timeout_s: float = 5.0,
         on_close: Callable[[InProcessConnection], None] | None = None,
+        emit_approval_chunks: bool = False,
     ) -> None:
         self.session_id = session_id
         self.frozen = target
@@ -164,6 +170,7 @@ class InProcessConnection:
         self._request_options = dict(request_options or {})
         self._close_timeout_s = close_timeout_s
         self._on_close = on_close
+        self._emit_approval_chunks = emit_approval_chunks
         self._out_send: MemoryObjectSendStream[RuntimeEvent]
         self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
         self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
@@ -286,8 +293,6 @@ class InProcessConnection:
 
     def _forward(self, run: _TurnRun, chunk: Chunk) -> None:
         kind = chunk.get("type")
-        if kind == "tool-approval-request" and run.headless:
-            return  # denied at once by _approve; no one could answer the request
         if kind == "message-metadata":
             chunk = _rebase_usage(run, chunk)
         try:
@@ -296,6 +301,10 @@ class InProcessConnection:
             log.warning("in-process history could not fold a %r chunk: %s", kind, exc)
         if kind in _FRAMING:
             return
+        if kind == "tool-approval-request" and (run.headless or not self._emit_approval_chunks):
+            return  # headless: denied at once; otherwise the host shows the request
+        if kind == "tool-output-denied" and chunk.get("toolCallId") in run.relayed_denials:
+            return  # the host emitted it when it relayed the denial
         self._emit(ChunkEvent(chunk))
         if kind == "data-retry":
             self._emit(ApiRetry(dict(chunk.get("data") or {})))
@@ -335,6 +344,8 @@ class InProcessConnection:
             await pending.done.wait()
         finally:
             self._approvals.pop(ask.approval_id, None)
+        if not pending.approved and not self._emit_approval_chunks:
+            run.relayed_denials.add(ask.tool_call_id)
         return pending.approved, pending.reason
 
     def _deny_pending(self, reason: str) -> None:

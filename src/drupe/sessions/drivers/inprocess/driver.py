@@ -17,6 +17,8 @@ never imports persistence.
 * ``connect``: checks the model resolves (else ``DriverError``), loads the history once (a cold
   connect; the resume token is only the id of the last user message the runtime saw, so a token
   missing from the history is logged, not fatal) and returns an ``InProcessConnection``.
+* Approval chunks: the host emits them from the ``ToolApprovalRequest`` event (see
+  ``connection``); ``emit_approval_chunks=True`` makes the driver emit them itself.
 * Tools: the workspace tools (``workspace_tools``). The session's ``tools`` selection, when not
   empty, filters them by name; ``settings["shell"]`` turns the shell on (approval-gated unless the
   permission mode is ``bypass``; ``settings["shell_timeout_s"]`` bounds it); permission mode
@@ -96,8 +98,10 @@ class InProcessDriver:
         load_history: LoadHistory,
         runner: AgentRunner | None = None,
         close_timeout_s: float = 5.0,
+        emit_approval_chunks: bool = False,
     ) -> None:
         self.type = "inprocess"
+        self._emit_approval_chunks = emit_approval_chunks
         self._resolve_model = resolve_model
         self._load_history = load_history
         self._runner = runner or AgentRunner(resolve_model)
@@ -177,6 +181,7 @@ class InProcessDriver:
             request_options=settings,
             close_timeout_s=self._close_timeout_s,
             on_close=self._connections.discard,
+            emit_approval_chunks=self._emit_approval_chunks,
         )
         self._connections.add(connection)
         return connection
