@@ -8,6 +8,7 @@ the host does. Invariants, checked after every step:
 * at most one turn is live (created and not yet confirmed by persistence);
 * every chunk is delivered exactly once and in order, or visibly dropped, or still buffered;
 * no follow-up is lost: each is queued, folded into a turn, answered, or visibly dropped;
+* queued follow-ups keep the order they were submitted in;
 * a turn is never left without a terminal (teardown drives the session to rest and checks).
 """
 
@@ -144,6 +145,7 @@ class SessionMachine(RuleBasedStateMachine):
             user_message_id=user_id,
             message={"id": user_id, "role": "user", "parts": []},
             config=CONFIG if same_config else OTHER,
+            seq=int(user_id[1:]),
         )
         turn_id = can_redirect(self.state, item.config)
         if turn_id is not None and redirect_ok:
@@ -199,10 +201,10 @@ class SessionMachine(RuleBasedStateMachine):
             self.confirmed.add(turn_id)
             self.apply(TurnTerminal(turn_id, self.closed[turn_id]))  # type: ignore[arg-type]
 
-    @rule()
-    def stop(self) -> None:
+    @rule(keep_queue=st.booleans())
+    def stop(self, keep_queue: bool) -> None:
         execution = self.state.execution
-        self.apply(Stopped())
+        self.apply(Stopped(keep_queue=keep_queue))
         # The manager cancels a running source: the turn ends paused.
         if isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
             self.closed[execution.turn.turn_id] = "paused"
@@ -272,6 +274,11 @@ class SessionMachine(RuleBasedStateMachine):
             places += [f.user_message_id for f in execution.inputs]
         places += list(self.answered) + list(self.dropped_follow_ups)
         assert sorted(places) == sorted(self.follow_ups), (places, self.follow_ups)
+
+    @invariant()
+    def follow_ups_keep_their_order(self) -> None:
+        waiting = [int(f.user_message_id[1:]) for f in self.state.queue]
+        assert waiting == sorted(waiting), waiting
 
     @invariant()
     def busy_iff_runtime_state(self) -> None:

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
 import anyio
@@ -33,7 +33,7 @@ from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
 from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.connections import ConnectionKeeper
-from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.base import ConnectTarget, SessionInfo, UserInput, can_steer
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
 from drupe.sessions.lookup import SessionLookup, session_id_of
@@ -135,6 +135,7 @@ class AgentSessionHost:
         self._sleep = sleep
         self.entries: dict[str, SessionEntry] = {}
         self.connections = ConnectionKeeper(self)
+        self._seq = 0
         manager.add_hold_policy(self.will_continue_conversation)
 
     @property
@@ -194,6 +195,8 @@ class AgentSessionHost:
     ) -> Literal["redirected", "queued"]:
         """A follow-up on a busy session: redirect it into the live turn, or queue it."""
         entry = self.ensure_entry(info)
+        self._seq += 1
+        item = replace(item, seq=self._seq)
         turn_id = can_redirect(entry.state, item.config)
         connection = self.connections.current(entry)
         if turn_id is not None and connection is not None and can_steer(connection):
@@ -448,6 +451,48 @@ class AgentSessionHost:
                 entry.session_id, turn.turn_id, backend=backend, report=self.mark_turn_terminal
             ),
         ]
+
+    # --- agent edits --------------------------------------------------------------------------
+
+    async def agent_updated(self, agent_id: str) -> None:
+        """Push an agent edit to its live sessions (reference §6.7 "Push").
+
+        Model removed: pause the live turn (``agent-model-cleared``) and close the session.
+        Otherwise reconcile the live connection: ``rebuild`` closes it only when nothing runs
+        (else the next fresh turn reconnects); ``failed`` (or a raise) pauses the live turn and
+        closes the connection but keeps the queued turns; ``invalid`` closes the session.
+        """
+        for entry in [e for e in self.entries.values() if e.info.agent_id == agent_id]:
+            info = await self.lookup.load(entry.session_id)
+            if info is None:
+                continue
+            entry.info = info
+            connection = self.connections.current(entry)
+            if not info.model_id:
+                self.manager.abort(entry.conversation_id, "agent-model-cleared")
+                await self.connections.close_now(entry, "agent model cleared")
+                continue
+            if connection is None:
+                continue
+            try:
+                verdict = await connection.reconcile(ConnectTarget.of(info))
+            except Exception:  # isolation boundary: a throwing reconcile counts as failed
+                log.exception("reconcile of session %r raised", entry.session_id)
+                verdict = "failed"
+            if self.connections.current(entry) is not connection:
+                continue
+            if verdict == "failed":
+                entry.keep_queue_on_stop = True
+                if not self.manager.abort(entry.conversation_id, "agent-policy-update-failed"):
+                    entry.keep_queue_on_stop = False
+                await self.connections.close_now(entry, "policy update failed")
+                if isinstance(entry.state.execution, Transition):
+                    # A roll cannot continue without its runtime: A2 ends ``error``.
+                    self.runtime_failed(
+                        entry, {"name": "AgentPolicyUpdateFailed", "message": "reconcile failed"}
+                    )
+            elif verdict == "invalid" or (verdict == "rebuild" and not is_busy(entry.state)):
+                await self.connections.close_now(entry, f"agent update: {verdict}")
 
     # --- approvals ----------------------------------------------------------------------------
 

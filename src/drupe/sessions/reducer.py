@@ -24,6 +24,7 @@ from drupe.sessions.state import (
     DropQueued,
     Effect,
     Event,
+    FollowUp,
     Forward,
     Idle,
     IdleExpired,
@@ -58,6 +59,11 @@ __all__ = ["reduce"]
 
 def _invalid(state: SessionState, event: Event, reason: str) -> Result:
     return state, [LogInvalid(type(event).__name__, reason)]
+
+
+def _ordered(back: tuple[FollowUp, ...], queue: tuple[FollowUp, ...]) -> tuple[FollowUp, ...]:
+    """Follow-ups handed back regain their place in submission order (stable)."""
+    return tuple(sorted((*back, *queue), key=lambda item: item.seq))
 
 
 def _maybe_launch(state: SessionState) -> Result:
@@ -203,7 +209,7 @@ def reduce(state: SessionState, event: Event) -> Result:
             requeued = replace(
                 state,
                 execution=replace(execution, folded=rest),
-                queue=(*state.queue, *back),
+                queue=_ordered(back, state.queue),
             )
             return _maybe_launch(requeued)
         case LaunchStarted(target=target):
@@ -228,10 +234,17 @@ def reduce(state: SessionState, event: Event) -> Result:
             if state.queue and not keep_queue:
                 effects.append(DropQueued(state.queue, "stopped"))
                 stopped = replace(stopped, queue=())
-            if stopped.launch == "scheduled" and stopped.launch_target == "queued-turn":
+            if (
+                not keep_queue
+                and stopped.launch == "scheduled"
+                and stopped.launch_target == "queued-turn"
+            ):
                 stopped = replace(stopped, launch="idle", launch_target=None)
             if isinstance(execution, TurnExec):
-                if execution.folded:
+                if execution.folded and keep_queue:
+                    # The runtime was torn down under them: they go back, first in line.
+                    stopped = replace(stopped, queue=_ordered(execution.folded, stopped.queue))
+                elif execution.folded:
                     effects.append(DropQueued(execution.folded, "stopped"))
                 # The manager is ending the turn's stream (paused): nothing more reaches it.
                 ended = replace(execution, folded=(), phase="awaiting-persistence")
@@ -248,7 +261,8 @@ def reduce(state: SessionState, event: Event) -> Result:
                     effects.append(DropQueued(lost, "stopped"))
                 quiet = Transition(source=execution.source, inputs=(), abandoned=True)
                 return replace(stopped, execution=quiet), effects
-            return stopped, effects
+            stopped, launched = _maybe_launch(stopped)
+            return stopped, [*effects, *launched]
         case IdleExpired():
             if is_busy(state) or state.connection == "disconnected":
                 return _invalid(state, event, "idle expiry on a busy or closed session")
@@ -300,7 +314,9 @@ def _requeue_folded(state: SessionState) -> Result:
     if not isinstance(execution, TurnExec | Transition) or not execution.folded:
         return state, []
     return replace(
-        state, execution=replace(execution, folded=()), queue=(*state.queue, *execution.folded)
+        state,
+        execution=replace(execution, folded=()),
+        queue=_ordered(execution.folded, state.queue),
     ), []
 
 
@@ -331,7 +347,7 @@ def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Stat
         return _invalid(state, event, "no turn with this id")
     # A turn may also end without a runtime terminal: stop, idle watchdog, a raised source.
     effects: list[Effect] = []
-    queue = (*state.queue, *execution.folded)
+    queue = _ordered(execution.folded, state.queue)
     idle = replace(state, execution=Idle(), last_terminal=status, queue=queue)
     if execution.buffer:
         effects.append(DropBuffer(execution.buffer, "turn ended before its stream opened"))

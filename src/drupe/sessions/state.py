@@ -95,6 +95,8 @@ class FollowUp:
     config: TurnConfig
     steer: bool = True
     headless: bool = False
+    seq: int = 0
+    """Submission order: a follow-up handed back by the runtime regains its place by it."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

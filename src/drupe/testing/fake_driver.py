@@ -17,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import itertools
 import math
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -102,6 +102,7 @@ class FakeConnection:
     emitted: int = 0
     """How many events the host's reader finished handling."""
     number: int = field(default_factory=lambda: next(_ids))
+    on_send: Callable[[FakeConnection, UserInput], None] | None = None
 
     def __post_init__(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[RuntimeEvent | None](math.inf)
@@ -123,6 +124,8 @@ class FakeConnection:
         if self.closed.is_set():
             raise DriverError("the fake connection is closed")
         self.sends.append(user_input)
+        if self.on_send is not None:
+            self.on_send(self, user_input)
         self._notify()
         if self.script:
             for event in self.script.pop(0):
@@ -258,6 +261,7 @@ class FakeDriver:
         self.idle_calls: list[str] = []
         self.parked: dict[str, tuple[str, FakeConnection]] = {}
         self.consumed: list[FakeConnection] = []
+        self.sent: list[tuple[FakeConnection, UserInput]] = []
         self._last_input: dict[str, ConnectInput] = {}
         self._changed = anyio.Event()
 
@@ -307,12 +311,24 @@ class FakeDriver:
 
     def _new(self, connect_input: ConnectInput) -> FakeConnection:
         kind: type[FakeConnection] = SteerableFakeConnection if self.steerable else FakeConnection
-        connection = kind(connect_input, verdict=self.verdict, script=list(self.script))
+        connection = kind(
+            connect_input, verdict=self.verdict, script=list(self.script), on_send=self._sent
+        )
         if isinstance(connection, SteerableFakeConnection):
             connection.redirect_result = self.redirect_result
         self.connections.append(connection)
         self._notify()
         return connection
+
+    def _sent(self, connection: FakeConnection, user_input: UserInput) -> None:
+        self.sent.append((connection, user_input))
+        self._notify()
+
+    async def wait_sent(self, count: int = 1) -> FakeConnection:
+        """Wait until ``count`` inputs were sent over all connections; returns the last's."""
+        while len(self.sent) < count:
+            await self._wait_change()
+        return self.sent[count - 1][0]
 
     async def wait_connects(self, count: int = 1) -> None:
         while self.connects < count:
