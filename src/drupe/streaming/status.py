@@ -144,7 +144,11 @@ def reduce(state: StatusState, event: StatusEvent) -> tuple[StatusState, list[St
             approvals[eid] = approvals.get(eid, frozenset()) | {tid}
             return replace(state, approvals=approvals), []
         case ApprovalResolved(execution_id=eid, tool_call_id=tid):
-            if tid not in state.approvals.get(eid, frozenset()):
+            # Only a streaming execution resolves its approvals; a finished one keeps them
+            # parked (its continuation is a new stream).
+            if state.executions.get(eid) != "streaming" or tid not in state.approvals.get(
+                eid, frozenset()
+            ):
                 return state, []
             approvals = dict(state.approvals)
             approvals[eid] = approvals[eid] - {tid}
