@@ -25,14 +25,26 @@ from typing import Any
 import httpx
 import pytest
 import uvicorn
-from playwright.sync_api import Browser, BrowserContext, Page, Playwright, sync_playwright
+from playwright.sync_api import (
+    Browser,
+    BrowserContext,
+    Page,
+    Playwright,
+    expect,
+    sync_playwright,
+)
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drupe.gateway.app import create_app_with_lifespan
 from drupe.settings import Settings
 
-RATE = 12
-"""Words per second of the default model: a 30-word prompt answers in about 2.5 s."""
+RATE = 15
+"""Words per second of the default model: a 30-word prompt answers in about 2 s."""
+
+WAIT_MS = 15_000
+"""Timeout of every explicit DOM wait (generous: CI machines are small and busy)."""
+
+expect.set_options(timeout=WAIT_MS)
 
 CHROMIUM_ARGS = [
     "--headless",
@@ -59,6 +71,7 @@ class _StartupSignal:
     def __init__(self, app: ASGIApp, done: threading.Event) -> None:
         self.app = app
         self.done = done
+        self.failure: str | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "lifespan":
@@ -67,6 +80,8 @@ class _StartupSignal:
 
         async def signalling_send(message: Message) -> None:
             await send(message)
+            if message["type"] == "lifespan.startup.failed":
+                self.failure = str(message.get("message") or "startup failed")
             if message["type"] in ("lifespan.startup.complete", "lifespan.startup.failed"):
                 self.done.set()
 
@@ -118,8 +133,8 @@ def drupe_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
     )
     thread.start()
     try:
-        if not started.wait(timeout=30) or not thread.is_alive():
-            raise RuntimeError("the drupe server did not start")
+        if not started.wait(timeout=30) or app.failure is not None:
+            raise RuntimeError(f"the drupe server did not start: {app.failure or 'timeout'}")
         url = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=url, timeout=20) as api:
             yield Drupe(url=url, api=api)
@@ -147,7 +162,7 @@ def browser(playwright: Playwright) -> Iterator[Browser]:
 @pytest.fixture
 def context(browser: Browser) -> Iterator[BrowserContext]:
     context = browser.new_context(viewport={"width": 1280, "height": 800})
-    context.set_default_timeout(15_000)
+    context.set_default_timeout(WAIT_MS)
     try:
         yield context
     finally:
