@@ -342,7 +342,8 @@ export function ChatView({
   const items = arrangeForDisplay(messages, info, multiLive);
   const isStreaming = (m: UIMessage) =>
     localBusy && m.role === "assistant" && !isPlaceholder(m) && (!info.has(m.id) || info.get(m.id)?.status === "pending");
-  const canRegenerate = !busy && trailingAnswer(messages, info).length > 0;
+  const canRegenerate =
+    !busy && serverStatus !== "awaiting-approval" && trailingAnswer(messages, info).length > 0;
 
   // ---- stick to the bottom while new content arrives, unless the user scrolled up
   const listRef = useRef<HTMLDivElement>(null);
