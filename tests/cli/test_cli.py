@@ -160,3 +160,14 @@ def test_chat_streams_an_answer_from_a_running_server(served: str) -> None:
 def test_chat_says_when_the_server_is_unreachable() -> None:
     result = runner.invoke(app, ["chat", "--url", "http://127.0.0.1:9"])
     assert result.exit_code == 1 and "cannot reach Drupe" in result.output
+
+
+def test_doctor_reports_a_broken_mcp_server(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'default_model = "scripted:echo"\n[mcp.servers.bad]\ncommand = "/nonexistent/server"\n'
+    )
+    result = runner.invoke(app, ["doctor", "--data-dir", str(tmp_path), "--config", str(config)])
+    assert result.exit_code == 1
+    assert "FAIL  mcp bad" in result.output and "/nonexistent/server" in result.output
+    assert "[mcp.servers.bad]" in result.output

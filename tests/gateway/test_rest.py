@@ -196,7 +196,7 @@ async def test_unknown_conversation_routes_are_404(client: httpx.AsyncClient) ->
     assert r.status_code == 404
 
 
-async def test_approvals_validate_their_body(client: httpx.AsyncClient) -> None:
+async def test_approval_bodies_are_validated(client: httpx.AsyncClient) -> None:
     await client.post("/api/conversations", json={})
     await client.post("/api/chat", json=chat_body("c-appr", "x"))
     r = await client.post("/api/chat/c-appr/approvals", json={"decisions": []})
@@ -281,3 +281,57 @@ async def test_browser_routes_check_origin(
                 assert "cross-origin" in r.json()["detail"]
             # Non-browser routes are not origin-checked.
             assert (await c.get("/healthz", headers=headers)).status_code == 200
+
+
+async def test_approvals_continue_the_turn_over_http(
+    client: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from drupe.testing.script import Text, ToolCall
+    from drupe.testing.scripted import register_script
+    from drupe.tools.base import ToolContext, ToolEntry
+
+    async def remove(arguments: Mapping[str, Any], context: ToolContext) -> str:
+        return f"removed {arguments.get('path')}"
+
+    register_script(
+        "gw-approve-rm",
+        [[ToolCall("rm", {"path": "/tmp/x"}, tool_call_id="call-1")], [Text("All clean.")]],
+    )
+    runtime.tools.register(
+        ToolEntry(
+            name="rm",
+            description="Remove a file",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+            execute=remove,
+            needs_approval=lambda args: True,
+        )
+    )
+    r = await client.post(
+        "/api/chat", json=chat_body("c-approve", "clean up", models=["scripted:gw-approve-rm"])
+    )
+    chunks = [e.json for e in parse_events(r.text)[:-1]]
+    request = next(c for c in chunks if c["type"] == "tool-approval-request")
+    assert (await client.get("/api/status")).json()["conversations"]["c-approve"] == (
+        "awaiting-approval"
+    )
+    wrong = await client.post(
+        "/api/chat/c-approve/approvals",
+        json={"decisions": [{"approvalId": "nope", "approved": True}]},
+    )
+    assert wrong.status_code == 422 and "nope" in wrong.json()["detail"]
+    r = await client.post(
+        "/api/chat/c-approve/approvals",
+        json={"decisions": [{"approvalId": request["approvalId"], "approved": True}]},
+    )
+    assert r.status_code == 200
+    outcome = r.json()
+    assert outcome["ok"] is True and outcome["continued"] is True
+    await runtime.manager.wait_settled("c-approve")
+    detail = (await client.get("/api/conversations/c-approve")).json()
+    answer = detail["messages"][-1]
+    tool = next(p for p in answer["parts"] if p["type"] == "tool-rm")
+    assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/x"
+    assert "All clean." in "".join(p.get("text", "") for p in answer["parts"])

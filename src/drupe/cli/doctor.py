@@ -8,13 +8,18 @@ expected to come from.
 
 from __future__ import annotations
 
+from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
+
+import anyio
 
 from drupe.errors import ConfigError, DrupeError
 from drupe.settings import Settings
 
 __all__ = ["Check", "run_checks"]
+
+MCP_CONNECT_SECONDS = 15.0
 
 
 @dataclass(frozen=True, slots=True)
@@ -106,13 +111,49 @@ async def _database_check(settings: Settings) -> Check:
     return Check("database", "ok", f"{shown} opened and migrated")
 
 
-def _mcp_check() -> Check:
-    return Check("mcp", "ok", "no MCP servers configured")
+async def _mcp_checks(settings: Settings) -> list[Check]:
+    from drupe.agent.models.config import config_path
+    from drupe.tools.mcp.config_file import load_mcp_servers
+
+    path = settings.config_path or config_path()
+    try:
+        servers = load_mcp_servers(path)
+    except ConfigError as err:
+        return [Check("mcp", "fail", str(err), f"fix the [mcp.servers] tables in {str(path)!r}")]
+    if not servers:
+        return [Check("mcp", "ok", "no MCP servers configured")]
+    from drupe.tools.mcp.catalog import McpCatalog
+
+    checks: list[Check] = []
+    async with McpCatalog(servers) as catalog:
+        for server in servers:
+            if not server.active:
+                continue
+            # A failure is recorded in the server's status, shown below.
+            with anyio.move_on_after(MCP_CONNECT_SECONDS), suppress(DrupeError, OSError):
+                await catalog.refresh(server.id)
+        for status in catalog.status():
+            name = f"mcp {status.id}"
+            if not status.active:
+                checks.append(Check(name, "ok", "inactive"))
+            elif status.state == "connected":
+                checks.append(Check(name, "ok", f"connected, {status.tool_count} tool(s)"))
+            else:
+                checks.append(
+                    Check(
+                        name,
+                        "fail",
+                        f"{status.state}: {status.last_error or 'no answer'}",
+                        f"check the command/url of [mcp.servers.{status.id}] and start it by "
+                        "hand to see its own error",
+                    )
+                )
+    return checks
 
 
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are shown."""
     checks = _config_checks(settings)
     checks.append(await _database_check(settings))
-    checks.append(_mcp_check())
+    checks.extend(await _mcp_checks(settings))
     return checks

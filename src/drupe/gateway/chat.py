@@ -26,7 +26,8 @@ from drupe.gateway.errors import NotImplementedYet, PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.gateway.sse_response import SseResponse
 from drupe.gateway.state import attach, ensure_known, get_runtime
-from drupe.streaming.context.base import ApprovalDecision, DispatchRequest, Regenerate, Submit
+from drupe.streaming.approvals import Decision
+from drupe.streaming.context.base import DispatchRequest, Regenerate, Submit
 from drupe.streaming.listeners.sse import SseListener, parse_cursor
 
 if TYPE_CHECKING:
@@ -52,6 +53,8 @@ class StopResult(BaseModel):
 class ApprovalResult(BaseModel):
     ok: bool
     continued: bool
+    messageId: str | None = None
+    pending: int = 0
     reason: str | None = None
 
 
@@ -235,12 +238,14 @@ async def post_approvals(
     if service is None:
         raise NotImplementedYet("tool approvals are not wired into this server yet")
     decisions = [
-        ApprovalDecision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
+        Decision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
         for d in body.decisions
     ]
     outcome = await service.respond(conversation_id, decisions)
     return ApprovalResult(
-        ok=bool(outcome.ok),
-        continued=bool(outcome.continued),
-        reason=getattr(outcome, "reason", None),
+        ok=outcome.ok,
+        continued=outcome.continued,
+        messageId=outcome.message_id,
+        pending=outcome.pending,
+        reason=outcome.reason,
     )

@@ -104,8 +104,6 @@ async def status(request: Request) -> dict[str, Any]:
 async def mcp_servers(request: Request) -> dict[str, Any]:
     """MCP servers and their status (empty until MCP servers are configured)."""
     runtime = get_runtime(request)
-    catalog = getattr(runtime, "mcp", None)
-    servers: list[Any] = []
-    if catalog is not None and hasattr(catalog, "status"):
-        servers = list(catalog.status())
+    catalog = runtime.mcp
+    servers = [status.as_dict() for status in catalog.status()] if catalog is not None else []
     return {"servers": servers}
