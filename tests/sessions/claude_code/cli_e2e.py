@@ -8,6 +8,7 @@ directly while debugging: ``.venv/bin/pytest tests/sessions/claude_code/cli_e2e.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -29,6 +30,7 @@ from drupe.sessions.drivers.base import (
 )
 from drupe.sessions.drivers.claude_code import ClaudeCodeDriver
 from drupe.testing.driver_check import check_driver
+from drupe.tools.mcp.config import McpServerConfig
 from tests.sessions.claude_code.cli_support import (
     MODEL,
     EventReader,
@@ -403,3 +405,35 @@ async def test_a_resume_token_the_cli_does_not_know_fails_the_connect(tmp_path: 
         with pytest.raises(DriverError, match="No conversation found"):
             await driver.connect(connect_input(tmp_path, resume_token=unknown))
     assert api.requests == []  # surfaced, never replayed as a fresh session
+
+
+async def test_a_selected_mcp_server_is_given_to_the_cli(tmp_path: Path) -> None:
+    demo = Path(__file__).parents[2] / "tools" / "mcp_servers" / "demo_server.py"
+    server = McpServerConfig(id="demo", command=sys.executable, args=(str(demo),))
+    call = Reply(text="adding", tool=("mcp__demo__add", {"a": 2, "b": 40}))
+    api = FakeClaudeApi(tool_then_text(call, final="it is 42"))
+    config = replace(isolated_config(tmp_path, "unused"), mcp_servers={"demo": server})
+    base = connect_input(tmp_path)
+    with_mcp = replace(base, session=replace(base.session, mcp_servers=("demo",)))
+    async with (
+        api.serve() as url,
+        ClaudeCodeDriver(replace(config, env={**config.env, "ANTHROPIC_BASE_URL": url})) as driver,
+    ):
+        connection = await driver.connect(with_mcp)
+        async with EventReader(connection) as reader:
+            await connection.send(said("add 2 and 40"))
+            events: list[Any] = []
+            while not isinstance(events[-1:] and events[-1], TurnComplete | ErrorEvent):
+                event = await reader.next()
+                events.append(event)
+                if isinstance(event, ToolApprovalRequest):
+                    await connection.respond_approval(event.request.approval_id, approved=True)
+        await connection.close()
+
+    assert isinstance(events[-1], TurnComplete)
+    # The CLI defers MCP tools behind ToolSearch, so the tool is not in the request's list;
+    # it ran in the real server (through an approval: MCP tools are not read-only).
+    asked = [e for e in events if isinstance(e, ToolApprovalRequest)]
+    assert [e.request.tool_name for e in asked] == ["mcp__demo__add"]
+    output = next(c for c in chunks_of(events) if c["type"] == "tool-output-available")
+    assert "42" in str(output["output"])

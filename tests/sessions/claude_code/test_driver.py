@@ -18,6 +18,7 @@ from drupe.sessions.drivers.claude_code import (
     build_options,
 )
 from drupe.sessions.drivers.claude_code.connection import user_content
+from drupe.tools.mcp.config import McpServerConfig
 from tests.sessions.claude_code.cli_support import said
 
 
@@ -141,3 +142,22 @@ def test_user_content_wraps_steers_and_carries_images() -> None:
         "source": {"type": "base64", "media_type": "image/png", "data": "QUJD"},
     }
     assert blocks[1] == {"type": "text", "text": "[attached file: https://x/y.pdf]"}
+
+
+def test_a_sessions_mcp_selection_picks_from_the_configured_servers(tmp_path: Path) -> None:
+    servers = {
+        "files": McpServerConfig(id="files", command="mcp-files", args=("--root", "/srv")),
+        "search": McpServerConfig(
+            id="search", transport="http", url="http://127.0.0.1:1/mcp", headers={"A": "b"}
+        ),
+    }
+    driver = ClaudeCodeDriver(ClaudeCodeConfig(mcp_servers=servers))
+    info = session(tmp_path, mcp_servers=("search", "files"))
+    driver.validate_session(info)
+    options = build_options(driver.config, ConnectInput(session=info, model_id="m"), tmp_path)
+    assert options.mcp_servers == {
+        "search": {"type": "http", "url": "http://127.0.0.1:1/mcp", "headers": {"A": "b"}},
+        "files": {"type": "stdio", "command": "mcp-files", "args": ["--root", "/srv"], "env": {}},
+    }
+    with pytest.raises(ValidationError, match="unknown MCP servers"):
+        driver.validate_session(session(tmp_path, mcp_servers=("nope",)))

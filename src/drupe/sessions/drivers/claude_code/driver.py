@@ -39,8 +39,9 @@ from drupe.sessions.drivers.claude_code.connection import (
     sdk_permission_mode,
 )
 from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
+from drupe.tools.mcp.config import McpServerConfig
 
-__all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options"]
+__all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options", "sdk_mcp_server"]
 
 log = logging.getLogger(__name__)
 
@@ -60,6 +61,8 @@ class ClaudeCodeConfig:
     """Which settings files the CLI may load (``user``, ``project``, ``local``); none by
     default, so a session only sees what Drupe configured."""
     max_turns: int | None = None
+    mcp_servers: Mapping[str, McpServerConfig] = field(default_factory=dict)
+    """Drupe's MCP servers by id; a session's ``mcp_servers`` selection picks from these."""
     prewarm: bool = True
     """On ``on_session_idle``, start a CLI for the session's next turn (consumed at most once)."""
     warm_ttl_s: float = 300.0
@@ -97,7 +100,25 @@ def build_options(
         options.cli_path = config.cli_path
     if session.tools:
         options.tools = list(session.tools)
+    if session.mcp_servers:
+        servers: dict[str, Any] = {
+            server_id: sdk_mcp_server(config.mcp_servers[server_id])
+            for server_id in session.mcp_servers
+        }
+        options.mcp_servers = servers
     return options
+
+
+def sdk_mcp_server(server: McpServerConfig) -> dict[str, Any]:
+    """Drupe's MCP server config as the CLI's (stdio: command/args/env; http: url/headers)."""
+    if server.transport == "http":
+        return {"type": "http", "url": server.url, "headers": dict(server.headers)}
+    return {
+        "type": "stdio",
+        "command": server.command,
+        "args": list(server.args),
+        "env": dict(server.env),
+    }
 
 
 def _workspace_problem(workspace: Path | None) -> str | None:
@@ -130,6 +151,7 @@ class ClaudeCodeDriver:
             "setting_sources": list(self.config.setting_sources),
             "max_turns": self.config.max_turns,
             "extra_args": dict(self.config.extra_args),
+            "mcp_servers": {k: repr(v) for k, v in self.config.mcp_servers.items()},
         }
 
     async def __aenter__(self) -> Self:
@@ -157,6 +179,9 @@ class ClaudeCodeDriver:
         problem = _workspace_problem(session.workspace)
         if problem is not None:
             raise ValidationError(problem)
+        unknown = [s for s in session.mcp_servers if s not in self.config.mcp_servers]
+        if unknown:
+            raise ValidationError(f"unknown MCP servers for claude-code: {unknown!r}")
 
     async def connect(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
         if self._tg is None:
