@@ -274,7 +274,7 @@ async def test_steer_never_injected_comes_back_undelivered(tmp_path: Path) -> No
     assert len(api.requests) == 1
 
 
-async def test_reconcile_hot_patches_the_model_and_rebuilds_on_instructions(
+async def test_reconcile_verdicts_current_patched_rebuild_failed_invalid(
     tmp_path: Path,
 ) -> None:
     api = FakeClaudeApi(lambda body: Reply(text="fine"))
@@ -288,6 +288,11 @@ async def test_reconcile_hot_patches_the_model_and_rebuilds_on_instructions(
         assert await connection.reconcile(accept) == "patched"
         rebuilt = ConnectTarget(model_id="claude-opus-4-1", instructions="be brief")
         assert await connection.reconcile(rebuilt) == "rebuild"
+        # bypassPermissions cannot be hot-applied to a CLI launched without it: fail closed
+        bypass = ConnectTarget(model_id="claude-opus-4-1", permission_mode="bypass")
+        assert await connection.reconcile(bypass) == "failed"
+        assert connection.frozen.permission_mode == "accept-edits"
+        assert await connection.reconcile(ConnectTarget(model_id="")) == "invalid"
         async with EventReader(connection) as reader:
             await connection.send(said("hi"))
             events = await reader.turn()

@@ -307,6 +307,8 @@ class ClaudeCodeConnection:
 
     async def reconcile(self, target: ConnectTarget) -> ReconcileVerdict:
         async with self._reconcile_lock:
+            if not target.model_id:
+                return "invalid"  # the agent lost its model: the host closes the session
             frozen = self.frozen
             if (
                 target.instructions != frozen.instructions
