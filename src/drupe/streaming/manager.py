@@ -24,7 +24,7 @@ from __future__ import annotations
 import logging
 import time
 from collections import deque
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Sequence
+from collections.abc import AsyncIterator, Callable, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass, field
 from types import TracebackType
@@ -35,11 +35,26 @@ import anyio.abc
 from opentelemetry import trace
 
 from drupe.chunks.accumulate import Accumulator
-from drupe.chunks.types import Chunk, UIMessage
-from drupe.errors import AdmissionError, DuplicateModelError, TerminalPersistenceError
+from drupe.chunks.types import Chunk
+from drupe.errors import AdmissionError, DuplicateModelError
 from drupe.ids import next_attempt_id, next_turn_id
-from drupe.observability.tracing import TURN_SPAN
 from drupe.streaming.config import StreamConfig
+from drupe.streaming.contracts import (
+    Attached,
+    AttachFinished,
+    AttachNotFound,
+    AttachResult,
+    ExecutionSpec,
+    HoldPolicy,
+    Injected,
+    SendInput,
+    SendResult,
+    Started,
+    StatusObserver,
+    StatusRecord,
+    SteerLauncher,
+)
+from drupe.streaming.execution import run_execution
 from drupe.streaming.lazy_event import LazyEvent
 from drupe.streaming.listeners.base import (
     Listener,
@@ -47,10 +62,11 @@ from drupe.streaming.listeners.base import (
     TerminalResult,
     serialize_error,
 )
-from drupe.streaming.live import Execution, LiveStream, SourceFactory
+from drupe.streaming.live import Execution, LiveStream
 from drupe.streaming.ring import ReplayRing
 from drupe.streaming.status import ExecutionTerminal, StatusChanged
 from drupe.streaming.steering import EnqueueDecision, PendingSteer, after_terminal, on_enqueue
+from drupe.streaming.terminal import dispatch_terminal, notify_listeners
 
 __all__ = [
     "AttachFinished",
@@ -68,86 +84,6 @@ __all__ = [
 ]
 
 log = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ExecutionSpec:
-    """One model to run in a turn."""
-
-    model_id: str
-    source: SourceFactory
-    """Called once, in the execution's task, to open the chunk stream."""
-    anchor_message_id: str | None = None
-    """The placeholder row this execution finalizes (None for headless prompt streams)."""
-    seed_message: UIMessage | None = None
-    """An assistant message the chunks continue (approval continuation)."""
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class SendInput:
-    conversation_id: str
-    executions: Sequence[ExecutionSpec] = ()
-    listeners: Sequence[Listener] = ()
-    siblings_group_id: int | None = None
-    persistent: bool = True
-
-
-@dataclass(frozen=True, slots=True)
-class Started:
-    mode: Literal["started"]
-    turn_id: str
-    execution_ids: tuple[str, ...]
-    attempt_ids: tuple[int, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class Injected:
-    mode: Literal["injected"]
-    turn_id: str | None
-    execution_ids: tuple[str, ...]
-
-
-SendResult = Started | Injected
-
-
-@dataclass(frozen=True, slots=True)
-class AttachNotFound:
-    kind: Literal["not-found"] = "not-found"
-
-
-@dataclass(frozen=True, slots=True)
-class AttachFinished:
-    status: str
-    turn_id: str
-    final_messages: dict[str, UIMessage]
-    error: SerializedError | None = None
-    kind: Literal["finished"] = "finished"
-
-
-@dataclass(frozen=True, slots=True)
-class Attached:
-    turn_id: str
-    replayed: int
-    execution_ids: tuple[str, ...]
-    kind: Literal["attached"] = "attached"
-
-
-AttachResult = AttachNotFound | AttachFinished | Attached
-
-
-@dataclass(slots=True)
-class StatusRecord:
-    """The conversation status mirror; kept after eviction (reference ``ChatStreamLifecycle``)."""
-
-    status: str
-    turn_id: str
-    last_completed_at: float | None = None
-
-
-SteerLauncher = Callable[[str, PendingSteer, Sequence[Listener]], Awaitable[None]]
-HoldPolicy = Callable[[str], bool]
-"""``policy(conversation_id)``: keep a finished stream open for a runtime-driven successor."""
-StatusObserver = Callable[[str, StatusRecord], None]
 
 
 @dataclass(slots=True)
@@ -469,93 +405,17 @@ class StreamManager:
     # --- execution loop ---------------------------------------------------------------------
 
     async def _run_execution(self, stream: LiveStream, execution: Execution) -> None:
-        if self._tracer is None:
-            await self._run_execution_traced(stream, execution, None)
-            return
-        span = self._tracer.start_span(
-            TURN_SPAN,
-            attributes={
-                "drupe.conversation_id": stream.conversation_id,
-                "drupe.turn_id": stream.turn_id,
-                "drupe.model_id": execution.model_id,
-                "drupe.attempt_id": execution.attempt_id,
-                "drupe.message_id": execution.anchor_message_id or "",
-            },
+        await run_execution(
+            stream,
+            execution,
+            config=self.config,
+            tracer=self._tracer,
+            finish=self._finish,
+            counted=self._count_chunk,
         )
-        with trace.use_span(span, end_on_exit=True):
-            await self._run_execution_traced(stream, execution, span)
 
-    async def _run_execution_traced(
-        self, stream: LiveStream, execution: Execution, span: trace.Span | None
-    ) -> None:
-        outcome: Literal["done", "paused", "error"] = "done"
-        error: SerializedError | None = None
-        reason: str | None = None
-        try:
-            with anyio.CancelScope() as scope:
-                execution.scope = scope
-                if execution.status != "streaming":
-                    scope.cancel()
-                outcome, error, reason = await self._pump(stream, execution)
-            if execution.status == "aborted" and outcome != "paused":
-                outcome, error, reason = "paused", None, execution.abort_reason
-        except BaseException:
-            # External cancellation (shutdown): settle as paused, then let it propagate.
-            execution.status = "aborted"
-            execution.abort_reason = execution.abort_reason or "app-shutdown"
-            with anyio.CancelScope(shield=True):
-                await self._finish(stream, execution, "paused", None, execution.abort_reason)
-            if span is not None:
-                span.set_status(trace.StatusCode.ERROR, f"aborted: {execution.abort_reason}")
-            raise
-        if span is not None:
-            span.set_attribute("drupe.chunks", execution.chunk_count)
-            if outcome == "done":
-                span.set_status(trace.StatusCode.OK)
-            elif outcome == "paused":
-                span.set_status(trace.StatusCode.ERROR, f"aborted: {reason}")
-            else:
-                span.set_status(trace.StatusCode.ERROR, (error or {}).get("message", "error"))
-        await self._finish(stream, execution, outcome, error, reason)
-
-    async def _pump(
-        self, stream: LiveStream, execution: Execution
-    ) -> tuple[Literal["done", "paused", "error"], SerializedError | None, str | None]:
-        idle = self.config.idle_timeout
-        approval_idle = self.config.approval_idle_timeout
-        current_time = anyio.current_time
-        publish = stream.publish
-        # Moving a deadline re-arms a loop timer; only move it when it shifts noticeably.
-        slack = min(1.0, idle * 0.01)
-        try:
-            source = execution.source()
-            with anyio.CancelScope(deadline=current_time() + idle) as idle_scope:
-                execution.idle_scope = idle_scope
-                try:
-                    async for chunk in source:
-                        target = current_time() + (
-                            approval_idle if execution.pending_approvals else idle
-                        )
-                        if abs(target - idle_scope.deadline) > slack:
-                            idle_scope.deadline = target
-                        if publish(execution, chunk):
-                            self.chunks_total += 1
-                finally:
-                    await _close_source(source)
-            if idle_scope.cancelled_caught:
-                if execution.status == "streaming":
-                    execution.status = "aborted"
-                    execution.abort_reason = "idle-timeout"
-                return "paused", None, "idle-timeout"
-        except Exception as err:  # isolation boundary: the loop raised -> error outcome
-            if execution.status == "aborted":
-                return "paused", None, execution.abort_reason
-            return "error", serialize_error(_unwrap(err)), None
-        if execution.status == "aborted":
-            return "paused", None, execution.abort_reason
-        if execution.stream_error_text is not None:
-            return "error", {"name": "StreamError", "message": execution.stream_error_text}, None
-        return "done", None, None
+    def _count_chunk(self) -> None:
+        self.chunks_total += 1
 
     # --- terminal ---------------------------------------------------------------------------
 
@@ -622,7 +482,7 @@ class StreamManager:
             stream.terminal_idle = LazyEvent()
         try:
             with anyio.move_on_after(self.config.terminal_timeout, shield=True) as bound:
-                await self._dispatch_terminal(stream, result)
+                await dispatch_terminal(stream, result)
             if bound.cancelled_caught:
                 log.error(
                     "terminal work of %r (execution %r) exceeded %.0f s",
@@ -644,28 +504,6 @@ class StreamManager:
                 self.task_group.start_soon(self._start_next_chat_turn, stream.conversation_id)
             elif decision != "hold":
                 self._schedule_eviction(stream)
-
-    async def _dispatch_terminal(self, stream: LiveStream, result: TerminalResult) -> None:
-        suppressed = False
-        for listener in stream.ordered_listeners():
-            if suppressed and listener.terminal_phase is None:
-                continue
-            if not listener.is_alive():
-                stream.remove_listener(listener.listener_id)
-                continue
-            handler = {
-                "success": listener.on_done,
-                "paused": listener.on_paused,
-                "error": listener.on_error,
-            }[result.status]
-            try:
-                await handler(result)
-            except TerminalPersistenceError:
-                log.exception("terminal persistence failed for %r", listener.listener_id)
-                if listener.terminal_phase == "persistence":
-                    suppressed = True
-            except Exception:  # isolation boundary: terminal listener dispatch
-                log.exception("listener %r raised in its terminal callback", listener.listener_id)
 
     # --- status -----------------------------------------------------------------------------
 
@@ -838,12 +676,7 @@ class StreamManager:
             is_conversation_done=True,
             error=err.error if isinstance(err, _SerializedFailure) else serialize_error(err),
         )
-        for listener in carried:
-            try:
-                with anyio.move_on_after(self.config.terminal_timeout, shield=True):
-                    await listener.on_error(result)
-            except Exception:  # isolation boundary: terminal listener dispatch
-                log.exception("listener %r raised in on_error", listener.listener_id)
+        await notify_listeners(carried, result, limit=self.config.terminal_timeout)
         previous_record = self._status.get(conversation_id)
         record = StatusRecord(
             status="error",
@@ -858,28 +691,10 @@ class StreamManager:
                 log.exception("status observer raised")
 
 
-async def _close_source(source: object) -> None:
-    """Close an async generator source, shielded and bounded (its ``finally`` runs now)."""
-    aclose = getattr(source, "aclose", None)
-    if aclose is None:
-        return
-    with anyio.move_on_after(5, shield=True):
-        try:
-            await aclose()
-        except Exception:  # isolation boundary: a source failing while closing
-            log.debug("chunk source raised while closing", exc_info=True)
-
-
 class _SerializedFailure(Exception):
     def __init__(self, error: SerializedError) -> None:
         super().__init__(error.get("message", ""))
         self.error = error
-
-
-def _unwrap(err: BaseException) -> BaseException:
-    while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
-        err = err.exceptions[0]
-    return err
 
 
 def chunks_of(events: Iterable[Any]) -> list[Chunk]:

@@ -15,8 +15,8 @@ from dataclasses import dataclass, field
 from typing import Any, Literal, Protocol
 
 from drupe.chunks.types import Chunk, UIMessage
+from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.manager import ExecutionSpec
 from drupe.streaming.steering import PendingSteer
 
 __all__ = [

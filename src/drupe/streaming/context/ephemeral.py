@@ -23,9 +23,9 @@ from drupe.streaming.context.base import (
     TurnSpec,
 )
 from drupe.streaming.context.persistent import check_parts
+from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec
 
 __all__ = ["EphemeralBackend", "EphemeralProvider", "EphemeralRow", "EphemeralStore"]
 

@@ -37,9 +37,9 @@ from drupe.streaming.context.base import (
     Submit,
     TurnSpec,
 )
+from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec
 from drupe.streaming.steering import PendingSteer
 
 if TYPE_CHECKING:

@@ -1,0 +1,161 @@
+"""The execution loop: read one model's chunk source once, fan it out, classify the end.
+
+``run_execution`` is what the stream manager runs as one task per execution. Contract:
+
+* the source is opened in the task, read once, and closed (shielded, bounded) when the loop
+  ends, so its ``finally`` runs;
+* the idle watchdog is a cancel scope whose deadline moves on chunks (the approval bound while
+  an approval is pending); it fires as ``paused`` with reason ``idle-timeout``;
+* classification, first match: the source raised -> ``error`` (serialized); aborted -> ``paused``;
+  an ``error`` chunk was seen -> ``error`` named ``StreamError``; else ``done``;
+* a user abort cancels the execution's own scope, which absorbs it; external cancellation
+  (shutdown) still runs the terminal work (shielded) and then propagates;
+* with a tracer, one ``ai.turn`` span covers the execution and carries its outcome.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Literal
+
+import anyio
+from opentelemetry import trace
+
+from drupe.observability.tracing import TURN_SPAN
+from drupe.streaming.config import StreamConfig
+from drupe.streaming.listeners.base import SerializedError, serialize_error
+from drupe.streaming.live import Execution, LiveStream
+
+__all__ = ["Outcome", "run_execution"]
+
+log = logging.getLogger(__name__)
+
+Outcome = Literal["done", "paused", "error"]
+Finish = Callable[
+    [LiveStream, Execution, Outcome, SerializedError | None, str | None], Awaitable[None]
+]
+
+
+async def run_execution(
+    stream: LiveStream,
+    execution: Execution,
+    *,
+    config: StreamConfig,
+    tracer: trace.Tracer | None,
+    finish: Finish,
+    counted: Callable[[], None],
+) -> None:
+    """Run one execution to its terminal; ``finish`` performs the terminal work."""
+    if tracer is None:
+        await _run(stream, execution, config, None, finish, counted)
+        return
+    span = tracer.start_span(
+        TURN_SPAN,
+        attributes={
+            "drupe.conversation_id": stream.conversation_id,
+            "drupe.turn_id": stream.turn_id,
+            "drupe.model_id": execution.model_id,
+            "drupe.attempt_id": execution.attempt_id,
+            "drupe.message_id": execution.anchor_message_id or "",
+        },
+    )
+    with trace.use_span(span, end_on_exit=True):
+        await _run(stream, execution, config, span, finish, counted)
+
+
+async def _run(
+    stream: LiveStream,
+    execution: Execution,
+    config: StreamConfig,
+    span: trace.Span | None,
+    finish: Finish,
+    counted: Callable[[], None],
+) -> None:
+    outcome: Outcome = "done"
+    error: SerializedError | None = None
+    reason: str | None = None
+    try:
+        with anyio.CancelScope() as scope:
+            execution.scope = scope
+            if execution.status != "streaming":
+                scope.cancel()
+            outcome, error, reason = await _pump(stream, execution, config, counted)
+        if execution.status == "aborted" and outcome != "paused":
+            outcome, error, reason = "paused", None, execution.abort_reason
+    except BaseException:
+        # External cancellation (shutdown): settle as paused, then let it propagate.
+        execution.status = "aborted"
+        execution.abort_reason = execution.abort_reason or "app-shutdown"
+        with anyio.CancelScope(shield=True):
+            await finish(stream, execution, "paused", None, execution.abort_reason)
+        if span is not None:
+            span.set_status(trace.StatusCode.ERROR, f"aborted: {execution.abort_reason}")
+        raise
+    if span is not None:
+        span.set_attribute("drupe.chunks", execution.chunk_count)
+        if outcome == "done":
+            span.set_status(trace.StatusCode.OK)
+        elif outcome == "paused":
+            span.set_status(trace.StatusCode.ERROR, f"aborted: {reason}")
+        else:
+            span.set_status(trace.StatusCode.ERROR, (error or {}).get("message", "error"))
+    await finish(stream, execution, outcome, error, reason)
+
+
+async def _pump(
+    stream: LiveStream, execution: Execution, config: StreamConfig, counted: Callable[[], None]
+) -> tuple[Outcome, SerializedError | None, str | None]:
+    idle = config.idle_timeout
+    approval_idle = config.approval_idle_timeout
+    current_time = anyio.current_time
+    publish = stream.publish
+    # Moving a deadline re-arms a loop timer; only move it when it shifts noticeably.
+    slack = min(1.0, idle * 0.01)
+    try:
+        source = execution.source()
+        with anyio.CancelScope(deadline=current_time() + idle) as idle_scope:
+            execution.idle_scope = idle_scope
+            try:
+                async for chunk in source:
+                    target = current_time() + (
+                        approval_idle if execution.pending_approvals else idle
+                    )
+                    if abs(target - idle_scope.deadline) > slack:
+                        idle_scope.deadline = target
+                    if publish(execution, chunk):
+                        counted()
+            finally:
+                await _close_source(source)
+        if idle_scope.cancelled_caught:
+            if execution.status == "streaming":
+                execution.status = "aborted"
+                execution.abort_reason = "idle-timeout"
+            return "paused", None, "idle-timeout"
+    except Exception as err:  # isolation boundary: the loop raised -> error outcome
+        if execution.status == "aborted":
+            return "paused", None, execution.abort_reason
+        return "error", serialize_error(_unwrap(err)), None
+    if execution.status == "aborted":
+        return "paused", None, execution.abort_reason
+    if execution.stream_error_text is not None:
+        return "error", {"name": "StreamError", "message": execution.stream_error_text}, None
+    return "done", None, None
+
+
+async def _close_source(source: object) -> None:
+    """Close an async generator source, shielded and bounded (its ``finally`` runs now)."""
+    aclose = getattr(source, "aclose", None)
+    if aclose is None:
+        return
+    with anyio.move_on_after(5, shield=True):
+        try:
+            await aclose()
+        except Exception:  # isolation boundary: a source failing while closing
+            log.debug("chunk source raised while closing", exc_info=True)
+
+
+def _unwrap(err: BaseException) -> BaseException:
+    while isinstance(err, BaseExceptionGroup) and len(err.exceptions) == 1:
+        err = err.exceptions[0]
+    return err
