@@ -181,7 +181,9 @@ class InProcessConnection:
     # -- Connection -----------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
-        async with self._out_recv:
+        # The receive side is never closed here: a reader that stops early (or a second call
+        # after close) must not break the stream; it ends once ``close`` closed the send side.
+        with suppress(anyio.ClosedResourceError, anyio.EndOfStream):
             async for event in self._out_recv:
                 yield event
 
