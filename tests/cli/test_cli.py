@@ -155,6 +155,22 @@ def test_chat_streams_an_answer_from_a_running_server(served: str) -> None:
     assert again.returncode == 0, again.stderr
     assert "you: hello from the terminal" in again.stdout
     assert "(nothing to stop)" in again.stdout
+    # A line typed while an answer streams is a steer, answered after the running turn.
+    steered = subprocess.run(
+        [sys.executable, "-m", "drupe", "chat", "c-steer", "--url", served,
+         "--model", "scripted:lorem?words=30&rate=60"],
+        input="first question\nsecond thought\n",
+        capture_output=True,
+        text=True,
+        timeout=40,
+    )  # fmt: skip
+    assert steered.returncode == 0, steered.stderr
+    assert "(steer queued: answered after the running turn)" in steered.stdout
+    messages = httpx.get(f"{served}/api/conversations/c-steer", timeout=20).json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant", "user", "assistant"]
+    assert [m["status"] for m in messages if m["role"] == "assistant"] == ["success", "success"]
+    assert messages[2]["metadata"]["steer"] is True
+    assert messages[3]["parentId"] == messages[2]["id"]
 
 
 def test_chat_says_when_the_server_is_unreachable() -> None:

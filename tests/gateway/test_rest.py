@@ -150,6 +150,7 @@ async def test_static_ui_and_spa_fallback(client: httpx.AsyncClient) -> None:
             404,
             "unknown conversation",
         ),
+        ({"id": "agent-session:nope", "messages": [user_message("x")]}, 404, "unknown"),
     ],
 )
 async def test_bad_chat_input_is_a_clear_4xx(

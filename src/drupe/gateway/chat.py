@@ -36,6 +36,8 @@ if TYPE_CHECKING:
 __all__ = ["router"]
 
 router = APIRouter(tags=["chat"])
+RESERVED_PREFIXES = ("agent-session:",)
+"""Conversation ids a submit never creates (their owner creates them, e.g. an agent session)."""
 _listener_ids = itertools.count(1)
 
 _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -120,7 +122,7 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     models = _check_models(runtime, body.models)
     ephemeral = runtime.ephemeral.get(conversation_id) is not None
     if not ephemeral and await runtime.db.conversations.get(conversation_id) is None:
-        if body.trigger == "regenerate-message":
+        if body.trigger == "regenerate-message" or conversation_id.startswith(RESERVED_PREFIXES):
             raise UnknownConversationError(conversation_id)
         await runtime.db.conversations.ensure(conversation_id)
     dispatch: DispatchRequest
