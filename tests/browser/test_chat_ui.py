@@ -73,7 +73,8 @@ def open_conversation(page: Page, drupe: Drupe, conversation_id: str) -> None:
 def wait_finished(page: Page, index: int = 0) -> Locator:
     message = assistant(page, index)
     expect(message).to_have_attribute("data-status", "success")
-    expect(page.get_by_test_id("status-badge").first).not_to_have_attribute("data-status", LIVE)
+    badge = page.locator(".chat-head").get_by_test_id("status-badge")
+    expect(badge).to_have_attribute("data-status", "done")
     return message
 
 
@@ -161,6 +162,9 @@ def test_stop_persists_the_partial_answer(drupe_server: Drupe, page: Page) -> No
     message = assistant(page)
     expect(message).to_have_attribute("data-status", "paused")
     expect(page.get_by_test_id("stop-button")).to_have_count(0)
+    badge = page.locator(".chat-head").get_by_test_id("status-badge")
+    expect(badge).not_to_have_attribute("data-status", LIVE)
+    assert not LIVE.match(drupe_server.conversation(conversation_id)["status"])
     stored = rows(drupe_server, conversation_id)
     assert [r["role"] for r in stored] == ["user", "assistant"]
     assert stored[1]["status"] == "paused"
