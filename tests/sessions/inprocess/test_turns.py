@@ -11,6 +11,7 @@ from drupe.errors import DriverError, ValidationError
 from drupe.sessions.drivers.base import (
     ChunkEvent,
     ConnectTarget,
+    ContextUsage,
     Driver,
     ErrorEvent,
     ResumeToken,
@@ -43,14 +44,20 @@ async def test_a_text_turn_streams_chunks_without_framing_then_turn_complete(
     tmp_path: Path,
 ) -> None:
     model_id = script_model([[Text("Hello from the workspace agent")]])
-    async with driver_for() as driver:
+    async with driver_for(context_window=lambda model: 200) as driver:
         assert isinstance(driver, Driver) and driver.type == "inprocess"
         connection = await connect(driver, session(tmp_path / "ws", model_id))
         assert can_steer(connection)
+        assert await connection.context_usage() is None
         reader = Reader(connection)
         await connection.send(said("hi"))
         events = await reader.turn()
+        context = await connection.context_usage()
         await connection.close()
+
+    # the context after the turn: the request (1 word) plus the answer (5 words)
+    assert context == {"totalTokens": 6, "maxTokens": 200, "percentage": 3.0}
+    assert ContextUsage({"totalTokens": 6}) in events
 
     assert events[0] == ResumeToken("u1")
     assert isinstance(events[-1], TurnComplete)

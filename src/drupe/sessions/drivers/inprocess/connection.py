@@ -9,7 +9,8 @@ Mapping:
 * every loop chunk -> ``ChunkEvent``, except ``start`` and ``finish``: the host frames each turn
   (as with the Claude Code driver); a normal end -> ``TurnComplete``, a failure ->
   ``ErrorEvent {name, message, statusCode?}``; a ``data-retry`` chunk also -> ``ApiRetry``;
-  each model request's usage -> ``UsageEvent``;
+  each model request's usage -> ``UsageEvent``; at the end of a turn ``ContextUsage`` with the
+  size of the last request (``context_usage()`` adds the window when one is known);
 * ``ResumeToken``: the id of the last user message the runtime saw (the sent one, then every
   injected steer), emitted when it changes. It is opaque to the host; the runtime itself resumes
   from the persisted history the driver loads.
@@ -54,6 +55,7 @@ from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
     ConnectTarget,
+    ContextUsage,
     ErrorEvent,
     ReconcileVerdict,
     ResumeToken,
@@ -116,27 +118,13 @@ class _TurnRun:
 
 
 class _EventHooks(Hooks):
-    """Loop observer: one ``UsageEvent`` per model request."""
+    """Loop observer: hands every completed step to the connection (usage, context size)."""
 
-    def __init__(self, emit: Callable[[RuntimeEvent], None]) -> None:
-        self._emit = emit
+    def __init__(self, on_step: Callable[[TurnContext, StepResult], None]) -> None:
+        self._on_step = on_step
 
     async def on_step_finish(self, ctx: TurnContext, step: StepResult) -> None:
-        usage = step.usage
-        self._emit(
-            UsageEvent(
-                {
-                    "requestId": f"{ctx.message_id}:{step.step_number}",
-                    "model": ctx.model_id,
-                    "messageAssociation": "current-turn",
-                    "usage": {
-                        "inputTokens": usage.input_tokens,
-                        "outputTokens": usage.output_tokens,
-                        "totalTokens": usage.input_tokens + usage.output_tokens,
-                    },
-                }
-            )
-        )
+        self._on_step(ctx, step)
 
 
 class InProcessConnection:
@@ -157,6 +145,7 @@ class InProcessConnection:
         close_timeout_s: float = 5.0,
         on_close: Callable[[InProcessConnection], None] | None = None,
         emit_approval_chunks: bool = False,
+        context_window: Callable[[str], int | None] | None = None,
     ) -> None:
         self.session_id = session_id
         self.frozen = target
@@ -171,6 +160,9 @@ class InProcessConnection:
         self._close_timeout_s = close_timeout_s
         self._on_close = on_close
         self._emit_approval_chunks = emit_approval_chunks
+        self._context_window = context_window
+        self._context_tokens: int | None = None
+        """Tokens of the last model request (its input plus its output): the context size."""
         self._out_send: MemoryObjectSendStream[RuntimeEvent]
         self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
         self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
@@ -218,6 +210,22 @@ class InProcessConnection:
             return "invalid"
         self.frozen = target  # the running turn keeps its own request; the next one uses this
         return "patched"
+
+    async def context_usage(self) -> dict[str, Any] | None:
+        """The context size after the last model request; None before the first one."""
+        if self._context_tokens is None:
+            return None
+        usage: dict[str, Any] = {"totalTokens": self._context_tokens}
+        window = None
+        if self._context_window is not None:
+            try:
+                window = self._context_window(self.frozen.model_id)
+            except Exception:  # isolation boundary: an unknown window is just not reported
+                window = None
+        if window:
+            usage["maxTokens"] = window
+            usage["percentage"] = round(100 * self._context_tokens / window, 1)
+        return usage
 
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None
@@ -282,7 +290,7 @@ class InProcessConnection:
             system=target.instructions,
             tools=self._build_tools(target),
             wrap_last_user_as_steer=run.user_input.system_reminder,
-            hooks=[_EventHooks(self._emit)],
+            hooks=[_EventHooks(self._step_finished)],
             inject=lambda: self._inject(run),
             approve=lambda ask: self._approve(run, ask),
             max_steps=int(options.get("max_steps", 100)),
@@ -310,6 +318,25 @@ class InProcessConnection:
         self._emit(ChunkEvent(chunk))
         if kind == "data-retry":
             self._emit(ApiRetry(dict(chunk.get("data") or {})))
+
+    def _step_finished(self, ctx: TurnContext, step: StepResult) -> None:
+        usage = step.usage
+        total = usage.input_tokens + usage.output_tokens
+        self._context_tokens = total
+        self._emit(
+            UsageEvent(
+                {
+                    "requestId": f"{ctx.message_id}:{step.step_number}",
+                    "model": ctx.model_id,
+                    "messageAssociation": "current-turn",
+                    "usage": {
+                        "inputTokens": usage.input_tokens,
+                        "outputTokens": usage.output_tokens,
+                        "totalTokens": total,
+                    },
+                }
+            )
+        )
 
     def _inject(self, run: _TurnRun) -> list[UIMessage]:
         """``TurnRequest.inject``: take the queued steers at a step boundary (synchronously)."""
@@ -366,6 +393,8 @@ class InProcessConnection:
         run.done.set()
         if undelivered:
             self._emit(SteerUndelivered(undelivered))
+        if self._context_tokens is not None and (error is not None or run.completed):
+            self._emit(ContextUsage({"totalTokens": self._context_tokens}))
         if error is not None:
             self._emit(ErrorEvent(_serialize(error)))
         elif run.completed:

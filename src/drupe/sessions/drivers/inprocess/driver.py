@@ -8,9 +8,10 @@ the composition root and register it explicitly::
                                load_history=store.session_history) as driver:
         registry.register(driver)
 
-Collaborators are injected: ``resolve_model`` (model id -> pydantic-ai ``Model``) and
-``load_history`` (session id -> the session's persisted UI messages, oldest first). The driver
-never imports persistence.
+Collaborators are injected: ``resolve_model`` (model id -> pydantic-ai ``Model``),
+``load_history`` (session id -> the session's persisted UI messages, oldest first) and,
+optionally, ``context_window`` (model id -> its window, for ``context_usage``). The driver never
+imports persistence.
 
 * ``validate_session``: the session needs a workspace directory that exists or can be created
   (it is created); otherwise ``ValidationError``.
@@ -99,9 +100,11 @@ class InProcessDriver:
         runner: AgentRunner | None = None,
         close_timeout_s: float = 5.0,
         emit_approval_chunks: bool = False,
+        context_window: Callable[[str], int | None] | None = None,
     ) -> None:
         self.type = "inprocess"
         self._emit_approval_chunks = emit_approval_chunks
+        self._context_window = context_window
         self._resolve_model = resolve_model
         self._load_history = load_history
         self._runner = runner or AgentRunner(resolve_model)
@@ -182,6 +185,7 @@ class InProcessDriver:
             close_timeout_s=self._close_timeout_s,
             on_close=self._connections.discard,
             emit_approval_chunks=self._emit_approval_chunks,
+            context_window=self._context_window,
         )
         self._connections.add(connection)
         return connection
