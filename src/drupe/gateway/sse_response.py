@@ -71,25 +71,31 @@ class SseResponse(Response):
                             buffer.push(PING_FRAME)
                         seen = buffer.writes
 
+                async def write() -> None:
+                    # A task of its own: each wake-up resumes this short stack only, not the
+                    # whole middleware chain the response was called through.
+                    try:
+                        await send(
+                            {
+                                "type": "http.response.start",
+                                "status": self.status_code,
+                                "headers": self.raw_headers,
+                            }
+                        )
+                        next_batch = buffer.next_batch
+                        while (batch := await next_batch()) is not None:
+                            await send(
+                                {"type": "http.response.body", "body": batch, "more_body": True}
+                            )
+                        await send({"type": "http.response.body", "body": b"", "more_body": False})
+                    except OSError:
+                        buffer.disconnected = True
+                    tg.cancel_scope.cancel()
+
                 tg.start_soon(watch_disconnect)
                 if self.ping_after is not None:
                     tg.start_soon(ping)
-                try:
-                    await send(
-                        {
-                            "type": "http.response.start",
-                            "status": self.status_code,
-                            "headers": self.raw_headers,
-                        }
-                    )
-                    while (
-                        batch := await buffer.next_batch(ping_after=self.ping_after)
-                    ) is not None:
-                        await send({"type": "http.response.body", "body": batch, "more_body": True})
-                    await send({"type": "http.response.body", "body": b"", "more_body": False})
-                except OSError:
-                    buffer.disconnected = True
-                tg.cancel_scope.cancel()
+                tg.start_soon(write)
         finally:
             buffer.disconnected = True
             try:
