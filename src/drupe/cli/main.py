@@ -8,6 +8,7 @@ Drupe's errors to a one-line message and exit code 1 (never a traceback for a us
 
 from __future__ import annotations
 
+import gc
 import socket
 from pathlib import Path
 from typing import Annotated, Any
@@ -94,6 +95,7 @@ def serve(
     import uvicorn
 
     from drupe.gateway.app import create_app_with_lifespan
+    from drupe.observability.tracing import configure_tracing
 
     settings = settings_from_options(
         host=host, port=port, data_dir=data_dir, database_url=database_url, config=config
@@ -116,6 +118,9 @@ def serve(
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{bound_port}"
+    configure_tracing()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # Thousands of live streams make many small objects; a lazier collector halves its share.
+    gc.set_threshold(20_000, 50, 100)
     app_ = create_app_with_lifespan(settings)
     server = uvicorn.Server(
         uvicorn.Config(app_, log_level="info", timeout_graceful_shutdown=5, ws="websockets-sansio")
