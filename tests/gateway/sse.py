@@ -58,10 +58,12 @@ def user_message(text: str, message_id: str = "m1") -> dict[str, Any]:
     return {"id": message_id, "role": "user", "parts": [{"type": "text", "text": text}]}
 
 
-def chat_body(conversation_id: str, text: str, **extra: Any) -> dict[str, Any]:
+def chat_body(
+    conversation_id: str, text: str, message_id: str = "m1", **extra: Any
+) -> dict[str, Any]:
     return {
         "id": conversation_id,
-        "messages": [user_message(text)],
+        "messages": [user_message(text, message_id)],
         "trigger": "submit-message",
         **extra,
     }

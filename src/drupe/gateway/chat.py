@@ -37,7 +37,7 @@ __all__ = ["router"]
 
 router = APIRouter(tags=["chat"])
 RESERVED_PREFIXES = ("agent-session:",)
-"""Conversation ids a submit never creates (their owner creates them, e.g. an agent session)."""
+"""Conversation ids a submit never creates: their own provider (agent sessions) validates them."""
 _listener_ids = itertools.count(1)
 
 _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -121,8 +121,9 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     conversation_id = body.id
     models = _check_models(runtime, body.models)
     ephemeral = runtime.ephemeral.get(conversation_id) is not None
-    if not ephemeral and await runtime.db.conversations.get(conversation_id) is None:
-        if body.trigger == "regenerate-message" or conversation_id.startswith(RESERVED_PREFIXES):
+    owned = conversation_id.startswith(RESERVED_PREFIXES)  # their provider validates them
+    if not ephemeral and not owned and await runtime.db.conversations.get(conversation_id) is None:
+        if body.trigger == "regenerate-message":
             raise UnknownConversationError(conversation_id)
         await runtime.db.conversations.ensure(conversation_id)
     dispatch: DispatchRequest
