@@ -14,13 +14,15 @@ write, uvicorn, the kernel's loopback, the client's read.
     python bench/latency.py --quick   # 100 streams x 100 deltas every 20 ms
     python bench/latency.py           # 100 streams x 1,000 deltas every 10 ms
 
-Baseline, in the same process with the same client: the same paced sources written frame by
-frame straight to raw anyio sockets (no manager, no listener, no framework): the latency floor
-of this machine's loopback and scheduler, to read Drupe's figures against.
+Baselines, in the same process with the same client, the same paced sources written to raw
+anyio sockets (no manager, no listener, no framework): ``baseline_*`` writes in the source's own
+task (the floor of this machine's loopback and scheduler); ``hop_baseline_*`` hands each frame
+through a memory stream to a writer task first, the one task hop any design pays whose producer
+must never wait on a socket (Drupe's listener contract).
 
 Figures (the JSON last line): ``p50_ms``, ``p99_ms`` (goal P2: p50 <= 0.2 ms, p99 <= 2 ms),
-``max_ms``, ``samples``, the chunk rate the server sustained, and ``baseline_p50_ms`` /
-``baseline_p99_ms``.
+``max_ms``, ``samples``, the chunk rate the server sustained, ``baseline_p50_ms`` /
+``baseline_p99_ms`` and ``hop_baseline_p50_ms`` / ``hop_baseline_p99_ms``.
 """
 
 from __future__ import annotations
@@ -146,7 +148,10 @@ _HEAD = (
 )
 
 
-async def _baseline(args: argparse.Namespace, deltas: int, interval: float) -> list[float]:
+async def _baseline(
+    args: argparse.Namespace, deltas: int, interval: float, *, hop: bool
+) -> list[float]:
+    """Raw sockets; ``hop``: the source feeds a memory stream that a writer task drains."""
     import orjson
     from anyio.abc import SocketAttribute, SocketStream
 
@@ -156,6 +161,14 @@ async def _baseline(args: argparse.Namespace, deltas: int, interval: float) -> l
     rng = random.Random(7)
     phases = [rng.random() * interval for _ in range(args.streams)]
 
+    async def frames(index: int) -> AsyncIterator[bytes]:
+        seq = 0
+        async for chunk in _paced(gate, deltas, interval, phases[index]):
+            seq += 1
+            frame = encode_sse(orjson.dumps(chunk), event_id=f"turn/{seq}")
+            yield b"%x\r\n%s\r\n" % (len(frame), frame)
+        yield b"%x\r\n%s\r\n0\r\n\r\n" % (len(DONE_FRAME), DONE_FRAME)
+
     async def handle(stream: SocketStream) -> None:
         async with stream:
             received = b""
@@ -163,12 +176,22 @@ async def _baseline(args: argparse.Namespace, deltas: int, interval: float) -> l
                 received += await stream.receive(65536)
             index = int(received.split(b" ", 2)[1].split(b"/")[3].split(b"-")[1])
             await stream.send(_HEAD)
-            seq = 0
-            async for chunk in _paced(gate, deltas, interval, phases[index]):
-                seq += 1
-                frame = encode_sse(orjson.dumps(chunk), event_id=f"turn/{seq}")
-                await stream.send(b"%x\r\n%s\r\n" % (len(frame), frame))
-            await stream.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(DONE_FRAME), DONE_FRAME))
+            if not hop:
+                async for data in frames(index):
+                    await stream.send(data)
+                return
+            send, receive = anyio.create_memory_object_stream[bytes](1024)
+
+            async def produce() -> None:
+                with send:
+                    async for data in frames(index):
+                        send.send_nowait(data)
+
+            async with anyio.create_task_group() as inner:
+                inner.start_soon(produce)
+                with receive:
+                    async for data in receive:
+                        await stream.send(data)
 
     listener = await anyio.create_tcp_listener(local_host="127.0.0.1", backlog=1024)
     port = listener.extra(SocketAttribute.local_port)
@@ -266,7 +289,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     expected = args.streams * deltas
     if len(samples) != expected:
         raise SystemExit(f"received {len(samples)} of {expected} stamped deltas")
-    baseline = await _baseline(args, deltas, interval)
+    baseline = await _baseline(args, deltas, interval, hop=False)
+    hop_baseline = await _baseline(args, deltas, interval, hop=True)
     return {
         "bench": "latency",
         "streams": args.streams,
@@ -279,6 +303,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "max_ms": round(max(samples), 4),
         "baseline_p50_ms": round(statistics.median(baseline), 4),
         "baseline_p99_ms": round(_percentile(baseline, 0.99), 4),
+        "hop_baseline_p50_ms": round(statistics.median(hop_baseline), 4),
+        "hop_baseline_p99_ms": round(_percentile(hop_baseline, 0.99), 4),
         "goal_p50_ms": GOAL_P50_MS,
         "goal_p99_ms": GOAL_P99_MS,
     }
