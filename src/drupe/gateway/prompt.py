@@ -323,11 +323,9 @@ class PromptResponse(Response):
         try:
             async with anyio.create_task_group() as tg:
                 tg.start_soon(self._watch_disconnect, receive, tg.cancel_scope)
-                try:
-                    await self._serve()
-                except OSError:
-                    self._client_gone()
-                tg.cancel_scope.cancel()
+                # The writer runs as a task of its own: each chunk's wake-up then resumes a
+                # short stack instead of every middleware frame the request came through.
+                tg.start_soon(self._write, tg.cancel_scope)
         finally:
             # A no-op after a normal end; otherwise (disconnect, cancellation, a bug in a
             # dialect) the model must not go on for a response nobody will read.
@@ -350,6 +348,13 @@ class PromptResponse(Response):
             self.stream.abort("client-disconnect")
 
     # --- serving ------------------------------------------------------------------------------
+
+    async def _write(self, scope: anyio.CancelScope) -> None:
+        try:
+            await self._serve()
+        except OSError:
+            self._client_gone()
+        scope.cancel()
 
     async def _serve(self) -> None:
         listener = self.stream.listener
