@@ -93,9 +93,10 @@ def test_doctor_says_what_is_wrong_and_how_to_fix_it(tmp_path: Path) -> None:
     assert result.exit_code == 1 and "FAIL  config" in result.output
 
 
-@pytest.fixture
-def served(tmp_path: Path) -> Iterator[str]:
-    """``drupe serve`` as a real process on a free port; yields its URL."""
+@pytest.fixture(scope="module")
+def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``drupe serve`` as a real process on a free port (one per module); yields its URL."""
+    tmp_path = tmp_path_factory.mktemp("serve")
     config = tmp_path / "config.toml"
     config.write_text('default_model = "scripted:echo"\n')
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
