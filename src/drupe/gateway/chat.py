@@ -4,7 +4,9 @@
   truth: only the LAST user message is read; the history comes from Drupe's own tree. An
   unknown conversation id is created. The answer is the UI message stream of the turn's first
   execution; for a steer (a submit while the conversation is live) it is the stream of the
-  continuation that answers it, after the running turn.
+  continuation that answers it, after the running turn. A steer the running turn will not
+  answer (it was stopped or failed: ``drop``; it waits for tool approvals: ``hold``) gets an
+  ``error`` frame saying so, then ``[DONE]``: the stored message stays visibly unanswered.
 * ``GET /api/chat/{id}/stream`` resumes: 204 when nothing is live; otherwise the live
   execution from its ``start`` (compact replay), then live. With ``Last-Event-ID: <turn>/<seq>``
   of the live turn it continues exactly after that event.
