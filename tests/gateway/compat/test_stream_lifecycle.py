@@ -99,7 +99,7 @@ async def test_scenario_40_openai_stall_after_commit_is_an_error_frame(
     assert "".join(received) == "partial answer "
     assert finishes == []  # never a success
     assert caught.value.body == {
-        "message": "the model produced no output for 0.3 s; the stream was stopped",
+        "message": "the model produced no output for 1 s; the stream was stopped",
         "type": "timeout",
         "param": None,
         "code": "gateway_timeout",
