@@ -67,6 +67,14 @@ class Watcher(BaseListener):
 
     def on_chunk(self, event: StreamEvent) -> None:
         self.events.append(event)
+        self._changed.set()
+        self._changed = anyio.Event()
+
+    async def wait_chunk(self, chunk_type: str) -> StreamEvent:
+        """Wait until a chunk of this type arrived; returns the latest such."""
+        while not any(e.chunk.get("type") == chunk_type for e in self.events):
+            await self._changed.wait()
+        return next(e for e in reversed(self.events) if e.chunk.get("type") == chunk_type)
 
     async def on_done(self, result: TerminalResult) -> None:
         await self._record(result)
@@ -134,16 +142,26 @@ class Env:
         return entry
 
     async def wait_for(self, predicate: Callable[[], bool]) -> None:
-        """Wait until ``predicate`` holds, re-checking at every stream status change."""
+        """Wait until ``predicate`` holds, re-checking after every host reducer step and every
+        stream status change."""
         changed = anyio.Event()
 
         def observe(_cid: str, _record: object) -> None:
             changed.set()
 
+        async def relay(entry_changed: anyio.Event, scope: anyio.CancelScope) -> None:
+            await entry_changed.wait()
+            changed.set()
+            scope.cancel()
+
         remove = self.manager.add_status_observer(observe)
         try:
             while not predicate():
-                await changed.wait()
+                async with anyio.create_task_group() as tg:
+                    for entry in list(self.host.entries.values()):
+                        tg.start_soon(relay, entry.changed, tg.cancel_scope)
+                    await changed.wait()
+                    tg.cancel_scope.cancel()
                 changed = anyio.Event()
         finally:
             remove()

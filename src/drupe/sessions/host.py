@@ -109,6 +109,8 @@ class SessionEntry:
     keep_queue_on_stop: bool = False
     log: list[str] = field(default_factory=list)
     """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
+    changed: anyio.Event = field(default_factory=anyio.Event)
+    """Set (and replaced) after every reducer step: ``await entry.changed.wait()``."""
 
 
 class AgentSessionHost:
@@ -230,6 +232,7 @@ class AgentSessionHost:
         turn = current.turn
         send, receive = anyio.create_memory_object_stream[_Item](math.inf)
         entry.channels[turn_id] = send
+        send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
         finished = False
         try:
             self.apply(entry, TurnStreamOpened(turn_id))
@@ -282,8 +285,12 @@ class AgentSessionHost:
         entry = self.entries.get(session_id)
         if entry is None:
             return False
+        rolling = isinstance(entry.state.execution, Transition)
+        if rolling:
+            # Nothing is live during a roll (A1a ended, A2 not started): abandon it now.
+            self.apply(entry, Stopped())
         aborted = await self.manager.abort_and_drain(entry.conversation_id)
-        if not aborted:
+        if not aborted and not rolling:
             self.apply(entry, Stopped())
         return aborted
 
@@ -317,6 +324,8 @@ class AgentSessionHost:
                 case LogInvalid(event=name, reason=reason):
                     self._note(entry, f"invalid {name}: {reason}")
         self._sync_idle(entry)
+        entry.changed.set()
+        entry.changed = anyio.Event()
 
     def _push(self, entry: SessionEntry, turn_id: str, item: _Item) -> None:
         channel = entry.channels.get(turn_id)

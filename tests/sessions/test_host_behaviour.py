@@ -1,0 +1,167 @@
+"""Agent approvals in place, Stop, validation, and the fake driver's conformance check."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import pytest
+
+from drupe.errors import UnknownConversationError, ValidationError
+from drupe.sessions.drivers.base import SessionInfo, TurnComplete
+from drupe.sessions.state import Idle, Transition
+from drupe.testing.driver_check import check_driver
+from drupe.testing.fake_driver import FakeDriver, text_turn
+from tests.sessions.support import Env, Watcher, text_of
+
+TOOL_INPUT = [
+    {"type": "start-step"},
+    {"type": "tool-input-start", "toolCallId": "call-1", "toolName": "bash"},
+    {"type": "tool-input-available", "toolCallId": "call-1", "toolName": "bash", "input": {}},
+]
+
+
+async def test_agent_approval_in_place_denial_emits_tool_output_denied(env: Env) -> None:
+    sid = await env.new_session()
+    watcher = Watcher()
+    first = await env.submit(sid, "delete the logs", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks([{"type": "start", "messageId": first.placeholder_ids[0]}, *TOOL_INPUT])
+    conn.request_approval("ap-1", "call-1", "bash")
+    await watcher.wait_chunk("tool-approval-request")
+    assert env.manager.is_live(f"agent-session:{sid}"), "the turn waits in place"
+    assert await env.host.respond_approval(sid, "ap-1", approved=False, reason="no")
+    assert await conn.wait_approval("ap-1") == (False, "no")
+    assert not await env.host.respond_approval(sid, "ap-1", approved=True), "resolved once"
+    denied = await watcher.wait_chunk("tool-output-denied")
+    assert denied.chunk == {"type": "tool-output-denied", "toolCallId": "call-1"}
+    conn.emit_chunks([{"type": "finish-step"}, {"type": "finish"}])
+    conn.complete()
+    await watcher.wait_terminals(1)
+    await env.manager.wait_settled(f"agent-session:{sid}")
+    rows = await env.rows(sid)
+    tool = next(p for p in rows[1].parts if p["type"] == "tool-bash")
+    assert tool["state"] == "output-denied"
+
+
+async def test_headless_turn_cannot_answer_an_approval_and_is_denied(env: Env) -> None:
+    sid = await env.new_session()
+    watcher = Watcher()
+    first = await env.submit(sid, "nightly job", [watcher], headless=True)
+    conn = await env.driver.wait_connections(1)
+    sent = await conn.wait_sends(1)
+    assert sent.headless is True
+    conn.emit_chunks([{"type": "start", "messageId": first.placeholder_ids[0]}, *TOOL_INPUT])
+    conn.request_approval("ap-2", "call-1", "bash")
+    decision = await conn.wait_approval("ap-2")
+    assert decision[0] is False
+    await watcher.wait_chunk("tool-output-denied")
+    kinds = [e.chunk["type"] for e in watcher.events]
+    assert "tool-approval-request" not in kinds and kinds[-1] == "tool-output-denied"
+    conn.complete()
+    await watcher.wait_terminals(1)
+
+
+async def test_stop_pauses_the_turn_closes_the_connection_and_drops_the_queue(env: Env) -> None:
+    env.driver.steerable = False
+    sid = await env.new_session()
+    cid = f"agent-session:{sid}"
+    watcher = Watcher()
+    first = await env.submit(sid, "long job", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["halfway"])[:4])
+    await conn.wait_consumed()
+    queued = await env.submit(sid, "then this")
+    assert await env.manager.abort_and_drain(cid)
+    await conn.closed.wait()
+    end = await watcher.wait_terminals(1)
+    assert end.status == "paused" and end.is_conversation_done is True
+    rows = await env.rows(sid)
+    assert [(r.role, r.status) for r in rows] == [
+        ("user", "success"),
+        ("assistant", "paused"),
+        ("user", "success"),
+    ]
+    assert text_of(rows[1]) == "halfway"
+    assert rows[2].id == queued.user_message_id, "the dropped follow-up stays visible"
+    entry = env.entry(sid)
+    assert entry.state.queue == () and entry.state.execution == Idle()
+    assert any("dropped follow-ups" in line for line in entry.log)
+    # The next submit is a fresh turn on a new connection.
+    await env.submit(sid, "again", [Watcher("wc:2")])
+    second = await env.driver.wait_sent(2)
+    assert second is not conn
+    second.emit_text("x", ["ok"])
+    await env.manager.wait_settled(cid)
+
+
+async def test_stop_during_a_roll_abandons_it(env: Env) -> None:
+    sid = await env.new_session()
+    cid = f"agent-session:{sid}"
+    watcher = Watcher()
+    first = await env.submit(sid, "one", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["a"]))
+    await conn.wait_consumed()
+    await env.submit(sid, "steer")
+    await conn.wait_redirects(1)
+    watcher.hold = anyio.Event()
+    conn.boundary()
+    conn.emit_chunks(text_turn("a2", ["buffered"])[:4])
+    await watcher.wait_terminals(1)
+    await conn.wait_consumed()
+    assert isinstance(env.entry(sid).state.execution, Transition)
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(env.host.stop, sid)  # nothing live to abort: the roll is abandoned
+        await env.wait_for(lambda: env.entry(sid).state.connection == "disconnected")
+        execution = env.entry(sid).state.execution
+        assert isinstance(execution, Transition) and execution.abandoned
+        watcher.hold.set()
+    await env.manager.wait_settled(cid)
+    await env.wait_for(lambda: env.entry(sid).state.execution == Idle())
+    await conn.closed.wait()
+    rows = await env.rows(sid)
+    assert [(r.role, r.status) for r in rows] == [
+        ("user", "success"),
+        ("assistant", "success"),
+        ("user", "success"),
+    ]
+
+
+async def test_validation_refuses_before_writing(env: Env, tmp_path: Path) -> None:
+    with pytest.raises(UnknownConversationError):
+        await env.submit("nope", "hi")
+    sid = await env.new_session(model_id=None)
+    with pytest.raises(ValidationError, match="has no model"):
+        await env.submit(sid, "hi")
+    assert await env.rows(sid) == []
+    env.driver.require_workspace = True
+    await env.db.agents.update_agent(
+        env.agent_id, model_id="scripted:a", workspace=str(tmp_path / "missing")
+    )
+    with pytest.raises(ValidationError, match="workspace"):
+        await env.submit(sid, "hi")
+    assert await env.rows(sid) == []
+
+
+@pytest.mark.parametrize("steerable", [True, False])
+async def test_fake_driver_passes_the_driver_check(steerable: bool) -> None:
+    driver = FakeDriver(steerable=steerable)
+    driver.script = [[*(_chunk(c) for c in text_turn("m", ["hi"])), TurnComplete()]]
+    session = SessionInfo(
+        session_id="s1", agent_id="a1", agent_name="a", driver_type="fake", model_id="m"
+    )
+    report = await check_driver(driver, session, try_redirect=True)
+    assert report.steerable is steerable
+    assert report.chunks[0]["type"] == "start"
+    assert report.verdict == "current"
+    assert driver.last.close_calls == 2
+
+
+def _chunk(chunk: dict[str, object]) -> object:
+    from drupe.sessions.drivers.base import ChunkEvent
+
+    return ChunkEvent(chunk)
