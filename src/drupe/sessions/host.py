@@ -31,10 +31,11 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
-from drupe.ids import new_message_id, next_turn_id
+from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
-from drupe.sessions.drivers.base import ConnectTarget, SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
 from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
 from drupe.sessions.lookup import SessionLookup, session_id_of
 from drupe.sessions.reducer import reduce
@@ -48,8 +49,6 @@ from drupe.sessions.state import (
     FollowUp,
     Forward,
     IdleExpired,
-    LaunchFailed,
-    LaunchStarted,
     LaunchTarget,
     LogInvalid,
     QueueFollowUp,
@@ -70,12 +69,11 @@ from drupe.sessions.state import (
     TurnTerminal,
     can_redirect,
     is_busy,
-    turn_config,
     will_continue,
 )
 from drupe.streaming.listeners.base import Listener, serialize_error
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
+from drupe.streaming.manager import ExecutionSpec, StreamManager
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
@@ -137,6 +135,7 @@ class AgentSessionHost:
         self._sleep = sleep
         self.entries: dict[str, SessionEntry] = {}
         self.connections = ConnectionKeeper(self)
+        self.launcher = Launcher(self)
         self._seq = 0
         manager.add_hold_policy(self.will_continue_conversation)
 
@@ -349,100 +348,13 @@ class AgentSessionHost:
         if isinstance(current, TurnExec | Transition) and current.terminal is None:
             self.apply(entry, RuntimeTerminal("error", error))
 
-    # --- launches -----------------------------------------------------------------------------
+    # --- launches (``drupe.sessions.launch``) --------------------------------------------------
 
     async def _launch(self, entry: SessionEntry, target: LaunchTarget) -> None:
-        async with self.manager.conversation_lock(entry.conversation_id):
-            state = entry.state
-            if self.entries.get(entry.session_id) is not entry or not (
-                state.launch == "scheduled" and state.launch_target == target
-            ):
-                return
-            self.apply(entry, LaunchStarted(target))
-            try:
-                if target == "queued-turn":
-                    await self._launch_queued(entry)
-                else:
-                    await self._launch_continuation(entry)
-            except Exception as err:  # isolation boundary: a launch failing (DB, driver)
-                log.exception("launch %s of session %r failed", target, entry.session_id)
-                self.apply(entry, LaunchFailed(target, clear_queue=False, error=_error(err)))
-
-    async def _launch_queued(self, entry: SessionEntry) -> None:
-        head = entry.state.queue[0]
-        info = await self.lookup.load(entry.session_id)
-        if info is None or not info.model_id:
-            error = {"name": "AgentModelMissing", "message": "the agent has no model any more"}
-            self.apply(entry, LaunchFailed("queued-turn", clear_queue=True, error=error))
-            return
-        entry.info = info
-        message_id = new_message_id()
-        await self.messages.create_placeholder(
-            entry.conversation_id,
-            message_id=message_id,
-            parent_id=head.user_message_id,
-            model_id=info.model_id,
-        )
-        turn = TurnInfo(
-            turn_id=next_turn_id(),
-            assistant_message_id=message_id,
-            user_message_id=head.user_message_id,
-            config=turn_config(info.model_id),
-            message=head.message,
-            headless=head.headless,
-            steer=head.steer,
-        )
-        self.apply(entry, TurnCreated(turn, "queued-turn"))
-        await self._start(entry, turn)
-
-    async def _launch_continuation(self, entry: SessionEntry) -> None:
-        transition = entry.state.execution
-        assert isinstance(transition, Transition)
-        steer = transition.inputs[-1]
-        source = transition.source
-        message_id = new_message_id()
-        await self.messages.create_placeholder(
-            entry.conversation_id,
-            message_id=message_id,
-            parent_id=steer.user_message_id,
-            model_id=source.config.model_id,
-        )
-        turn = TurnInfo(
-            turn_id=next_turn_id(),
-            assistant_message_id=message_id,
-            user_message_id=steer.user_message_id,
-            config=source.config,
-            message=steer.message,
-            headless=transition.headless,
-            pre_admitted=True,
-            steer=True,
-        )
-        self.apply(entry, TurnCreated(turn, "steer-continuation"))
-        await self._start(entry, turn)
-
-    async def _start(self, entry: SessionEntry, turn: TurnInfo) -> None:
-        current = entry.state.execution
-        if not (isinstance(current, TurnExec) and current.turn is turn):
-            await self.messages.mark_error(turn.assistant_message_id)
-            return
-        try:
-            self.manager.start_runtime_turn(
-                SendInput(
-                    conversation_id=entry.conversation_id,
-                    executions=[self.execution_spec(entry.session_id, turn)],
-                    listeners=self._listeners(entry, turn),
-                )
-            )
-        except Exception:
-            await self.messages.mark_error(turn.assistant_message_id)
-            self.apply(entry, TurnTerminal(turn.turn_id, "error"))
-            raise
+        await self.launcher.launch(entry, target)
 
     async def _terminate_held(self, entry: SessionEntry, error: dict[str, Any]) -> None:
-        stream = self.manager.get(entry.conversation_id)
-        if stream is None or stream.is_live or not stream.chaining:
-            return
-        await self.manager.terminate_held_stream(entry.conversation_id, error)
+        await self.launcher.terminate_held(entry, error)
 
     def _listeners(self, entry: SessionEntry, turn: TurnInfo) -> list[Listener]:
         backend = SessionBackend(
@@ -461,47 +373,11 @@ class AgentSessionHost:
             ),
         ]
 
-    # --- agent edits --------------------------------------------------------------------------
+    # --- agent edits (``drupe.sessions.agent_edits``) ------------------------------------------
 
     async def agent_updated(self, agent_id: str) -> None:
-        """Push an agent edit to its live sessions (reference §6.7 "Push").
-
-        Model removed: pause the live turn (``agent-model-cleared``) and close the session.
-        Otherwise reconcile the live connection: ``rebuild`` closes it only when nothing runs
-        (else the next fresh turn reconnects); ``failed`` (or a raise) pauses the live turn and
-        closes the connection but keeps the queued turns; ``invalid`` closes the session.
-        """
-        for entry in [e for e in self.entries.values() if e.info.agent_id == agent_id]:
-            info = await self.lookup.load(entry.session_id)
-            if info is None:
-                continue
-            entry.info = info
-            connection = self.connections.current(entry)
-            if not info.model_id:
-                self.manager.abort(entry.conversation_id, "agent-model-cleared")
-                await self.connections.close_now(entry, "agent model cleared")
-                continue
-            if connection is None:
-                continue
-            try:
-                verdict = await connection.reconcile(ConnectTarget.of(info))
-            except Exception:  # isolation boundary: a throwing reconcile counts as failed
-                log.exception("reconcile of session %r raised", entry.session_id)
-                verdict = "failed"
-            if self.connections.current(entry) is not connection:
-                continue
-            if verdict == "failed":
-                entry.keep_queue_on_stop = True
-                if not self.manager.abort(entry.conversation_id, "agent-policy-update-failed"):
-                    entry.keep_queue_on_stop = False
-                await self.connections.close_now(entry, "policy update failed")
-                if isinstance(entry.state.execution, Transition):
-                    # A roll cannot continue without its runtime: A2 ends ``error``.
-                    self.runtime_failed(
-                        entry, {"name": "AgentPolicyUpdateFailed", "message": "reconcile failed"}
-                    )
-            elif verdict == "invalid" or (verdict == "rebuild" and not is_busy(entry.state)):
-                await self.connections.close_now(entry, f"agent update: {verdict}")
+        """Push an agent edit to its live sessions (see ``agent_edits.apply_agent_update``)."""
+        await apply_agent_update(self, agent_id)
 
     # --- approvals ----------------------------------------------------------------------------
 

@@ -1,0 +1,143 @@
+"""``Launcher``: starts the host's runtime-driven turns (reference §6.4 ``startNextTurn``, §6.5).
+
+Two targets, one launch at a time per session (the reducer's ``launch`` state), each under the
+conversation's admission lock so it never interleaves with a dispatch:
+
+* ``queued-turn``: re-read the agent (no model -> ``LaunchFailed(clear_queue)``: the held stream
+  is terminated with an error, the queue cleared, no placeholder written), save a ``pending``
+  row under the follow-up's user row, create the turn, ``start_runtime_turn``;
+* ``steer-continuation``: save A2's ``pending`` row under the steer row U2, create A2
+  pre-admitted (it never sends), ``start_runtime_turn`` (subscribers are carried).
+
+A failure reports ``LaunchFailed`` to the reducer, which decides what is dropped. A turn that
+could not be started after its row was saved gets the row marked ``error``.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from drupe.ids import new_message_id, next_turn_id
+from drupe.sessions.state import (
+    LaunchFailed,
+    LaunchStarted,
+    LaunchTarget,
+    Transition,
+    TurnCreated,
+    TurnExec,
+    TurnInfo,
+    TurnTerminal,
+    turn_config,
+)
+from drupe.streaming.listeners.base import serialize_error
+from drupe.streaming.manager import SendInput
+
+if TYPE_CHECKING:
+    from drupe.sessions.host import AgentSessionHost, SessionEntry
+
+__all__ = ["Launcher"]
+
+log = logging.getLogger(__name__)
+
+
+class Launcher:
+    def __init__(self, host: AgentSessionHost) -> None:
+        self.host = host
+
+    async def launch(self, entry: SessionEntry, target: LaunchTarget) -> None:
+        async with self.host.manager.conversation_lock(entry.conversation_id):
+            state = entry.state
+            if self.host.entries.get(entry.session_id) is not entry or not (
+                state.launch == "scheduled" and state.launch_target == target
+            ):
+                return
+            self.host.apply(entry, LaunchStarted(target))
+            try:
+                if target == "queued-turn":
+                    await self._launch_queued(entry)
+                else:
+                    await self._launch_continuation(entry)
+            except Exception as err:  # isolation boundary: a launch failing (DB, driver)
+                log.exception("launch %s of session %r failed", target, entry.session_id)
+                self.host.apply(entry, LaunchFailed(target, clear_queue=False, error=_error(err)))
+
+    async def _launch_queued(self, entry: SessionEntry) -> None:
+        head = entry.state.queue[0]
+        info = await self.host.lookup.load(entry.session_id)
+        if info is None or not info.model_id:
+            error = {"name": "AgentModelMissing", "message": "the agent has no model any more"}
+            self.host.apply(entry, LaunchFailed("queued-turn", clear_queue=True, error=error))
+            return
+        entry.info = info
+        message_id = new_message_id()
+        await self.host.messages.create_placeholder(
+            entry.conversation_id,
+            message_id=message_id,
+            parent_id=head.user_message_id,
+            model_id=info.model_id,
+        )
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=message_id,
+            user_message_id=head.user_message_id,
+            config=turn_config(info.model_id),
+            message=head.message,
+            headless=head.headless,
+            steer=head.steer,
+        )
+        self.host.apply(entry, TurnCreated(turn, "queued-turn"))
+        await self._start(entry, turn)
+
+    async def _launch_continuation(self, entry: SessionEntry) -> None:
+        transition = entry.state.execution
+        assert isinstance(transition, Transition)
+        steer = transition.inputs[-1]
+        source = transition.source
+        message_id = new_message_id()
+        await self.host.messages.create_placeholder(
+            entry.conversation_id,
+            message_id=message_id,
+            parent_id=steer.user_message_id,
+            model_id=source.config.model_id,
+        )
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=message_id,
+            user_message_id=steer.user_message_id,
+            config=source.config,
+            message=steer.message,
+            headless=transition.headless,
+            pre_admitted=True,
+            steer=True,
+        )
+        self.host.apply(entry, TurnCreated(turn, "steer-continuation"))
+        await self._start(entry, turn)
+
+    async def _start(self, entry: SessionEntry, turn: TurnInfo) -> None:
+        current = entry.state.execution
+        if not (isinstance(current, TurnExec) and current.turn is turn):
+            await self.host.messages.mark_error(turn.assistant_message_id)
+            return
+        try:
+            self.host.manager.start_runtime_turn(
+                SendInput(
+                    conversation_id=entry.conversation_id,
+                    executions=[self.host.execution_spec(entry.session_id, turn)],
+                    listeners=self.host._listeners(entry, turn),
+                )
+            )
+        except Exception:
+            await self.host.messages.mark_error(turn.assistant_message_id)
+            self.host.apply(entry, TurnTerminal(turn.turn_id, "error"))
+            raise
+
+    async def terminate_held(self, entry: SessionEntry, error: dict[str, Any]) -> None:
+        stream = self.host.manager.get(entry.conversation_id)
+        if stream is None or stream.is_live or not stream.chaining:
+            return
+        await self.host.manager.terminate_held_stream(entry.conversation_id, error)
+
+
+def _error(err: BaseException) -> dict[str, Any]:
+    return dict(serialize_error(err))
