@@ -72,17 +72,8 @@ async def _run(
     finish: Finish,
     counted: Callable[[], None],
 ) -> None:
-    outcome: Outcome = "done"
-    error: SerializedError | None = None
-    reason: str | None = None
     try:
-        with anyio.CancelScope() as scope:
-            execution.scope = scope
-            if execution.status != "streaming":
-                scope.cancel()
-            outcome, error, reason = await _pump(stream, execution, config, counted)
-        if execution.status == "aborted" and outcome != "paused":
-            outcome, error, reason = "paused", None, execution.abort_reason
+        outcome, error, reason = await _pump(stream, execution, config, counted)
     except BaseException:
         # External cancellation (shutdown): settle as paused, then let it propagate.
         execution.status = "aborted"
@@ -112,32 +103,35 @@ async def _pump(
     publish = stream.publish
     # Moving a deadline re-arms a loop timer; only move it when it shifts noticeably.
     slack = min(1.0, idle * 0.01)
-    try:
-        source = execution.source()
-        with anyio.CancelScope(deadline=current_time() + idle) as idle_scope:
-            execution.idle_scope = idle_scope
+    # One cancel scope serves both ends: a stop marks the execution aborted, then cancels it;
+    # the idle watchdog is the scope's deadline, moved forward on chunks.
+    with anyio.CancelScope(deadline=current_time() + idle) as scope:
+        execution.scope = scope
+        if execution.status != "streaming":
+            scope.cancel()
+        try:
+            source = execution.source()
             try:
                 async for chunk in source:
                     target = current_time() + (
                         approval_idle if execution.pending_approvals else idle
                     )
-                    if abs(target - idle_scope.deadline) > slack:
-                        idle_scope.deadline = target
+                    if abs(target - scope.deadline) > slack:
+                        scope.deadline = target
                     if publish(execution, chunk):
                         counted()
             finally:
                 await _close_source(source)
-        if idle_scope.cancelled_caught:
-            if execution.status == "streaming":
-                execution.status = "aborted"
-                execution.abort_reason = "idle-timeout"
-            return "paused", None, "idle-timeout"
-    except Exception as err:  # isolation boundary: the loop raised -> error outcome
-        if execution.status == "aborted":
-            return "paused", None, execution.abort_reason
-        return "error", serialize_error(_unwrap(err)), None
+        except Exception as err:  # isolation boundary: the loop raised -> error outcome
+            if execution.status == "aborted":
+                return "paused", None, execution.abort_reason
+            return "error", serialize_error(_unwrap(err)), None
     if execution.status == "aborted":
         return "paused", None, execution.abort_reason
+    if scope.cancelled_caught:
+        execution.status = "aborted"
+        execution.abort_reason = "idle-timeout"
+        return "paused", None, "idle-timeout"
     if execution.stream_error_text is not None:
         return "error", {"name": "StreamError", "message": execution.stream_error_text}, None
     return "done", None, None

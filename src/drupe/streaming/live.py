@@ -62,7 +62,6 @@ class Execution:
     status: str = "streaming"
     abort_reason: str | None = None
     scope: anyio.CancelScope | None = None
-    idle_scope: anyio.CancelScope | None = None
     pending_approvals: set[str] = field(default_factory=set)
     stream_error_text: str | None = None
     accumulate_failed: bool = False
