@@ -165,3 +165,33 @@ def _chunk(chunk: dict[str, object]) -> object:
     from drupe.sessions.drivers.base import ChunkEvent
 
     return ChunkEvent(chunk)
+
+
+async def test_a_failed_a2_save_errors_the_held_stream(env: Env) -> None:
+    sid = await env.new_session()
+    cid = f"agent-session:{sid}"
+    watcher = Watcher()
+    first = await env.submit(sid, "one", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["a"]))
+    await conn.wait_consumed()
+    steer = await env.submit(sid, "steer")
+    await conn.wait_redirects(1)
+    watcher.hold = anyio.Event()
+    conn.boundary()
+    conn.emit_chunks(text_turn("a2", ["lost"])[:4])
+    await watcher.wait_terminals(1)
+    await conn.wait_consumed()
+    assert watcher.terminals[0].is_conversation_done is False
+    # The steer row disappears: A2's row cannot be saved under it.
+    assert steer.user_message_id is not None
+    await env.db.messages.delete([steer.user_message_id])
+    watcher.hold.set()
+    end = await watcher.wait_terminals(2)
+    assert end.status == "error" and end.is_conversation_done is True
+    await env.wait_for(lambda: env.entry(sid).state.execution == Idle())
+    assert env.manager.get(cid) is None
+    assert any("dropped 4 chunk(s)" in line for line in env.entry(sid).log)
+    rows = await env.rows(sid)
+    assert [(r.role, r.status) for r in rows] == [("user", "success"), ("assistant", "success")]

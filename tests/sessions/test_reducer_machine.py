@@ -27,6 +27,9 @@ from drupe.sessions.state import (
     CloseStream,
     CompactionEnded,
     CompactionStarted,
+    ConnectionLost,
+    ConnectionOpened,
+    ConnectionStarted,
     DeliverBuffer,
     DropBuffer,
     DropQueued,
@@ -243,9 +246,24 @@ class SessionMachine(RuleBasedStateMachine):
             self.apply(CompactionEnded())
             self.apply(CompactionEnded())  # settling is idempotent
 
+    @rule(lose=st.booleans())
+    def connection(self, lose: bool) -> None:
+        attempt = next(self.ids)
+        if self.state.connection == "disconnected":
+            self.apply(ConnectionStarted(attempt))
+            self.apply(ConnectionOpened(attempt))
+        elif lose:
+            self.apply(ConnectionLost(self.state.attempt))
+
     @rule()
     def idle(self) -> None:
-        self.apply(IdleExpired())
+        before = self.state
+        effects = self.apply(IdleExpired())
+        if before.connection == "connected" and not is_busy(before):
+            assert self.state.connection == "disconnected"
+            assert [type(e).__name__ for e in effects] == ["CloseConnection", "SessionOnIdle"]
+        else:
+            assert self.state == before, "idle expiry never touches a busy or closed session"
 
     # --- invariants --------------------------------------------------------------------------
 
