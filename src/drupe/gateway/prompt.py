@@ -252,6 +252,7 @@ class PromptStream:
                 ],
                 listeners=[self.listener],
                 persistent=False,
+                grace_period=0,  # the caller owns the stream: nothing to attach to afterwards
             )
         )
 

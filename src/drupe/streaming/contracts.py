@@ -53,6 +53,8 @@ class SendInput:
     listeners: Sequence[Listener] = ()
     siblings_group_id: int | None = None
     persistent: bool = True
+    grace_period: float | None = None
+    """Seconds the ended stream stays attachable; None: the manager's ``grace_period``."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -103,6 +103,7 @@ class LiveStream:
         config: StreamConfig,
         siblings_group_id: int | None,
         persistent: bool,
+        grace_period: float,
         on_status: Callable[[LiveStream, StatusChanged], None],
         on_no_subscribers: Callable[[LiveStream], None],
     ) -> None:
@@ -112,6 +113,7 @@ class LiveStream:
         self.config = config
         self.siblings_group_id = siblings_group_id
         self.persistent = persistent
+        self.grace_period = grace_period
         self.listeners: dict[str, Listener] = {}
         self._fanout: tuple[Listener, ...] = ()
         self._subscribers = 0

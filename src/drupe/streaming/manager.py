@@ -288,6 +288,9 @@ class StreamManager:
             config=self.config,
             siblings_group_id=request.siblings_group_id,
             persistent=request.persistent,
+            grace_period=(
+                self.config.grace_period if request.grace_period is None else request.grace_period
+            ),
             on_status=self._on_status,
             on_no_subscribers=self._on_no_subscribers,
         )
@@ -537,14 +540,15 @@ class StreamManager:
     # --- eviction ---------------------------------------------------------------------------
 
     def _schedule_eviction(self, stream: LiveStream) -> None:
-        if self.config.grace_period <= 0:
+        if stream.grace_period <= 0:
             self._evict(stream)
             return
-        stream.expires_at = time.time() + self.config.grace_period
+        stream.expires_at = time.time() + stream.grace_period
         self.task_group.start_soon(self._evict_later, stream)
 
     async def _evict_later(self, stream: LiveStream) -> None:
-        await anyio.sleep(self.config.grace_period)
+        with anyio.move_on_after(stream.grace_period):
+            await stream.evicted.wait()  # forget() or a successor ends the wait early
         self._evict(stream)
 
     def _evict(self, stream: LiveStream) -> None:
