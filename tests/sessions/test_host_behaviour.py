@@ -8,7 +8,12 @@ import anyio
 import pytest
 
 from drupe.errors import UnknownConversationError, ValidationError
-from drupe.sessions.drivers.base import SessionInfo, TurnComplete
+from drupe.sessions.drivers.base import (
+    CompactionComplete,
+    CompactionStart,
+    SessionInfo,
+    TurnComplete,
+)
 from drupe.sessions.state import Idle, Transition
 from drupe.testing.driver_check import check_driver
 from drupe.testing.fake_driver import FakeDriver, text_turn
@@ -195,3 +200,22 @@ async def test_a_failed_a2_save_errors_the_held_stream(env: Env) -> None:
     assert any("dropped 4 chunk(s)" in line for line in env.entry(sid).log)
     rows = await env.rows(sid)
     assert [(r.role, r.status) for r in rows] == [("user", "success"), ("assistant", "success")]
+
+
+async def test_follow_up_during_idle_compaction_waits_for_its_turn(env: Env) -> None:
+    sid = await env.new_session()
+    assert await env.host.prime(sid)
+    conn = await env.driver.wait_connections(1)
+    conn.emit(CompactionStart("manual"))
+    await conn.wait_consumed()
+    watcher = Watcher()
+    queued = await env.submit(sid, "after compaction", [watcher])
+    assert queued.mode == "injected" and env.manager.get(f"agent-session:{sid}") is None
+    assert env.entry(sid).state.queue != ()
+    conn.emit(CompactionComplete())
+    sent = await conn.wait_sends(1)
+    assert sent.message["id"] == queued.user_message_id
+    conn.emit_text("x", ["answered"])
+    end = await watcher.wait_terminals(1)
+    assert end.status == "success" and watcher.texts() == ["answered"]
+    await env.manager.wait_settled(f"agent-session:{sid}")

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import logging
 import math
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -107,6 +107,8 @@ class SessionEntry:
     keep_queue_on_stop: bool = False
     log: list[str] = field(default_factory=list)
     """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
+    waiting: list[Listener] = field(default_factory=list)
+    """Subscribers of a queued follow-up that had no stream to join; the next launch gets them."""
     changed: anyio.Event = field(default_factory=anyio.Event)
     """Set (and replaced) after every reducer step: ``await entry.changed.wait()``."""
 
@@ -192,10 +194,15 @@ class AgentSessionHost:
         )
 
     async def enqueue_user_message(
-        self, info: SessionInfo, item: FollowUp
+        self, info: SessionInfo, item: FollowUp, subscribers: Sequence[Listener] = ()
     ) -> Literal["redirected", "queued"]:
-        """A follow-up on a busy session: redirect it into the live turn, or queue it."""
+        """A follow-up on a busy session: redirect it into the live turn, or queue it.
+
+        ``subscribers`` are parked for the next launched turn (pass them only when the
+        conversation has no stream they could join now).
+        """
         entry = self.ensure_entry(info)
+        entry.waiting.extend(subscribers)
         self._seq += 1
         item = replace(item, seq=self._seq)
         turn_id = can_redirect(entry.state, item.config)
@@ -323,6 +330,9 @@ class AgentSessionHost:
                 case LogInvalid(event=name, reason=reason):
                     self._note(entry, f"invalid {name}: {reason}")
         self._sync_idle(entry)
+        if entry.waiting and not is_busy(entry.state):
+            error = {"name": "FollowUpDropped", "message": "the follow-up will not be answered"}
+            self.task_group.start_soon(self.launcher.fail_waiting, entry, error)
         entry.changed.set()
         entry.changed = anyio.Event()
 

@@ -18,6 +18,8 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+import anyio
+
 from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.state import (
     LaunchFailed,
@@ -30,7 +32,7 @@ from drupe.sessions.state import (
     TurnTerminal,
     turn_config,
 )
-from drupe.streaming.listeners.base import serialize_error
+from drupe.streaming.listeners.base import Listener, TerminalResult, serialize_error
 from drupe.streaming.manager import SendInput
 
 if TYPE_CHECKING:
@@ -124,7 +126,7 @@ class Launcher:
                 SendInput(
                     conversation_id=entry.conversation_id,
                     executions=[self.host.execution_spec(entry.session_id, turn)],
-                    listeners=self.host._listeners(entry, turn),
+                    listeners=[*self.host._listeners(entry, turn), *self._waiting(entry)],
                 )
             )
         except Exception:
@@ -132,11 +134,39 @@ class Launcher:
             self.host.apply(entry, TurnTerminal(turn.turn_id, "error"))
             raise
 
+    @staticmethod
+    def _waiting(entry: SessionEntry) -> list[Listener]:
+        waiting = [w for w in entry.waiting if w.is_alive()]
+        entry.waiting.clear()
+        return waiting
+
     async def terminate_held(self, entry: SessionEntry, error: dict[str, Any]) -> None:
+        await self.fail_waiting(entry, error)
         stream = self.host.manager.get(entry.conversation_id)
         if stream is None or stream.is_live or not stream.chaining:
             return
         await self.host.manager.terminate_held_stream(entry.conversation_id, error)
+
+    async def fail_waiting(self, entry: SessionEntry, error: dict[str, Any]) -> None:
+        """Subscribers parked for a turn that will not come get an error terminal."""
+        for listener in self._waiting(entry):
+            result = TerminalResult(
+                status="error",
+                conversation_id=entry.conversation_id,
+                turn_id="",
+                execution_id="",
+                model_id="",
+                attempt_id=0,
+                anchor_message_id=None,
+                final_message=None,
+                is_conversation_done=True,
+                error=error,
+            )
+            try:
+                with anyio.move_on_after(10, shield=True):
+                    await listener.on_error(result)
+            except Exception:  # isolation boundary: a subscriber's terminal callback
+                log.exception("listener %r raised in on_error", listener.listener_id)
 
 
 def _error(err: BaseException) -> dict[str, Any]:

@@ -123,10 +123,13 @@ class AgentSessionProvider:
             steer=True,
             headless=bool(metadata.get("headless")),
         )
-        outcome = await self.host.enqueue_user_message(info, item)
+        # With no stream to join (busy only through compaction or a launch that has not
+        # started one yet), the subscribers wait in the host for the next launched turn.
+        joinable = self.host.manager.get(request.conversation_id) is not None
+        outcome = await self.host.enqueue_user_message(info, item, () if joinable else subscribers)
         return PreparedDispatch(
             conversation_id=request.conversation_id,
-            listeners=list(subscribers),
+            listeners=list(subscribers) if joinable else [],
             user_message_id=row.id,
             extra={"agentSession": outcome},
         )
