@@ -219,3 +219,21 @@ async def test_follow_up_during_idle_compaction_waits_for_its_turn(env: Env) -> 
     end = await watcher.wait_terminals(1)
     assert end.status == "success" and watcher.texts() == ["answered"]
     await env.manager.wait_settled(f"agent-session:{sid}")
+
+
+async def test_a_runtime_that_dies_mid_turn_ends_the_turn_in_error(env: Env) -> None:
+    sid = await env.new_session()
+    watcher = Watcher()
+    first = await env.submit(sid, "go", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["partial"])[:4])
+    conn.crash()
+    end = await watcher.wait_terminals(1)
+    assert end.status == "error" and end.error is not None
+    assert "ended the connection" in end.error["message"]
+    await conn.closed.wait()
+    await env.manager.wait_settled(f"agent-session:{sid}")
+    rows = await env.rows(sid)
+    assert rows[1].status == "error" and text_of(rows[1]) == "partial"
+    assert env.entry(sid).state.connection == "disconnected"

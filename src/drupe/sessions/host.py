@@ -448,6 +448,19 @@ class AgentSessionHost:
         self._sync_idle(entry)
         return True
 
+    async def forget(self, session_id: str) -> None:
+        """A deleted session: stop it, close its connection, drop its entry."""
+        entry = self.entries.get(session_id)
+        if entry is None:
+            return
+        await self.stop(session_id)
+        await self.connections.close_now(entry, "session deleted")
+        if entry.idle_scope is not None:
+            entry.idle_scope.cancel()
+            entry.idle_scope = None
+        if self.entries.get(session_id) is entry:
+            del self.entries[session_id]
+
     async def aclose(self) -> None:
         """Close every connection (shutdown)."""
         for entry in list(self.entries.values()):

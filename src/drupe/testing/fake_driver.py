@@ -156,6 +156,10 @@ class FakeConnection:
 
     # --- scripting --------------------------------------------------------------------------
 
+    def crash(self) -> None:
+        """The runtime dies: ``events()`` ends without the host having closed the link."""
+        self._send.send_nowait(None)
+
     def emit(self, *events: RuntimeEvent) -> None:
         """Queue runtime events for the host's reader (dropped once closed)."""
         for event in events:
