@@ -9,6 +9,7 @@ and relies on the environment alone (``ANTHROPIC_BASE_URL`` on loopback,
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import sys
@@ -45,7 +46,8 @@ def test_real_claude_code_cli_end_to_end_offline() -> None:
     )
     report = f"{proc.stdout[-12000:]}\n--- stderr ---\n{proc.stderr[-4000:]}"
     assert proc.returncode == 0, report
-    assert " passed" in proc.stdout and "failed" not in proc.stdout, report
+    summary = proc.stdout.strip().splitlines()[-1]
+    assert re.fullmatch(r"\d+ passed in [\d.]+s( \(.*\))?", summary), report
     if isolated:
         # The child saw one network interface: the namespace's own loopback.
         assert "NETNS-LINKS:lo\n" in proc.stdout, report
