@@ -1,23 +1,22 @@
 """Fixtures of the agent-session tests.
 
 ``database``/``target`` are the persistence fixtures (SQLite and PostgreSQL); ``env`` is the
-runtime of ``support.open_env`` on a SQLite file.
+runtime of ``support.open_env`` on each of them.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 
 import pytest
 
-from tests.persistence.conftest import database, target
+from tests.persistence.conftest import Target, database, target
 from tests.sessions.support import Env, open_env
 
 __all__ = ["database", "env", "target"]
 
 
 @pytest.fixture
-async def env(tmp_path: Path) -> AsyncIterator[Env]:
-    async with open_env(f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}") as environment:
+async def env(target: Target) -> AsyncIterator[Env]:
+    async with open_env(target.url, connect_args=target.connect_args) as environment:
         yield environment

@@ -173,13 +173,20 @@ def text_of(row: MessageRecord) -> str:
 
 @asynccontextmanager
 async def open_env(
-    url: str, *, driver: FakeDriver | None = None, idle_ttl: float = 300.0
+    url: str,
+    *,
+    driver: FakeDriver | None = None,
+    idle_ttl: float = 300.0,
+    connect_args: dict[str, Any] | None = None,
 ) -> AsyncIterator[Env]:
     driver = driver or FakeDriver()
     drivers = DriverRegistry()
     drivers.register(driver)
     timers = ManualTimers()
-    async with open_database(url) as db, StreamManager(StreamConfig(grace_period=30.0)) as manager:
+    async with (
+        open_database(url, connect_args=connect_args) as db,
+        StreamManager(StreamConfig(grace_period=30.0)) as manager,
+    ):
         host = AgentSessionHost(
             manager=manager,
             drivers=drivers,
