@@ -39,6 +39,7 @@ from drupe.sessions.state import (
     Forward,
     Idle,
     IdleExpired,
+    LaunchAbandoned,
     LaunchFailed,
     LaunchStarted,
     QueueFollowUp,
@@ -213,16 +214,28 @@ class SessionMachine(RuleBasedStateMachine):
             self.closed[execution.turn.turn_id] = "paused"
 
     @precondition(lambda self: self.state.launch == "scheduled")
-    @rule(succeed=st.booleans())
-    def launch(self, succeed: bool) -> None:
+    @rule(succeed=st.booleans(), finish_now=st.booleans())
+    def launch(self, succeed: bool, finish_now: bool) -> None:
         target = self.state.launch_target
         assert target is not None
         self.apply(LaunchStarted(target))
+        if finish_now:
+            self.launch_finish(succeed)
+
+    @precondition(lambda self: self.state.launch == "running")
+    @rule(succeed=st.booleans())
+    def launch_finish(self, succeed: bool) -> None:
+        """The launch task resumes after its awaits (a stop may have happened meanwhile)."""
+        target = self.state.launch_target
+        assert target is not None
         if not succeed:
             self.apply(LaunchFailed(target, clear_queue=False, error={"name": "E"}))
             return
         execution = self.state.execution
         if target == "queued-turn":
+            if not self.state.queue:
+                self.apply(LaunchAbandoned(target))
+                return
             head = self.state.queue[0]
             self._create(self._new_turn(head.user_message_id), "queued-turn")
             self.answered.add(head.user_message_id)
@@ -230,8 +243,8 @@ class SessionMachine(RuleBasedStateMachine):
             assert isinstance(execution, Transition)
             turn = self._new_turn(execution.inputs[-1].user_message_id, pre_admitted=True)
             self._create(turn, "steer-continuation")
-            event("steer continuation launched")
             self.answered.update(f.user_message_id for f in execution.inputs)
+            event("steer continuation launched")
 
     @rule(anchor=st.booleans())
     def compaction(self, anchor: bool) -> None:
@@ -315,7 +328,9 @@ class SessionMachine(RuleBasedStateMachine):
                 self.apply(CompactionEnded())
             execution = self.state.execution
             if self.state.launch == "scheduled":
-                self.launch(True)
+                self.launch(True, True)
+            elif self.state.launch == "running":
+                self.launch_finish(True)
             elif isinstance(execution, TurnExec) and execution.phase == "unopened":
                 self.open_stream()
             elif isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:

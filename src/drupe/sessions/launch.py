@@ -22,6 +22,7 @@ import anyio
 
 from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.state import (
+    LaunchAbandoned,
     LaunchFailed,
     LaunchStarted,
     LaunchTarget,
@@ -67,6 +68,9 @@ class Launcher:
     async def _launch_queued(self, entry: SessionEntry) -> None:
         head = entry.state.queue[0]
         info = await self.host.lookup.load(entry.session_id)
+        if not entry.state.queue or entry.state.queue[0] is not head:
+            self.host.apply(entry, LaunchAbandoned("queued-turn"))
+            return
         if info is None or not info.model_id:
             error = {"name": "AgentModelMissing", "message": "the agent has no model any more"}
             self.host.apply(entry, LaunchFailed("queued-turn", clear_queue=True, error=error))
@@ -119,7 +123,10 @@ class Launcher:
     async def _start(self, entry: SessionEntry, turn: TurnInfo) -> None:
         current = entry.state.execution
         if not (isinstance(current, TurnExec) and current.turn is turn):
+            # Stopped while the row was being saved: nothing to start any more.
             await self.host.messages.mark_error(turn.assistant_message_id)
+            target: LaunchTarget = "steer-continuation" if turn.pre_admitted else "queued-turn"
+            self.host.apply(entry, LaunchAbandoned(target))
             return
         try:
             self.host.manager.start_runtime_turn(

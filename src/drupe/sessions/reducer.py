@@ -28,6 +28,7 @@ from drupe.sessions.state import (
     Forward,
     Idle,
     IdleExpired,
+    LaunchAbandoned,
     LaunchFailed,
     LaunchStarted,
     LaunchTarget,
@@ -216,6 +217,10 @@ def reduce(state: SessionState, event: Event) -> Result:
             if state.launch != "scheduled" or state.launch_target != target:
                 return _invalid(state, event, "no launch scheduled for this target")
             return replace(state, launch="running"), []
+        case LaunchAbandoned(target=target):
+            if state.launch != "running" or state.launch_target != target:
+                return _invalid(state, event, "no running launch for this target")
+            return _maybe_launch(replace(state, launch="idle", launch_target=None))
         case LaunchFailed(target=target, clear_queue=clear_queue, error=error):
             return _launch_failed(state, event, target, clear_queue, error)
         case CompactionStarted():

@@ -46,6 +46,7 @@ __all__ = [
     "FollowUp",
     "Idle",
     "IdleExpired",
+    "LaunchAbandoned",
     "LaunchFailed",
     "LaunchStarted",
     "LogInvalid",
@@ -228,6 +229,13 @@ class LaunchStarted:
 
 
 @dataclass(frozen=True, slots=True)
+class LaunchAbandoned:
+    """A running launch found nothing to start any more (stopped meanwhile)."""
+
+    target: LaunchTarget
+
+
+@dataclass(frozen=True, slots=True)
 class LaunchFailed:
     target: LaunchTarget
     clear_queue: bool
@@ -284,6 +292,7 @@ Event = (
     | SteerBoundaryReached
     | SteerUndeliveredInputs
     | LaunchStarted
+    | LaunchAbandoned
     | LaunchFailed
     | CompactionStarted
     | CompactionEnded
