@@ -17,7 +17,7 @@ from drupe.sessions.drivers.claude_code import (
     SteerHolder,
     build_options,
 )
-from drupe.sessions.drivers.claude_code.connection import user_content
+from drupe.sessions.drivers.claude_code.content import user_content
 from drupe.tools.mcp.config import McpServerConfig
 from tests.sessions.claude_code.cli_support import said
 

@@ -37,13 +37,10 @@ from drupe.sessions.drivers.base import (
     TurnComplete,
     UsageEvent,
 )
-from drupe.sessions.drivers.claude_code.events import (
-    Translator,
-    tool_output,
-    ui_usage,
-    usage_metadata,
-)
+from drupe.sessions.drivers.claude_code.content import tool_output
+from drupe.sessions.drivers.claude_code.events import Translator
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+from drupe.sessions.drivers.claude_code.usage import ui_usage, usage_metadata
 from tests.sessions.claude_code.cli_support import said
 
 SID = "7d9c7393-2f14-406b-b202-b70afaf2aabe"

@@ -52,53 +52,18 @@ from drupe.sessions.drivers.base import (
     ToolApprovalRequest,
     UserInput,
 )
+from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
 from drupe.sessions.drivers.claude_code.events import Translator
-from drupe.sessions.drivers.claude_code.steer import SteerHolder, steer_reminder, user_text
+from drupe.sessions.drivers.claude_code.steer import SteerHolder
 
-__all__ = ["ClaudeCodeConnection", "sdk_permission_mode", "user_content"]
+__all__ = ["ClaudeCodeConnection"]
 
 log = logging.getLogger(__name__)
 
-_PERMISSION_MODES = {
-    "default": "default",
-    "accept-edits": "acceptEdits",
-    "plan": "plan",
-    "bypass": "bypassPermissions",
-}
 _TOOL_READY_TIMEOUT_S = 5.0
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
 
 ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
-
-
-def sdk_permission_mode(mode: str) -> Any:
-    """Drupe's permission mode name -> the SDK's."""
-    return _PERMISSION_MODES.get(mode, "default")
-
-
-def user_content(user_input: UserInput) -> list[dict[str, Any]]:
-    """The Anthropic content blocks of a user input (text; images given as data URLs)."""
-    blocks: list[dict[str, Any]] = []
-    for part in user_input.message.get("parts", []):
-        ptype = part.get("type")
-        if ptype == "text":
-            text = str(part.get("text", ""))
-            if user_input.system_reminder:
-                text = f"<system-reminder>\n{steer_reminder(text)}\n</system-reminder>"
-            blocks.append({"type": "text", "text": text})
-        elif ptype == "file":
-            url = str(part.get("url", ""))
-            media = str(part.get("mediaType", ""))
-            if media.startswith("image/") and url.startswith("data:") and ";base64," in url:
-                data = url.split(";base64,", 1)[1]
-                source = {"type": "base64", "media_type": media, "data": data}
-                blocks.append({"type": "image", "source": source})
-            else:
-                name = part.get("filename") or url
-                blocks.append({"type": "text", "text": f"[attached file: {name}]"})
-    if not blocks:
-        blocks.append({"type": "text", "text": user_text(user_input)})
-    return blocks
 
 
 @dataclass(slots=True, eq=False)

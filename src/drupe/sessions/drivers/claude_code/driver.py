@@ -34,10 +34,8 @@ from claude_agent_sdk import ClaudeAgentOptions
 
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
-from drupe.sessions.drivers.claude_code.connection import (
-    ClaudeCodeConnection,
-    sdk_permission_mode,
-)
+from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
+from drupe.sessions.drivers.claude_code.content import sdk_permission_mode
 from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
 from drupe.tools.mcp.config import McpServerConfig
 

@@ -67,9 +67,16 @@ from drupe.sessions.drivers.base import (
     TurnComplete,
     UsageEvent,
 )
+from drupe.sessions.drivers.claude_code.content import tool_output
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+from drupe.sessions.drivers.claude_code.usage import (
+    add_usage,
+    minus_usage,
+    ui_usage,
+    usage_metadata,
+)
 
-__all__ = ["Translator", "tool_output", "ui_usage", "usage_metadata"]
+__all__ = ["Translator"]
 
 _RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
 
@@ -80,55 +87,6 @@ class _Block:
     id: str
     tool_name: str = ""
     json_text: str = ""
-
-
-def ui_usage(raw: Mapping[str, Any] | None) -> dict[str, int]:
-    """An Anthropic usage object as the UI's ``usage`` (camelCase; prompt includes the cache)."""
-    raw = raw or {}
-    cache_read = int(raw.get("cache_read_input_tokens") or 0)
-    cache_write = int(raw.get("cache_creation_input_tokens") or 0)
-    prompt = int(raw.get("input_tokens") or 0) + cache_read + cache_write
-    output_tokens = int(raw.get("output_tokens") or 0)
-    usage = {"inputTokens": prompt, "outputTokens": output_tokens}
-    usage["totalTokens"] = prompt + output_tokens
-    if cache_read:
-        usage["cachedInputTokens"] = cache_read
-    reasoning = int((raw.get("output_tokens_details") or {}).get("thinking_tokens") or 0)
-    if reasoning:
-        usage["reasoningTokens"] = reasoning
-    return usage
-
-
-def _add(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-    return {k: a.get(k, 0) + b.get(k, 0) for k in {*a, *b}}
-
-
-def _minus(a: Mapping[str, int], b: Mapping[str, int]) -> dict[str, int]:
-    out = {k: max(0, v - b.get(k, 0)) for k, v in a.items()}
-    return {
-        k: v for k, v in out.items() if v or k in ("inputTokens", "outputTokens", "totalTokens")
-    }
-
-
-def usage_metadata(
-    usage: Mapping[str, int], model_id: str | None, cost_usd: float | None = None
-) -> dict[str, Any]:
-    """A ``message-metadata`` payload carrying ``usage`` (the shape of the agent loop's)."""
-    metadata: dict[str, Any] = {"usage": dict(usage)}
-    if model_id:
-        metadata["modelId"] = model_id
-    if cost_usd is not None:
-        metadata["providerCostUsd"] = cost_usd
-    return metadata
-
-
-def tool_output(content: str | list[dict[str, Any]] | None) -> Any:
-    """A tool result's content as a UI output: text blocks joined, other lists kept as JSON."""
-    if content is None or isinstance(content, str):
-        return content if content is not None else ""
-    if all(isinstance(b, dict) and b.get("type") == "text" for b in content):
-        return "".join(str(b.get("text", "")) for b in content)
-    return content
 
 
 def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
@@ -228,7 +186,7 @@ class Translator:
                 # Usage so far binds to the row that ends here (A1a), before the roll.
                 if self._unflushed:
                     out += self._chunks(self._metadata(self._unflushed))
-                    self._flushed = _add(self._flushed, self._unflushed)
+                    self._flushed = add_usage(self._flushed, self._unflushed)
                     self._unflushed = {}
                 out.append(SteerBoundary(boundary))
             message = event.get("message") or {}
@@ -255,7 +213,7 @@ class Translator:
             return []
         message, self._message = self._message, {}
         usage = ui_usage(message["usage"])
-        self._unflushed = _add(self._unflushed, usage)
+        self._unflushed = add_usage(self._unflushed, usage)
         invocation = {
             "requestId": message["id"],
             "model": self.model_id,
@@ -431,7 +389,7 @@ class Translator:
         out += self._close_step()
         out += self._end_message()
         # The result's usage covers the whole turn; a rolled row (A1a) already got its share.
-        usage = _minus(ui_usage(result.usage), self._flushed)
+        usage = minus_usage(ui_usage(result.usage), self._flushed)
         out += self._chunks(self._metadata(usage, result.total_cost_usd))
         undelivered = self.steers.end_turn()
         if undelivered:
