@@ -228,8 +228,21 @@ async def stop_chat(conversation_id: str, request: Request) -> StopResult:
     runtime = get_runtime(request)
     if not runtime.manager.is_live(conversation_id):
         await ensure_known(runtime, conversation_id)
+    session_id = _session_id(conversation_id)
+    if session_id is not None and runtime.sessions is not None:
+        # An agent session may be between turns (a steer roll, a queued follow-up): the host
+        # stops the runtime turn, drops the queue and closes the connection.
+        live = runtime.manager.is_live(conversation_id)
+        stopped = await runtime.sessions.stop(session_id)
+        await runtime.manager.abort_and_drain(conversation_id)
+        return StopResult(stopped=stopped or live)
     stopped = await runtime.manager.abort_and_drain(conversation_id)
     return StopResult(stopped=stopped)
+
+
+def _session_id(conversation_id: str) -> str | None:
+    prefix = "agent-session:"
+    return conversation_id[len(prefix) :] if conversation_id.startswith(prefix) else None
 
 
 @router.post("/api/chat/{conversation_id}/approvals", response_model=ApprovalResult)
@@ -246,6 +259,22 @@ async def post_approvals(
         Decision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
         for d in body.decisions
     ]
+    session_id = _session_id(conversation_id)
+    if session_id is not None and runtime.sessions is not None:
+        # Agent approvals are answered in place: the driver holds the pending decision.
+        answered = [
+            await runtime.sessions.respond_approval(
+                session_id, d.approval_id, approved=d.approved, reason=d.reason
+            )
+            for d in decisions
+        ]
+        return ApprovalResult(
+            ok=all(answered),
+            continued=any(answered),
+            messageId=None,
+            pending=0,
+            reason=None if all(answered) else "unknown or already answered approval id",
+        )
     outcome = await service.respond(conversation_id, decisions)
     return ApprovalResult(
         ok=outcome.ok,
