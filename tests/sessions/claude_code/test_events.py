@@ -46,6 +46,7 @@ from tests.sessions.claude_code.cli_support import said
 SID = "7d9c7393-2f14-406b-b202-b70afaf2aabe"
 START_USAGE = {"input_tokens": 10, "output_tokens": 1}
 END_USAGE = {"output_tokens": 5}
+START = {"type": "message_start", "message": {"id": "msg_9", "usage": START_USAGE}}
 
 
 def init(session_id: str = SID, commands: list[str] | None = None) -> SystemMessage:
@@ -59,8 +60,8 @@ def status(**fields: Any) -> SystemMessage:
     return SystemMessage("status", {"type": "system", "subtype": "status", **fields})
 
 
-def ev(event: dict[str, Any], parent: str | None = None) -> StreamEvent:
-    return StreamEvent(uuid="u", session_id=SID, event=event, parent_tool_use_id=parent)
+def ev(event: dict[str, Any], parent: str | None = None, **stamps: Any) -> StreamEvent:
+    return StreamEvent(uuid="u", session_id=SID, event=event, parent_tool_use_id=parent, **stamps)
 
 
 def text_message(text: str, parent: str | None = None) -> list[object]:
@@ -424,3 +425,17 @@ def test_tool_output_and_usage_shapes() -> None:
     metadata = usage_metadata(ui_usage(result().usage), "claude-sonnet-4-5", 0.0002)
     assert metadata["modelId"] == "claude-sonnet-4-5"
     assert metadata["providerCostUsd"] == 0.0002
+
+
+def test_a_turn_the_cli_started_on_its_own_never_ends_ours() -> None:
+    translator = Translator(SteerHolder(), resume_token=SID)
+    translator.begin_turn("u-mine")
+    translator.steers.begin_turn()
+    # A background subagent's turn is still finishing: its messages answer another uuid.
+    foreign = [ev(START, user_message_uuid="u-task"), *text_message("background report")[1:]]
+    assert run(translator, [*foreign, result(user_message_uuids=["u-task"])]) == []
+    assert translator.turn_active
+    ours = [ev(START, user_message_uuids=["u-mine"]), *text_message("my answer")[1:]]
+    events = run(translator, [*ours, result(user_message_uuids=["u-mine"])])
+    assert [c["type"] for c in chunks(events)][:3] == ["start-step", "text-start", "text-delta"]
+    assert isinstance(events[-1], TurnComplete)

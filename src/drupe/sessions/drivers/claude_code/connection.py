@@ -246,7 +246,8 @@ class ClaudeCodeConnection:
             raise DriverError("the Claude Code connection is closed")
         if self.translator.turn_active:
             raise DriverError("a turn is already running on this connection (steer or queue)")
-        self.translator.begin_turn()
+        user_uuid = str(uuid.uuid4())
+        self.translator.begin_turn(user_uuid)
         self.steers.begin_turn()
         self._headless = user_input.headless
         self._tools_seen.clear()
@@ -254,7 +255,7 @@ class ClaudeCodeConnection:
             "type": "user",
             "message": {"role": "user", "content": user_content(user_input)},
             "parent_tool_use_id": None,
-            "uuid": str(uuid.uuid4()),
+            "uuid": user_uuid,
         }
 
         async def _one() -> AsyncIterator[dict[str, Any]]:

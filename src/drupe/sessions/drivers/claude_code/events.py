@@ -27,7 +27,9 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
 
 The driver emits no ``start``/``finish`` chunks: the host frames each turn (its turn stream
 emits ``start`` with the row's message id, and ``finish`` at the terminal). Chunks and results
-that arrive with no active turn (runtime-initiated turns) are dropped.
+that arrive with no active turn are dropped, and so are those of a turn the CLI started on its
+own (a background subagent's): the CLI stamps what it answers with ``user_message_uuid(s)``,
+and a turn started by ``send`` only takes what answers its own message's uuid.
 
 Must never: do I/O, or raise on an unknown message (unknown shapes are ignored).
 """
@@ -128,11 +130,17 @@ class Translator:
     _flushed: dict[str, int] = field(default_factory=dict)
     """UI usage already written to a rolled row (A1a) at a steer boundary."""
     _ids: int = 0
+    _turn_uuid: str | None = None
+    _answering: tuple[str, ...] | None = None
+    """The user messages the CLI says it is answering (from ``user_message_uuid(s)``)."""
 
     # -- turn framing -----------------------------------------------------------------------
 
-    def begin_turn(self) -> None:
+    def begin_turn(self, user_uuid: str | None = None) -> None:
+        """A turn starts with the user message stamped ``user_uuid`` (None: not tracked)."""
         self.turn_active = True
+        self._turn_uuid = user_uuid
+        self._answering = None
         self.denied.clear()
         self.tool_inputs.clear()
         self.available.clear()
@@ -149,12 +157,14 @@ class Translator:
     # -- entry point ------------------------------------------------------------------------
 
     def feed(self, message: object) -> list[RuntimeEvent]:
+        if isinstance(message, StreamEvent | AssistantMessage | ResultMessage):
+            self._note_answering(message)
         if isinstance(message, StreamEvent):
-            if message.parent_tool_use_id is not None or not self.turn_active:
+            if message.parent_tool_use_id is not None or not self._ours():
                 return []
             return self._stream_event(message.event)
         if isinstance(message, AssistantMessage):
-            if message.parent_tool_use_id is None and self.turn_active:
+            if message.parent_tool_use_id is None and self._ours():
                 for block in message.content:
                     if isinstance(block, ToolUseBlock):
                         self.tool_inputs[block.id] = block.input
@@ -168,6 +178,20 @@ class Translator:
         if isinstance(message, SystemMessage):
             return self._system(message)
         return []
+
+    def _note_answering(self, message: StreamEvent | AssistantMessage | ResultMessage) -> None:
+        if message.user_message_uuids:
+            self._answering = tuple(message.user_message_uuids)
+        elif message.user_message_uuid:
+            self._answering = (message.user_message_uuid,)
+
+    def _ours(self) -> bool:
+        """Whether the CLI is answering this turn (not a turn it started on its own)."""
+        if not self.turn_active:
+            return False
+        if self._turn_uuid is None or self._answering is None:
+            return True
+        return self._turn_uuid in self._answering
 
     # -- stream events ----------------------------------------------------------------------
 
@@ -384,8 +408,8 @@ class Translator:
     def _result(self, result: ResultMessage) -> list[RuntimeEvent]:
         out = self._settle_compaction()
         out += self._token(result.session_id)
-        if not self.turn_active:
-            return out
+        if not self._ours():
+            return out  # no turn, or the end of a turn the runtime started itself
         out += self._close_step()
         out += self._end_message()
         # The result's usage covers the whole turn; a rolled row (A1a) already got its share.
