@@ -29,6 +29,7 @@ from drupe.streaming.listeners.base import StreamEvent
 from drupe.streaming.manager import StreamManager
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Echo, Fail, Pause, Text, ToolCall
+from tests.persistence.conftest import Target
 from tests.sessions.inprocess.support import Gate, Models, script_model
 
 
@@ -69,10 +70,18 @@ class Watcher(RecordingListener):
 
 @asynccontextmanager
 async def stack_for(
-    tmp_path: Path, model_id: str, models: Models, settings: dict[str, Any] | None = None
+    tmp_path: Path,
+    model_id: str,
+    models: Models,
+    settings: dict[str, Any] | None = None,
+    database: Target | None = None,
 ) -> AsyncIterator[Stack]:
-    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
-    async with open_database(url) as db, StreamManager(StreamConfig()) as manager:
+    url = database.url if database else f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    connect_args = database.connect_args if database else None
+    async with (
+        open_database(url, connect_args=connect_args) as db,
+        StreamManager(StreamConfig()) as manager,
+    ):
 
         async def load_history(session_id: str) -> list[UIMessage]:
             rows = await db.messages.list_for_conversation(f"agent-session:{session_id}")
@@ -111,7 +120,10 @@ def _said(text: str) -> list[dict[str, object]]:
     return [{"type": "text", "text": text}]
 
 
-async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(tmp_path: Path) -> None:
+async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(
+    tmp_path: Path, target: Target
+) -> None:
+    """Scenario 31 with a real driver: the roll, on SQLite and on PostgreSQL."""
     gate = Gate()
     model_id = script_model(
         [
@@ -119,7 +131,7 @@ async def test_a_steer_mid_turn_persists_u1_a1a_u2_a2_in_order(tmp_path: Path) -
             [Echo(prefix="Answering: ")],
         ]
     )
-    async with stack_for(tmp_path, model_id, Models(sleep=gate)) as st:
+    async with stack_for(tmp_path, model_id, Models(sleep=gate), database=target) as st:
         (tmp_path / "ws").mkdir(exist_ok=True)
         (tmp_path / "ws" / "notes.txt").write_text("n")
         watcher = RecordingListener("watcher")
@@ -223,6 +235,7 @@ async def test_a_denial_through_the_host_is_one_tool_output_denied(tmp_path: Pat
 
 
 async def test_a_steer_the_last_step_missed_is_requeued_as_a_steer_turn(tmp_path: Path) -> None:
+    """Scenario 30 with a real driver: redirected, never injected, back as a steer turn."""
     gate = Gate()
     model_id = script_model([[Pause(1), Echo(prefix="Re: ")]])
     async with stack_for(tmp_path, model_id, Models(sleep=gate)) as st:
@@ -293,6 +306,7 @@ async def test_stop_closes_the_connection_and_the_next_turn_connects_cold(
 
 
 async def test_a_failed_turn_stores_its_resume_token_on_the_error_row(tmp_path: Path) -> None:
+    """Scenario 35 with a real driver (first half): the error row keeps the token."""
     model_id = script_model([[Fail(400)]])
     async with stack_for(tmp_path, model_id, Models()) as st:
         watcher = Watcher()
