@@ -223,6 +223,11 @@ def test_slash_commands_are_published_when_they_change() -> None:
         SupportedCommands(("compact", "clear"))
     ]
     assert translator.feed(init(commands=["compact", "clear"])) == []
+    changed = SystemMessage(
+        "commands_changed",
+        {"subtype": "commands_changed", "commands": [{"name": "compact"}, {"name": "poem"}]},
+    )
+    assert translator.feed(changed) == [SupportedCommands(("compact", "poem"))]
 
 
 def test_subagent_messages_make_no_chunks() -> None:

@@ -13,7 +13,7 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
 * top-level ``UserMessage`` tool results -> ``tool-output-available`` / ``tool-output-error``
   (a call the human denied already got ``tool-output-denied``, so its error result is dropped);
 * ``system/init`` -> ``ResumeToken`` only when the session id changes (init comes every turn);
-  ``slash_commands`` -> ``SupportedCommands`` when they change;
+  its ``slash_commands`` (and ``commands_changed``) -> ``SupportedCommands`` when they change;
 * ``status: compacting`` -> ``CompactionStart``; ``compact_boundary`` -> ``CompactionComplete``
   with an anchor; ``compact_result: success`` with no boundary before the next model call or the
   result -> anchor-less ``CompactionComplete`` (exactly one complete per compaction);
@@ -366,12 +366,9 @@ class Translator:
         out: list[RuntimeEvent] = []
         if message.subtype == "init":
             out += self._token(data.get("session_id"))
-            commands = data.get("slash_commands")
-            if isinstance(commands, list):
-                names = tuple(str(c) for c in commands)
-                if names != self.commands:
-                    self.commands = names
-                    out.append(SupportedCommands(names))
+            out += self._commands(data.get("slash_commands"))
+        elif message.subtype == "commands_changed":
+            out += self._commands(data.get("commands"))
         elif message.subtype == "status":
             if data.get("status") == "compacting":
                 out.append(CompactionStart())
@@ -390,6 +387,16 @@ class Translator:
         elif message.subtype == "api_retry":
             out.append(ApiRetry({k: v for k, v in data.items() if k not in _RETRY_NOISE}))
         return out
+
+    def _commands(self, commands: object) -> list[RuntimeEvent]:
+        """Slash commands (names, or objects with a ``name``) -> ``SupportedCommands`` on change."""
+        if not isinstance(commands, list):
+            return []
+        names = tuple(str(c.get("name", "")) if isinstance(c, dict) else str(c) for c in commands)
+        if names == self.commands:
+            return []
+        self.commands = names
+        return [SupportedCommands(names)]
 
     def _token(self, session_id: object) -> list[RuntimeEvent]:
         if not isinstance(session_id, str) or not session_id or session_id == self.resume_token:
