@@ -18,6 +18,7 @@ import typer
 from rich.console import Console
 from rich.markup import escape
 
+from drupe.cli.agent import agent_app
 from drupe.errors import DrupeError
 from drupe.settings import Settings
 
@@ -34,6 +35,7 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 keys_app = typer.Typer(help="Gateway API keys (for the /v1 routes).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
+app.add_typer(agent_app, name="agent")
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
