@@ -2,6 +2,7 @@
 
 Modules: ``driver`` (the driver, workspace validation, the tool selection), ``connection`` (one
 session's runtime: turns, steering at step boundaries, approvals in place, history),
+``turn_run`` (one turn's bookkeeping and the pure helpers around it),
 ``workspace_tools`` (file tools confined to the workspace, the opt-in shell).
 """
 

@@ -49,7 +49,7 @@ from drupe.agent.loop import AgentRunner
 from drupe.agent.request import ApprovalAsk, TurnRequest
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.chunks.types import Chunk, UIMessage
-from drupe.errors import DriverError, ProviderError
+from drupe.errors import DriverError
 from drupe.sessions.drivers.base import (
     ApiRetry,
     ApprovalRequest,
@@ -67,21 +67,22 @@ from drupe.sessions.drivers.base import (
     UsageEvent,
     UserInput,
 )
+from drupe.sessions.drivers.inprocess.turn_run import (
+    TurnRun,
+    history_before,
+    is_text_only,
+    rebase_usage,
+    serialize_error,
+    worth_keeping,
+)
 from drupe.tools.base import ToolEntry
 
-__all__ = ["InProcessConnection", "is_text_only"]
+__all__ = ["InProcessConnection"]
 
 log = logging.getLogger(__name__)
 
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
 _FRAMING = frozenset(("start", "finish"))
-_USAGE_KEYS = ("inputTokens", "outputTokens", "totalTokens", "reasoningTokens", "cachedInputTokens")
-
-
-def is_text_only(user_input: UserInput) -> bool:
-    """Whether every part of the input's message is text (a steer must be)."""
-    parts = user_input.message.get("parts") or []
-    return bool(parts) and all(p.get("type") == "text" for p in parts)
 
 
 def _new_id() -> str:
@@ -93,28 +94,6 @@ class _Approval:
     done: anyio.Event = field(default_factory=anyio.Event)
     approved: bool = False
     reason: str | None = None
-
-
-@dataclass(slots=True, eq=False)
-class _TurnRun:
-    """One running turn: its steer queue, its row segments and its cancel scope."""
-
-    user_input: UserInput
-    headless: bool
-    pending: list[UserInput] = field(default_factory=list)
-    ended: bool = False
-    completed: bool = False
-    """The loop finished the turn normally."""
-    scope: anyio.CancelScope = field(default_factory=anyio.CancelScope)
-    done: anyio.Event = field(default_factory=anyio.Event)
-    segments: list[Accumulator] = field(default_factory=list)
-    """One accumulated assistant message per row: A1, or A1a then A2 after a boundary."""
-    steers: list[list[UIMessage]] = field(default_factory=list)
-    """The steer messages injected before each segment after the first."""
-    relayed_denials: set[str] = field(default_factory=set)
-    """Calls denied through ``respond_approval``: the host emits their ``tool-output-denied``."""
-    usage_base: dict[str, int] = field(default_factory=dict)
-    last_usage: dict[str, int] = field(default_factory=dict)
 
 
 class _EventHooks(Hooks):
@@ -150,7 +129,7 @@ class InProcessConnection:
         self.session_id = session_id
         self.frozen = target
         """The configuration the next turn runs with (a turn's own is frozen at its start)."""
-        self.history: list[UIMessage] = [m for m in history if _worth_keeping(m)]
+        self.history: list[UIMessage] = [m for m in history if worth_keeping(m)]
         self.resume_token = resume_token
         self._runner = runner
         self._build_tools = build_tools
@@ -166,7 +145,7 @@ class InProcessConnection:
         self._out_send: MemoryObjectSendStream[RuntimeEvent]
         self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
         self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
-        self._turn: _TurnRun | None = None
+        self._turn: TurnRun | None = None
         self._approvals: dict[str, _Approval] = {}
         self._closed = False
 
@@ -188,7 +167,7 @@ class InProcessConnection:
             raise DriverError("the in-process connection is closed")
         if self._turn is not None:
             raise DriverError("a turn is already running on this connection")
-        run = _TurnRun(user_input=user_input, headless=user_input.headless)
+        run = TurnRun(user_input=user_input, headless=user_input.headless)
         self._turn = run
         self._tg.start_soon(self._run_turn, run)
 
@@ -264,7 +243,7 @@ class InProcessConnection:
             self.resume_token = token
             self._emit(ResumeToken(token))
 
-    async def _run_turn(self, run: _TurnRun) -> None:
+    async def _run_turn(self, run: TurnRun) -> None:
         error: BaseException | None = None
         try:
             with run.scope:
@@ -275,7 +254,7 @@ class InProcessConnection:
         finally:
             self._finish_turn(run, error)
 
-    async def _stream(self, run: _TurnRun) -> None:
+    async def _stream(self, run: TurnRun) -> None:
         target = self.frozen
         message = run.user_input.message
         message_id = _new_id()
@@ -286,7 +265,7 @@ class InProcessConnection:
             conversation_id=f"agent-session:{self.session_id}",
             message_id=message_id,
             model_id=target.model_id,
-            messages=[*_before(self.history, message.get("id")), message],
+            messages=[*history_before(self.history, message.get("id")), message],
             system=target.instructions,
             tools=self._build_tools(target),
             wrap_last_user_as_steer=run.user_input.system_reminder,
@@ -301,10 +280,10 @@ class InProcessConnection:
                 self._forward(run, chunk)
         run.completed = True
 
-    def _forward(self, run: _TurnRun, chunk: Chunk) -> None:
+    def _forward(self, run: TurnRun, chunk: Chunk) -> None:
         kind = chunk.get("type")
         if kind == "message-metadata":
-            chunk = _rebase_usage(run, chunk)
+            chunk = rebase_usage(run, chunk)
         try:
             run.segments[-1].push(chunk)
         except AccumulateError as exc:
@@ -338,7 +317,7 @@ class InProcessConnection:
             )
         )
 
-    def _inject(self, run: _TurnRun) -> list[UIMessage]:
+    def _inject(self, run: TurnRun) -> list[UIMessage]:
         """``TurnRequest.inject``: take the queued steers at a step boundary (synchronously)."""
         if not run.pending or run.ended:
             return []
@@ -351,7 +330,7 @@ class InProcessConnection:
         self._set_token(messages[-1])
         return messages
 
-    async def _approve(self, run: _TurnRun, ask: ApprovalAsk) -> tuple[bool, str | None]:
+    async def _approve(self, run: TurnRun, ask: ApprovalAsk) -> tuple[bool, str | None]:
         """``TurnRequest.approve``: wait in place for ``respond_approval`` (or deny headless)."""
         if run.headless or self._closed:
             log.info(
@@ -384,7 +363,7 @@ class InProcessConnection:
                 pending.reason = reason
                 pending.done.set()
 
-    def _finish_turn(self, run: _TurnRun, error: BaseException | None) -> None:
+    def _finish_turn(self, run: TurnRun, error: BaseException | None) -> None:
         """End the turn without awaiting: steers left, history, then the terminal event."""
         run.ended = True
         undelivered, run.pending = tuple(run.pending), []
@@ -396,58 +375,18 @@ class InProcessConnection:
         if self._context_tokens is not None and (error is not None or run.completed):
             self._emit(ContextUsage({"totalTokens": self._context_tokens}))
         if error is not None:
-            self._emit(ErrorEvent(_serialize(error)))
+            self._emit(ErrorEvent(serialize_error(error)))
         elif run.completed:
             self._emit(TurnComplete())
         # else: cancelled (the connection or the driver is closing); the events end
 
-    def _remember(self, run: _TurnRun) -> None:
+    def _remember(self, run: TurnRun) -> None:
         user = run.user_input.message
-        history = [*_before(self.history, user.get("id")), user]
+        history = [*history_before(self.history, user.get("id")), user]
         for index, segment in enumerate(run.segments):
             if index > 0:
                 history.extend(run.steers[index - 1])
             snapshot = segment.snapshot()
-            if _worth_keeping(snapshot):
+            if worth_keeping(snapshot):
                 history.append(snapshot)
         self.history = history
-
-
-def _worth_keeping(message: UIMessage) -> bool:
-    """Drop empty assistant rows (a pending placeholder saved before the turn ran)."""
-    return message.get("role") != "assistant" or bool(message.get("parts"))
-
-
-def _before(history: Sequence[UIMessage], message_id: object) -> list[UIMessage]:
-    """The history up to (not including) the message ``message_id`` when it is already there.
-
-    The host saves the user row before the connection exists, so a cold connect may load the
-    very message it is then sent; it must reach the model once.
-    """
-    for index, message in enumerate(history):
-        if message_id is not None and message.get("id") == message_id:
-            return list(history[:index])
-    return list(history)
-
-
-def _rebase_usage(run: _TurnRun, chunk: Chunk) -> Chunk:
-    """Usage metadata counts from the last steer boundary (each row carries its own usage)."""
-    metadata = chunk.get("messageMetadata")
-    if not isinstance(metadata, dict) or not isinstance(metadata.get("usage"), dict):
-        return chunk
-    usage: dict[str, Any] = metadata["usage"]
-    run.last_usage = {k: int(v) for k, v in usage.items() if isinstance(v, int)}
-    if not run.usage_base:
-        return chunk
-    rebased = {
-        key: value - run.usage_base.get(key, 0) if key in _USAGE_KEYS else value
-        for key, value in usage.items()
-    }
-    return {**chunk, "messageMetadata": {**metadata, "usage": rebased}}
-
-
-def _serialize(error: BaseException) -> dict[str, Any]:
-    out: dict[str, Any] = {"name": type(error).__name__, "message": str(error) or repr(error)}
-    if isinstance(error, ProviderError) and error.status_code is not None:
-        out["statusCode"] = error.status_code
-    return out
