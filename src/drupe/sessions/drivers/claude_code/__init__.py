@@ -2,8 +2,9 @@
 
 Modules: ``driver`` (the driver and its options), ``connection`` (one CLI process, its owning
 task, approvals, reconcile), ``events`` (pure SDK message -> runtime event translation),
-``steer`` (the ``PreToolUse`` steer holder and the boundary), ``content`` and ``usage`` (pure
-value conversions), ``warm`` (prewarmed connections). Needs the ``claude`` extra.
+``blocks`` (a model message's content blocks -> UI chunks), ``steer`` (the ``PreToolUse``
+steer holder and the boundary), ``content`` and ``usage`` (pure value conversions), ``warm``
+(prewarmed connections). Needs the ``claude`` extra.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ import json
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 from claude_agent_sdk import (
     AssistantMessage,
@@ -69,6 +69,7 @@ from drupe.sessions.drivers.base import (
     TurnComplete,
     UsageEvent,
 )
+from drupe.sessions.drivers.claude_code.blocks import StepChunker
 from drupe.sessions.drivers.claude_code.content import tool_output
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
 from drupe.sessions.drivers.claude_code.usage import (
@@ -81,14 +82,6 @@ from drupe.sessions.drivers.claude_code.usage import (
 __all__ = ["Translator"]
 
 _RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
-
-
-@dataclass(slots=True)
-class _Block:
-    kind: Literal["text", "reasoning", "tool"]
-    id: str
-    tool_name: str = ""
-    json_text: str = ""
 
 
 def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
@@ -117,19 +110,13 @@ class Translator:
     commands: tuple[str, ...] | None = None
     compaction_settle_pending: bool = False
     denied: set[str] = field(default_factory=set)
-    tool_inputs: dict[str, Any] = field(default_factory=dict)
-    """Inputs of the turn's tool calls by id (from ``AssistantMessage`` tool_use blocks)."""
-    available: set[str] = field(default_factory=set)
-    """Tool calls whose ``tool-input-available`` chunk was emitted this turn."""
-    _blocks: dict[int, _Block] = field(default_factory=dict)
-    _step_open: bool = False
+    steps: StepChunker = field(default_factory=StepChunker)
     _message: dict[str, Any] = field(default_factory=dict)
     """The current top-level model message: its id and raw usage so far."""
     _unflushed: dict[str, int] = field(default_factory=dict)
     """UI usage of the turn's finished messages not yet written to a row."""
     _flushed: dict[str, int] = field(default_factory=dict)
     """UI usage already written to a rolled row (A1a) at a steer boundary."""
-    _ids: int = 0
     _turn_uuid: str | None = None
     _answering: tuple[str, ...] | None = None
     """The user messages the CLI says it is answering (from ``user_message_uuid(s)``)."""
@@ -142,17 +129,18 @@ class Translator:
         self._turn_uuid = user_uuid
         self._answering = None
         self.denied.clear()
-        self.tool_inputs.clear()
-        self.available.clear()
-        self._blocks.clear()
-        self._step_open = False
+        self.steps.begin_turn()
         self._message = {}
         self._unflushed = {}
         self._flushed = {}
 
-    def _next_id(self, prefix: str) -> str:
-        self._ids += 1
-        return f"{prefix}-{self._ids}"
+    @property
+    def tool_inputs(self) -> dict[str, Any]:
+        return self.steps.tool_inputs
+
+    @property
+    def available(self) -> set[str]:
+        return self.steps.available
 
     # -- entry point ------------------------------------------------------------------------
 
@@ -167,7 +155,7 @@ class Translator:
             if message.parent_tool_use_id is None and self._ours():
                 for block in message.content:
                     if isinstance(block, ToolUseBlock):
-                        self.tool_inputs[block.id] = block.input
+                        self.steps.tool_inputs[block.id] = block.input
             return []
         if isinstance(message, UserMessage):
             if message.parent_tool_use_id is not None or not self.turn_active:
@@ -203,7 +191,7 @@ class Translator:
         out: list[RuntimeEvent] = []
         if kind == "message_start":
             out += self._settle_compaction()
-            out += self._close_step()
+            out += self._chunks(*self.steps.close_step())
             out += self._end_message()
             boundary = self.steers.take_boundary()
             if boundary:
@@ -215,19 +203,20 @@ class Translator:
                 out.append(SteerBoundary(boundary))
             message = event.get("message") or {}
             self._message = {"id": message.get("id"), "usage": dict(message.get("usage") or {})}
-            self._step_open = True
-            out += self._chunks({"type": "start-step"})
+            out += self._chunks(*self.steps.open_step())
         elif kind == "message_delta":
             if self._message:
                 self._message["usage"].update(event.get("usage") or {})
         elif kind == "content_block_start":
-            out += self._block_start(int(event.get("index", 0)), event.get("content_block") or {})
+            block = event.get("content_block") or {}
+            out += self._chunks(*self.steps.block_start(int(event.get("index", 0)), block))
         elif kind == "content_block_delta":
-            out += self._block_delta(int(event.get("index", 0)), event.get("delta") or {})
+            delta = event.get("delta") or {}
+            out += self._chunks(*self.steps.block_delta(int(event.get("index", 0)), delta))
         elif kind == "content_block_stop":
-            out += self._block_stop(int(event.get("index", 0)))
+            out += self._chunks(*self.steps.block_stop(int(event.get("index", 0))))
         elif kind == "message_stop":
-            out += self._close_step()
+            out += self._chunks(*self.steps.close_step())
             out += self._end_message()
         return out
 
@@ -251,85 +240,6 @@ class Translator:
             "type": "message-metadata",
             "messageMetadata": usage_metadata(usage, self.model_id, cost),
         }
-
-    def _block_start(self, index: int, block: Mapping[str, Any]) -> list[RuntimeEvent]:
-        if not self._step_open:
-            self._step_open = True
-            head: list[RuntimeEvent] = self._chunks({"type": "start-step"})
-        else:
-            head = []
-        btype = block.get("type")
-        if btype == "text":
-            b = self._blocks[index] = _Block("text", self._next_id("text"))
-            out = self._chunks({"type": "text-start", "id": b.id})
-            if block.get("text"):
-                out += self._chunks({"type": "text-delta", "id": b.id, "delta": block["text"]})
-            return head + out
-        if btype in ("thinking", "redacted_thinking"):
-            b = self._blocks[index] = _Block("reasoning", self._next_id("reasoning"))
-            return head + self._chunks({"type": "reasoning-start", "id": b.id})
-        if btype in ("tool_use", "server_tool_use"):
-            call_id = str(block.get("id") or self._next_id("call"))
-            name = str(block.get("name") or "tool")
-            self._blocks[index] = _Block("tool", call_id, tool_name=name)
-            start: Chunk = {"type": "tool-input-start", "toolCallId": call_id, "toolName": name}
-            if btype == "server_tool_use":
-                start["providerExecuted"] = True
-            return head + self._chunks(start)
-        return head
-
-    def _block_delta(self, index: int, delta: Mapping[str, Any]) -> list[RuntimeEvent]:
-        b = self._blocks.get(index)
-        if b is None:
-            return []
-        dtype = delta.get("type")
-        if dtype == "text_delta" and b.kind == "text":
-            return self._chunks({"type": "text-delta", "id": b.id, "delta": delta.get("text", "")})
-        if dtype == "thinking_delta" and b.kind == "reasoning":
-            text = delta.get("thinking", "")
-            return self._chunks({"type": "reasoning-delta", "id": b.id, "delta": text})
-        if dtype == "input_json_delta" and b.kind == "tool":
-            piece = str(delta.get("partial_json", ""))
-            b.json_text += piece
-            if not piece:
-                return []
-            return self._chunks(
-                {"type": "tool-input-delta", "toolCallId": b.id, "inputTextDelta": piece}
-            )
-        return []
-
-    def _block_stop(self, index: int) -> list[RuntimeEvent]:
-        b = self._blocks.pop(index, None)
-        if b is None:
-            return []
-        if b.kind == "text":
-            return self._chunks({"type": "text-end", "id": b.id})
-        if b.kind == "reasoning":
-            return self._chunks({"type": "reasoning-end", "id": b.id})
-        tool_input = self.tool_inputs.get(b.id)
-        if tool_input is None:
-            try:
-                tool_input = json.loads(b.json_text) if b.json_text else {}
-            except ValueError:
-                tool_input = {}
-            self.tool_inputs[b.id] = tool_input
-        self.available.add(b.id)
-        available: Chunk = {
-            "type": "tool-input-available",
-            "toolCallId": b.id,
-            "toolName": b.tool_name,
-            "input": tool_input,
-        }
-        return self._chunks(available)
-
-    def _close_step(self) -> list[RuntimeEvent]:
-        out: list[RuntimeEvent] = []
-        for index in sorted(self._blocks):
-            out += self._block_stop(index)
-        if self._step_open:
-            self._step_open = False
-            out += self._chunks({"type": "finish-step"})
-        return out
 
     # -- tool results -----------------------------------------------------------------------
 
@@ -417,7 +327,7 @@ class Translator:
         out += self._token(result.session_id)
         if not self._ours():
             return out  # no turn, or the end of a turn the runtime started itself
-        out += self._close_step()
+        out += self._chunks(*self.steps.close_step())
         out += self._end_message()
         # The result's usage covers the whole turn; a rolled row (A1a) already got its share.
         usage = minus_usage(ui_usage(result.usage), self._flushed)
@@ -442,7 +352,7 @@ class Translator:
         """The runtime died mid-turn: close open parts, return steers, and emit ``error``."""
         if not self.turn_active:
             return []
-        out = self._close_step()
+        out = self._chunks(*self.steps.close_step())
         undelivered = self.steers.end_turn()
         if undelivered:
             out.append(SteerUndelivered(undelivered))
