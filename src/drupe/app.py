@@ -223,6 +223,7 @@ async def _open_drivers(
             resolve_model=lambda model_id: models.resolve(model_id).model,
             load_history=load_history,
             runner=agent,
+            context_window=lambda model_id: models.resolve(model_id).context_window,
         )
     )
     drivers.register(inprocess)
