@@ -9,8 +9,8 @@ stream, and ends when the connection is closed or the CLI goes away.
 
 Steering goes through the connection's ``SteerHolder`` (``redirect`` stashes, the ``PreToolUse``
 hook injects). Approvals: the SDK's ``can_use_tool`` callback registers a pending decision here,
-emits ``tool-approval-request`` (event and UI chunk) and waits for ``respond_approval``; a
-denial answers ``PermissionResultDeny(message=reason)`` and emits ``tool-output-denied``; a
+emits the ``tool-approval-request`` event (the host makes the UI chunks) and waits for
+``respond_approval``; a denial answers ``PermissionResultDeny(message=reason)``; a
 headless turn is denied at once.
 
 A turn that ends in ``error`` (including a result flagged ``is_error``) tears the process down:
@@ -372,17 +372,9 @@ class ClaudeCodeConnection:
         request = ApprovalRequest(
             approval_id=approval_id, tool_call_id=call_id, tool_name=tool_name, input=tool_input
         )
+        # The host turns this event into the ``tool-approval-request`` chunk (and a denial into
+        # ``tool-output-denied``): one emitter for every driver, so nothing is sent twice.
         events: list[RuntimeEvent] = [ToolApprovalRequest(request)]
-        if top_level:
-            events.append(
-                ChunkEvent(
-                    {
-                        "type": "tool-approval-request",
-                        "approvalId": approval_id,
-                        "toolCallId": call_id,
-                    }
-                )
-            )
         self._emit_all(events)
         try:
             await pending.done.wait()
@@ -392,7 +384,6 @@ class ClaudeCodeConnection:
             return PermissionResultAllow()
         if top_level:
             self.translator.denied.add(call_id)
-            self._emit_all([ChunkEvent({"type": "tool-output-denied", "toolCallId": call_id})])
         return PermissionResultDeny(message=pending.reason or "The user denied this tool call.")
 
 
