@@ -12,8 +12,6 @@ captured output. It never raises for the code's own failures: those are a result
 from __future__ import annotations
 
 import os
-import signal
-import subprocess
 import sys
 import tempfile
 from collections.abc import Mapping
@@ -21,11 +19,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-import anyio
-from anyio.abc import ByteReceiveStream, Process
-
 from drupe.errors import ToolError
 from drupe.tools.base import ToolContext, ToolEntry
+from drupe.tools.process_run import run_bounded
 
 __all__ = ["PYTHON_EXEC", "PythonExecResult", "python_exec_entry", "run_python"]
 
@@ -56,28 +52,6 @@ def _child_environment(home: str) -> dict[str, str]:
     }
 
 
-async def _drain(stream: ByteReceiveStream | None, sink: bytearray, cap: int) -> bool:
-    """Read ``stream`` to its end, keeping at most ``cap`` bytes; return whether it overflowed."""
-    if stream is None:
-        return False
-    overflow = False
-    async for chunk in stream:
-        room = cap - len(sink)
-        if len(chunk) > room:
-            overflow = True
-        sink.extend(chunk[: max(room, 0)])
-    return overflow
-
-
-def _kill_group(process: Process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        process.kill()
-
-
 async def run_python(
     code: str, *, timeout_s: float = 30.0, max_output_bytes: int = 64_000
 ) -> PythonExecResult:
@@ -85,43 +59,14 @@ async def run_python(
     with tempfile.TemporaryDirectory(prefix="drupe-exec-") as workdir:
         script = Path(workdir) / "main.py"
         script.write_text(code, encoding="utf-8")
-        process = await anyio.open_process(
+        outcome = await run_bounded(
             [sys.executable, "-I", "main.py"],
             cwd=workdir,
             env=_child_environment(workdir),
-            stdin=subprocess.DEVNULL,
-            start_new_session=True,
+            timeout_s=timeout_s,
+            max_output_bytes=max_output_bytes,
         )
-        stdout, stderr = bytearray(), bytearray()
-        overflow: list[bool] = []
-        timed_out = False
-        try:
-            with anyio.move_on_after(timeout_s) as scope:
-                async with anyio.create_task_group() as tg:
-
-                    async def collect(stream: ByteReceiveStream | None, sink: bytearray) -> None:
-                        overflow.append(await _drain(stream, sink, max_output_bytes))
-
-                    tg.start_soon(collect, process.stdout, stdout)
-                    tg.start_soon(collect, process.stderr, stderr)
-                    await process.wait()
-            timed_out = scope.cancelled_caught
-        finally:
-            if timed_out or process.returncode is None:
-                # Timed out or cancelled: the script and any children it started (they share
-                # its process group, and may hold the output pipes open) are killed.
-                _kill_group(process)
-                with anyio.CancelScope(shield=True):
-                    await process.wait()
-            with anyio.CancelScope(shield=True):
-                await process.aclose()
-    return PythonExecResult(
-        exit_code=None if timed_out else process.returncode,
-        stdout=stdout.decode("utf-8", errors="replace"),
-        stderr=stderr.decode("utf-8", errors="replace"),
-        timed_out=timed_out,
-        truncated=any(overflow),
-    )
+    return PythonExecResult(**asdict(outcome))
 
 
 def python_exec_entry(*, timeout_s: float = 30.0, require_approval: bool = True) -> ToolEntry:

@@ -23,18 +23,16 @@ from __future__ import annotations
 
 import os
 import re
-import signal
-import subprocess
 from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
 import anyio
-from anyio.abc import ByteReceiveStream, Process
 
 from drupe.errors import ToolError
 from drupe.tools.base import ToolContext, ToolEntry
+from drupe.tools.process_run import run_bounded
 
 __all__ = [
     "READ_ONLY_TOOLS",
@@ -191,26 +189,6 @@ class ShellResult:
     truncated: bool
 
 
-async def _drain(stream: ByteReceiveStream | None, sink: bytearray) -> bool:
-    if stream is None:
-        return False
-    overflow = False
-    async for chunk in stream:
-        room = _MAX_SHELL_OUTPUT - len(sink)
-        overflow = overflow or len(chunk) > room
-        sink.extend(chunk[: max(room, 0)])
-    return overflow
-
-
-def _kill_group(process: Process) -> None:
-    try:
-        os.killpg(process.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
-    except PermissionError:
-        process.kill()
-
-
 async def run_shell(command: str, *, cwd: Path, timeout_s: float) -> ShellResult:
     """Run ``command`` with ``/bin/sh -c`` in ``cwd``; kill its process group at the timeout."""
     env = {
@@ -218,41 +196,14 @@ async def run_shell(command: str, *, cwd: Path, timeout_s: float) -> ShellResult
         "HOME": str(cwd),
         "LANG": "C.UTF-8",
     }
-    process = await anyio.open_process(
+    outcome = await run_bounded(
         ["/bin/sh", "-c", command],
         cwd=cwd,
         env=env,
-        stdin=subprocess.DEVNULL,
-        start_new_session=True,
+        timeout_s=timeout_s,
+        max_output_bytes=_MAX_SHELL_OUTPUT,
     )
-    stdout, stderr = bytearray(), bytearray()
-    overflow: list[bool] = []
-    timed_out = False
-    try:
-        with anyio.move_on_after(timeout_s) as scope:
-            async with anyio.create_task_group() as tg:
-
-                async def collect(stream: ByteReceiveStream | None, sink: bytearray) -> None:
-                    overflow.append(await _drain(stream, sink))
-
-                tg.start_soon(collect, process.stdout, stdout)
-                tg.start_soon(collect, process.stderr, stderr)
-                await process.wait()
-        timed_out = scope.cancelled_caught
-    finally:
-        if timed_out or process.returncode is None:
-            _kill_group(process)
-            with anyio.CancelScope(shield=True):
-                await process.wait()
-        with anyio.CancelScope(shield=True):
-            await process.aclose()
-    return ShellResult(
-        exit_code=None if timed_out else process.returncode,
-        stdout=stdout.decode("utf-8", errors="replace"),
-        stderr=stderr.decode("utf-8", errors="replace"),
-        timed_out=timed_out,
-        truncated=any(overflow),
-    )
+    return ShellResult(**asdict(outcome))
 
 
 # --- entries -----------------------------------------------------------------------------------
