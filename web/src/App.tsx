@@ -10,7 +10,10 @@ import {
   STRATEGIES,
   type Strategy,
 } from "./api";
+import { sessionIdOf } from "./agentsApi";
+import { AgentsSection } from "./components/AgentsSection";
 import { ChatView } from "./components/ChatView";
+import { SessionPane } from "./components/SessionPane";
 import { EmptyLine } from "./components/MessageView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
@@ -213,7 +216,7 @@ export function App() {
   return (
     <div className="app">
       <Sidebar
-        items={items}
+        items={items.filter((i) => sessionIdOf(i.id) === null)}
         statuses={polled.statuses}
         activeId={route}
         hasMore={cursor !== null}
@@ -222,9 +225,19 @@ export function App() {
         onLoadMore={loadMore}
         onRename={onRename}
         onDelete={onDelete}
-      />
+      >
+        <AgentsSection
+          activeId={route}
+          statuses={polled.statuses}
+          models={models.models}
+          defaultModel={models.default}
+          onNavigate={go}
+        />
+      </Sidebar>
       <main className="main">
-        {route ? (
+        {route && sessionIdOf(route) ? (
+          <SessionPane key={route} conversationId={route} sessionId={sessionIdOf(route) ?? ""} onActivity={reloadList} />
+        ) : route ? (
           <ConversationPane
             key={route}
             id={route}

@@ -7,6 +7,7 @@ import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
   ApiError,
+  type ApprovalDecision,
   newId,
   type ConversationDetail,
   errorMessage,
@@ -49,6 +50,9 @@ export function ChatView({
   onStrategy,
   firstMessage,
   onActivity,
+  approve,
+  pickers,
+  canRegenerate: regenerateAllowed = true,
 }: {
   detail: ConversationDetail;
   models: ModelInfo[];
@@ -59,6 +63,12 @@ export function ChatView({
   onStrategy: (s: Strategy) => void;
   firstMessage?: string;
   onActivity: () => void;
+  /** Where approval decisions go (default: POST /api/chat/{id}/approvals). */
+  approve?: (decisions: ApprovalDecision[]) => Promise<unknown>;
+  /** Show the model and strategy pickers (default true). */
+  pickers?: boolean;
+  /** Offer regenerate (default true; agent sessions take new messages only). */
+  canRegenerate?: boolean;
 }) {
   const id = detail.id;
   const [info, setInfo] = useState<Map<string, MessageInfo>>(() => infoById(detail.messages));
@@ -320,7 +330,8 @@ export function ChatView({
     async (approvalId: string, approved: boolean) => {
       setDecided((m) => new Map(m).set(approvalId, approved));
       try {
-        await api.approve(id, [{ approvalId, approved }]);
+        const decisions = [{ approvalId, approved }];
+        await (approve ? approve(decisions) : api.approve(id, decisions));
       } catch (e) {
         setDecided((m) => {
           const next = new Map(m);
@@ -335,7 +346,7 @@ export function ChatView({
         await resumeNow();
       }
     },
-    [id, resumeNow],
+    [id, resumeNow, approve],
   );
   const approvals: ApprovalHandlers = useMemo(() => ({ decided, onDecision }), [decided, onDecision]);
 
@@ -343,6 +354,7 @@ export function ChatView({
   const isStreaming = (m: UIMessage) =>
     localBusy && m.role === "assistant" && !isPlaceholder(m) && (!info.has(m.id) || info.get(m.id)?.status === "pending");
   const canRegenerate =
+    regenerateAllowed &&
     !busy && serverStatus !== "awaiting-approval" && trailingAnswer(messages, info).length > 0;
 
   // ---- stick to the bottom while new content arrives, unless the user scrolled up
@@ -430,6 +442,7 @@ export function ChatView({
         onStop={onStop}
         canRegenerate={canRegenerate}
         onRegenerate={onRegenerate}
+        pickers={pickers}
       />
     </section>
   );

@@ -24,6 +24,7 @@ export function Composer({
   canRegenerate,
   onRegenerate,
   disabled,
+  pickers = true,
 }: {
   busy: boolean;
   models: ModelInfo[];
@@ -37,6 +38,8 @@ export function Composer({
   canRegenerate?: boolean;
   onRegenerate?: () => void;
   disabled?: boolean;
+  /** Show the model and strategy pickers. */
+  pickers?: boolean;
 }) {
   const [text, setText] = useState("");
   const notes = selectedNotes(models, selectedModels, defaultModel);
@@ -77,26 +80,30 @@ export function Composer({
           }}
         />
         <div className="composer-bar">
-          <ModelPicker
-            models={models}
-            selected={selectedModels}
-            onChange={onSelectModels}
-            defaultModel={defaultModel}
-          />
-          <label className="strategy" title="What a message sent while an answer streams does">
-            <span className="muted small">when busy</span>
-            <select
-              data-testid="strategy-picker"
-              value={strategy}
-              onChange={(e) => onStrategy(e.target.value as Strategy)}
-            >
-              {STRATEGIES.map((s) => (
-                <option key={s} value={s} title={STRATEGY_HELP[s]}>
-                  {s}
-                </option>
-              ))}
-            </select>
-          </label>
+          {pickers && (
+            <>
+              <ModelPicker
+                models={models}
+                selected={selectedModels}
+                onChange={onSelectModels}
+                defaultModel={defaultModel}
+              />
+              <label className="strategy" title="What a message sent while an answer streams does">
+                <span className="muted small">when busy</span>
+                <select
+                  data-testid="strategy-picker"
+                  value={strategy}
+                  onChange={(e) => onStrategy(e.target.value as Strategy)}
+                >
+                  {STRATEGIES.map((s) => (
+                    <option key={s} value={s} title={STRATEGY_HELP[s]}>
+                      {s}
+                    </option>
+                  ))}
+                </select>
+              </label>
+            </>
+          )}
           <span className="spacer" />
           {canRegenerate && onRegenerate && (
             <button type="button" className="ghost" data-testid="regenerate-button" onClick={onRegenerate}>

@@ -14,6 +14,7 @@ export function Sidebar({
   onLoadMore,
   onRename,
   onDelete,
+  children,
 }: {
   items: ConversationSummary[];
   statuses: Record<string, ConversationStatus>;
@@ -24,6 +25,8 @@ export function Sidebar({
   onLoadMore: () => void;
   onRename: (id: string, title: string) => void;
   onDelete: (id: string) => void;
+  /** Further sections under the conversation list (the agents). */
+  children?: React.ReactNode;
 }) {
   return (
     <aside className="sidebar">
@@ -54,6 +57,7 @@ export function Sidebar({
           Load more
         </button>
       )}
+      {children}
     </aside>
   );
 }

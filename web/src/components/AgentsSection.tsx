@@ -1,0 +1,337 @@
+// The sidebar's "Agents" section: agents with their sessions (live status badges from the
+// shared status poll), a create form, and new / delete for agents and sessions. A session
+// opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>).
+import { useCallback, useEffect, useState } from "react";
+import { type ConversationStatus, errorMessage, type ModelInfo } from "../api";
+import {
+  type Agent,
+  type AgentSession,
+  agentsApi,
+  type DriverList,
+  type NewAgent,
+  sessionsByAgent,
+} from "../agentsApi";
+import { conversationHash } from "../route";
+import { StatusBadge } from "./StatusBadge";
+import "../agents.css";
+
+export function AgentsSection({
+  activeId,
+  statuses,
+  models,
+  defaultModel,
+  onNavigate,
+}: {
+  activeId: string | null;
+  statuses: Record<string, ConversationStatus>;
+  models: ModelInfo[];
+  defaultModel: string;
+  onNavigate: (conversationId: string | null) => void;
+}) {
+  const [agents, setAgents] = useState<Agent[]>([]);
+  const [sessions, setSessions] = useState<AgentSession[]>([]);
+  const [drivers, setDrivers] = useState<DriverList>({ items: [], permissionModes: [] });
+  const [creating, setCreating] = useState(false);
+  const [error, setError] = useState<string | null>(null);
+
+  const reload = useCallback(async () => {
+    try {
+      const [a, s] = await Promise.all([agentsApi.listAgents(), agentsApi.listSessions()]);
+      setAgents(a.items);
+      setSessions(s.items);
+      setError(null);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  }, []);
+
+  useEffect(() => {
+    void reload();
+    agentsApi
+      .drivers()
+      .then(setDrivers)
+      .catch(() => undefined);
+  }, [reload]);
+
+  // A session opened by URL (another tab, the CLI) that this list does not know yet.
+  useEffect(() => {
+    if (activeId?.startsWith("agent-session:") && !sessions.some((s) => s.conversationId === activeId)) {
+      void reload();
+    }
+  }, [activeId, sessions, reload]);
+
+  const grouped = sessionsByAgent(sessions);
+
+  const onCreate = async (body: NewAgent): Promise<boolean> => {
+    try {
+      const agent = await agentsApi.createAgent(body);
+      const session = await agentsApi.createSession(agent.id);
+      setCreating(false);
+      await reload();
+      onNavigate(session.conversationId);
+      return true;
+    } catch (e) {
+      setError(errorMessage(e));
+      return false;
+    }
+  };
+
+  const onNewSession = async (agentId: string) => {
+    try {
+      const session = await agentsApi.createSession(agentId);
+      await reload();
+      onNavigate(session.conversationId);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+  };
+
+  const onDeleteAgent = async (agent: Agent) => {
+    try {
+      await agentsApi.deleteAgent(agent.id);
+      if (grouped.get(agent.id)?.some((s) => s.conversationId === activeId)) onNavigate(null);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+    void reload();
+  };
+
+  const onDeleteSession = async (session: AgentSession) => {
+    try {
+      await agentsApi.deleteSession(session.id);
+      if (session.conversationId === activeId) onNavigate(null);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+    void reload();
+  };
+
+  return (
+    <section className="agents-section" data-testid="agents-section">
+      <div className="agents-head">
+        <span className="agents-title">Agents</span>
+        <button
+          type="button"
+          className="ghost small"
+          data-testid="new-agent"
+          aria-expanded={creating}
+          onClick={() => setCreating((c) => !c)}
+        >
+          {creating ? "Cancel" : "+ Agent"}
+        </button>
+      </div>
+      {error && (
+        <div className="notice error small" role="alert" data-testid="agents-error">
+          {error}
+        </div>
+      )}
+      {creating && (
+        <AgentForm drivers={drivers} models={models} defaultModel={defaultModel} onCreate={onCreate} />
+      )}
+      <ul className="agent-list">
+        {agents.map((agent) => (
+          <AgentItem
+            key={agent.id}
+            agent={agent}
+            sessions={grouped.get(agent.id) ?? []}
+            statuses={statuses}
+            activeId={activeId}
+            onNewSession={onNewSession}
+            onDelete={onDeleteAgent}
+            onDeleteSession={onDeleteSession}
+          />
+        ))}
+        {agents.length === 0 && !creating && <li className="muted small pad">No agents yet.</li>}
+      </ul>
+    </section>
+  );
+}
+
+function AgentForm({
+  drivers,
+  models,
+  defaultModel,
+  onCreate,
+}: {
+  drivers: DriverList;
+  models: ModelInfo[];
+  defaultModel: string;
+  onCreate: (body: NewAgent) => Promise<boolean>;
+}) {
+  const [name, setName] = useState("");
+  const [driverType, setDriverType] = useState("inprocess");
+  const [modelId, setModelId] = useState("");
+  const [workspace, setWorkspace] = useState("");
+  const [instructions, setInstructions] = useState("");
+  const [sending, setSending] = useState(false);
+  const driverTypes = drivers.items.length ? drivers.items.map((d) => d.type) : ["inprocess"];
+
+  return (
+    <form
+      className="agent-form"
+      data-testid="agent-form"
+      onSubmit={async (e) => {
+        e.preventDefault();
+        if (!name.trim() || sending) return;
+        setSending(true);
+        const body: NewAgent = { name: name.trim(), driverType };
+        if (modelId.trim()) body.modelId = modelId.trim();
+        if (workspace.trim()) body.workspace = workspace.trim();
+        if (instructions.trim()) body.instructions = instructions.trim();
+        const ok = await onCreate(body);
+        setSending(false);
+        if (ok) setName("");
+      }}
+    >
+      <input
+        autoFocus
+        data-testid="agent-name"
+        placeholder="Name"
+        value={name}
+        onChange={(e) => setName(e.target.value)}
+      />
+      <select data-testid="agent-driver" value={driverType} onChange={(e) => setDriverType(e.target.value)}>
+        {driverTypes.map((t) => (
+          <option key={t} value={t}>
+            {t}
+          </option>
+        ))}
+      </select>
+      <input
+        data-testid="agent-model"
+        list="agent-model-ids"
+        placeholder={`Model (default ${defaultModel || "the server's"})`}
+        value={modelId}
+        onChange={(e) => setModelId(e.target.value)}
+      />
+      <datalist id="agent-model-ids">
+        {models.map((m) => (
+          <option key={m.id} value={m.id}>
+            {m.label}
+          </option>
+        ))}
+      </datalist>
+      <input
+        data-testid="agent-workspace"
+        placeholder="Workspace (absolute path; default: in the data dir)"
+        value={workspace}
+        onChange={(e) => setWorkspace(e.target.value)}
+      />
+      <textarea
+        data-testid="agent-instructions"
+        rows={2}
+        placeholder="Instructions (optional)"
+        value={instructions}
+        onChange={(e) => setInstructions(e.target.value)}
+      />
+      <button type="submit" className="primary small" data-testid="create-agent" disabled={!name.trim() || sending}>
+        Create agent
+      </button>
+    </form>
+  );
+}
+
+function AgentItem({
+  agent,
+  sessions,
+  statuses,
+  activeId,
+  onNewSession,
+  onDelete,
+  onDeleteSession,
+}: {
+  agent: Agent;
+  sessions: AgentSession[];
+  statuses: Record<string, ConversationStatus>;
+  activeId: string | null;
+  onNewSession: (agentId: string) => void;
+  onDelete: (agent: Agent) => void;
+  onDeleteSession: (session: AgentSession) => void;
+}) {
+  const [confirming, setConfirming] = useState(false);
+  return (
+    <li className="agent-item" data-testid="agent-item" data-agent-id={agent.id}>
+      <div className="agent-row">
+        <span className="agent-name" title={agent.instructions ?? undefined}>
+          {agent.name}
+        </span>
+        <span className="agent-meta muted small" title={agent.workspace ?? undefined}>
+          {agent.driverType} · {agent.modelId ?? "no model"}
+        </span>
+        <span className="item-actions">
+          {confirming ? (
+            <>
+              <button
+                type="button"
+                className="danger small"
+                data-testid="confirm-delete-agent"
+                onClick={() => {
+                  setConfirming(false);
+                  onDelete(agent);
+                }}
+              >
+                Delete
+              </button>
+              <button type="button" className="ghost small" onClick={() => setConfirming(false)}>
+                Cancel
+              </button>
+            </>
+          ) : (
+            <>
+              <button
+                type="button"
+                className="ghost small"
+                data-testid="new-session"
+                title="New session"
+                onClick={() => onNewSession(agent.id)}
+              >
+                +
+              </button>
+              <button
+                type="button"
+                className="ghost small"
+                data-testid="delete-agent"
+                title="Delete agent"
+                onClick={() => setConfirming(true)}
+              >
+                ✕
+              </button>
+            </>
+          )}
+        </span>
+      </div>
+      <ul className="session-list">
+        {sessions.map((s, i) => {
+          const active = s.conversationId === activeId;
+          const title = s.title || `Session ${i + 1}`;
+          return (
+            <li
+              key={s.id}
+              className={`session-item${active ? " active" : ""}`}
+              data-testid="session-item"
+              data-session-id={s.id}
+              data-conversation-id={s.conversationId}
+              data-active={active ? "true" : "false"}
+            >
+              <a href={conversationHash(s.conversationId)} className="conversation-link" title={title}>
+                <span className="conversation-title">{title}</span>
+                <StatusBadge status={statuses[s.conversationId] ?? s.status} />
+              </a>
+              <span className="item-actions">
+                <button
+                  type="button"
+                  className="ghost small"
+                  data-testid="delete-session"
+                  title="Delete session"
+                  onClick={() => onDeleteSession(s)}
+                >
+                  ✕
+                </button>
+              </span>
+            </li>
+          );
+        })}
+      </ul>
+    </li>
+  );
+}
