@@ -374,3 +374,25 @@ async def test_agent_approvals_are_answered_in_place(
     assert rows[-1].status == "success" and rows[-1].parts == message["parts"]
     tool = next(p for p in message["parts"] if p.get("toolCallId") == "call-sh")
     assert tool["state"] == "output-available" and tool["output"]["stdout"] == "ran\n"
+
+
+async def test_an_agent_edit_reaches_its_connected_session(
+    client: httpx.AsyncClient, runtime: Runtime, tmp_path: Path
+) -> None:
+    agent = await make_agent(client, tmp_path)
+    session = await make_session(client, agent["id"])
+    cid = session["conversationId"]
+    first = await client.post("/api/chat", json=chat_body(cid, "before the edit"))
+    assert text_of(accumulate(chunks(parse_events(first.text)[:-1]))) == "You said: before the edit"
+    state = (await client.get(f"/api/sessions/{session['id']}")).json()["runtime"]
+    assert state["connection"] == "connected"
+    r = await client.patch(f"/api/agents/{agent['id']}", json={"modelId": "scripted:lorem?words=3"})
+    assert r.status_code == 200 and r.json()["modelId"] == "scripted:lorem?words=3"
+    second = await client.post("/api/chat", json=chat_body(cid, "after the edit"))
+    answer = text_of(accumulate(chunks(parse_events(second.text)[:-1])))
+    assert len(answer.split()) == 3 and "You said" not in answer
+    rows = await runtime.db.messages.list_for_conversation(cid)
+    assert [r.model_id for r in rows if r.role == "assistant"] == [
+        "scripted:echo",
+        "scripted:lorem?words=3",
+    ]
