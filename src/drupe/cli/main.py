@@ -1,7 +1,8 @@
 """``drupe``: the command-line entry point (Typer + Rich).
 
 Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the HTTP API),
-``db upgrade``, ``keys create|list|revoke`` (gateway API keys) and ``doctor``. Each command
+``db upgrade``, ``keys create|list|revoke`` (gateway API keys), ``agent ...`` (agents and
+sessions, over the HTTP API; ``drupe.cli.agent``) and ``doctor``. Each command
 builds its ``Settings`` from the environment (``DRUPE_*``) overridden by its options, and maps
 Drupe's errors to a one-line message and exit code 1 (never a traceback for a user mistake).
 """
