@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING
 
 from fastapi import Request
 
-from drupe.errors import AdmissionError, UnknownConversationError
+from drupe.errors import UnknownConversationError
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StatusRecord, StreamManager
 
@@ -67,22 +67,8 @@ def attach(
     after: int | None = None,
     execution_ids: Iterable[str] | None = None,
 ) -> None:
-    """``manager.attach``, except that a stream that published nothing yet gets no replay.
+    """``manager.attach`` for the routes (a stream that published nothing replays nothing).
 
-    (A compact replay of an empty ring synthesizes a bare ``start`` per execution, which would
-    precede the real ``start`` carrying the message id.) Raises ``AdmissionError`` like attach.
+    Raises ``AdmissionError`` like attach.
     """
-    stream = manager.get(conversation_id)
-    if stream is not None and stream.is_live and stream.seq == 0:
-        if (
-            listener.listener_id not in stream.listeners
-            and stream.subscriber_count() >= manager.config.max_listeners
-        ):
-            raise AdmissionError(
-                "too-many-subscribers",
-                f"conversation {conversation_id!r} already has "
-                f"{manager.config.max_listeners} subscribers",
-            )
-        stream.add_listener(listener)
-        return
     manager.attach(conversation_id, listener, after=after, execution_ids=execution_ids)
