@@ -24,7 +24,7 @@ from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel
 
 from drupe.errors import ConfigError, UnknownConversationError, ValidationError
-from drupe.gateway.errors import NotImplementedYet, PayloadTooLarge
+from drupe.gateway.errors import PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.gateway.sse_response import SseResponse
 from drupe.gateway.state import attach, ensure_known, get_runtime
@@ -252,9 +252,7 @@ async def post_approvals(
     """Answer pending tool approvals; an answered turn continues in the same message."""
     runtime = get_runtime(request)
     await ensure_known(runtime, conversation_id)
-    service = getattr(runtime, "approvals", None)
-    if service is None:
-        raise NotImplementedYet("tool approvals are not wired into this server yet")
+    service = runtime.approvals
     decisions = [
         Decision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
         for d in body.decisions

@@ -30,7 +30,6 @@ from drupe.errors import (
 __all__ = [
     "Forbidden",
     "HttpError",
-    "NotImplementedYet",
     "PayloadTooLarge",
     "error_response",
     "install_error_handlers",
@@ -56,10 +55,6 @@ class PayloadTooLarge(HttpError):
 
 class Forbidden(HttpError):
     status_code = 403
-
-
-class NotImplementedYet(HttpError):
-    status_code = 501
 
 
 _ADMISSION_STATUS = {"too-many-subscribers": 429, "shutting-down": 503, "unsupported": 422}
