@@ -161,3 +161,25 @@ async def test_nul_characters_never_fail_a_terminal_write(database: Database) ->
         text_with_nul if database.dialect == "sqlite" else text_with_nul.replace("\x00", "\ufffd")
     )
     assert row.parts == [{"type": "text", "text": expected}]
+
+
+async def test_set_parent_moves_a_row_within_its_conversation_only(database: Database) -> None:
+    conversation = await database.conversations.create()
+    other = await database.conversations.create()
+    await start_turn(database, conversation.id, "u1", ["a1"])
+    await start_turn(database, conversation.id, "u2", ["a2"], parent_id="a1")
+    await start_turn(database, other.id, "x1", ["y1"])
+    await database.messages.create_user_message(
+        conversation.id,
+        message=NewMessage(id="u3", parts=[{"type": "text", "text": "u3"}]),
+        parent_id="u2",
+    )
+
+    await database.messages.set_parent("u3", "a2")
+    path = await database.messages.path_to("u3")
+    assert [r.id for r in path] == ["u1", "a1", "u2", "a2", "u3"]
+    with pytest.raises(ValidationError, match="descends"):
+        await database.messages.set_parent("u2", "u3")
+    with pytest.raises(ValidationError, match="within its conversation"):
+        await database.messages.set_parent("u3", "y1")
+    assert [r.id for r in await database.messages.path_to("u3")] == [r.id for r in path]

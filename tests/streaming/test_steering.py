@@ -207,3 +207,32 @@ async def test_double_text_rollback_deletes_the_answer_and_answers_both(
     history = runtime.specs[-1].messages
     assert [m["role"] for m in history] == ["user", "user"]
     assert second.placeholder_ids[0] == rows[2].id
+
+
+async def test_two_queued_steers_are_answered_in_order_on_one_line(runtime: Runtime) -> None:
+    cid = (await runtime.db.conversations.create()).id
+    src = runtime.script("scripted:default", Source(text_chunks("m", ["a"]), hold_at=2))
+    await runtime.dispatcher.dispatch(Submit(conversation_id=cid, parts=HELLO))
+    await src.reached.wait()
+    tab = RecordingListener("wc:tab")
+    first = await runtime.dispatcher.dispatch(
+        Submit(conversation_id=cid, parts=[{"type": "text", "text": "one"}]), [tab]
+    )
+    second = await runtime.dispatcher.dispatch(
+        Submit(conversation_id=cid, parts=[{"type": "text", "text": "two"}])
+    )
+    src.released.set()
+    with anyio.fail_after(10):
+        await tab.wait_done()  # carried through both continuations
+    assert [t.is_conversation_done for t in tab.terminals] == [False, False, True]
+    await runtime.manager.wait_settled(cid)
+    rows = await runtime.db.messages.list_for_conversation(cid)
+    by_id = {r.id: r for r in rows}
+    leaf = rows[-1]
+    path = await runtime.db.messages.path_to(leaf.id)
+    assert [r.role for r in path] == ["user", "assistant"] * 3
+    assert path[2].id == first.user_message_id and path[4].id == second.user_message_id
+    assert all(r.status == "success" for r in path)
+    # the model answering the second steer saw the first steer's answer
+    assert [m["role"] for m in runtime.specs[-1].messages] == ["user", "assistant"] * 2 + ["user"]
+    assert by_id[second.user_message_id or ""].parent_id == path[3].id

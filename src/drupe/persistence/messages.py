@@ -213,6 +213,29 @@ class MessageStore:
         values = {"parts": [dict(part) for part in parts], "status": "pending"}
         await self._update_existing(message_id, {**values, "updated_at": utc_now()})
 
+    async def set_parent(self, message_id: str, parent_id: str) -> None:
+        """Move a row under ``parent_id`` (same conversation; never under itself or a descendant).
+
+        Used when a queued steer is answered after an earlier steer's answer: the later steer
+        row moves under that answer, so the conversation's path stays one line.
+        """
+        async with self._transactions.write() as db:
+            row = await db.get(MessageRow, message_id)
+            parent = await db.get(MessageRow, parent_id)
+            if row is None or parent is None:
+                raise ValidationError(f"message {message_id!r} or {parent_id!r} does not exist")
+            if row.conversation_id != parent.conversation_id:
+                raise ValidationError("a message can only move within its conversation")
+            ancestor: MessageRow | None = parent
+            while ancestor is not None:
+                if ancestor.id == message_id:
+                    raise ValidationError(f"message {parent_id!r} descends from {message_id!r}")
+                ancestor = (
+                    await db.get(MessageRow, ancestor.parent_id) if ancestor.parent_id else None
+                )
+            row.parent_id = parent_id
+            row.updated_at = utc_now()
+
     async def mark_error(self, message_id: str) -> bool:
         """Move a ``pending`` row to ``error``; return whether a row changed.
 

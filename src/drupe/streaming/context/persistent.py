@@ -224,6 +224,16 @@ class PersistentProvider:
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         row = await self._own_message(conversation_id, request.steer.user_message_id, role="user")
+        newest = await self.messages.latest_leaf(conversation_id)
+        if (
+            newest is not None
+            and newest.id != row.id
+            and newest.role == "assistant"
+            and newest.created_at >= row.created_at
+        ):
+            # An earlier steer was answered after this one was queued: answer this one after
+            # that answer, so the model sees it and the conversation reads as one line.
+            await self.messages.set_parent(row.id, newest.id)
         stamped = (row.metadata or {}).get("modelId")
         model_id = request.steer.model_id or (stamped if isinstance(stamped, str) else None)
         model_id = model_id or self.default_model()
