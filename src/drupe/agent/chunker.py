@@ -35,7 +35,23 @@ from pydantic_ai.messages import (
 
 from drupe.chunks.types import Chunk
 
-__all__ = ["PROVIDER_METADATA_KEY", "ParsedToolCall", "StepChunker", "ui_finish_reason"]
+__all__ = [
+    "PROVIDER_METADATA_KEY",
+    "ParsedToolCall",
+    "StepChunker",
+    "strip_markers",
+    "ui_finish_reason",
+]
+
+# Invisible boundary markers some models emit next to tool calls (U+2050-U+2057, U+2063): they
+# carry no text and would otherwise reach the screen and the stored message (reference §3.1).
+_MARKERS = str.maketrans("", "", "".join(chr(c) for c in range(0x2050, 0x2058)) + "\u2063")
+
+
+def strip_markers(text: str) -> str:
+    """``text`` without the invisible tool-boundary marker characters."""
+    return text.translate(_MARKERS) if not text.isascii() else text
+
 
 PROVIDER_METADATA_KEY = "drupe"
 """Key of Drupe's own entry in a part's ``providerMetadata`` (thinking signatures round-trip)."""
@@ -136,6 +152,8 @@ class StepChunker:
         part_id = self._new_id()
         self._open[index] = (kind, part_id)
         chunks: list[Chunk] = [{"type": f"{kind}-start", "id": part_id}]
+        if content and kind == "text":
+            content = strip_markers(content)
         if content:
             chunks.append({"type": f"{kind}-delta", "id": part_id, "delta": content})
         return chunks
@@ -157,7 +175,8 @@ class StepChunker:
             return []
         kind, part_id = opened
         if kind == "text" and isinstance(delta, TextPartDelta) and delta.content_delta:
-            return [{"type": "text-delta", "id": part_id, "delta": delta.content_delta}]
+            text = strip_markers(delta.content_delta)
+            return [{"type": "text-delta", "id": part_id, "delta": text}] if text else []
         if kind == "reasoning" and isinstance(delta, ThinkingPartDelta) and delta.content_delta:
             return [{"type": "reasoning-delta", "id": part_id, "delta": delta.content_delta}]
         if (
