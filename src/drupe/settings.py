@@ -1,8 +1,11 @@
 """``Settings``: every runtime knob in one value, passed explicitly; nothing is read at import.
 
-``Settings.from_env()`` reads ``DRUPE_*`` environment variables; the CLI overrides fields from
-its options. Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data
-dir, the gateway requires API keys.
+``Settings.from_env()`` reads ``DRUPE_*`` environment variables (``DRUPE_HOST``, ``DRUPE_PORT``,
+``DRUPE_DATA_DIR``, ``DRUPE_DATABASE_URL``, ``DRUPE_CONFIG``, ``DRUPE_ALLOWED_ORIGINS``,
+``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
+``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``); the CLI overrides fields from its options.
+Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
+gateway requires API keys, no code-execution tool.
 """
 
 from __future__ import annotations
@@ -71,4 +74,18 @@ class Settings:
             )
         if env.get("DRUPE_CODE_EXECUTION", "").lower() in ("1", "true", "yes"):
             kwargs["code_execution"] = True
+        if env.get("DRUPE_GATEWAY_IDLE_TIMEOUT"):
+            kwargs["gateway_idle_timeout"] = float(env["DRUPE_GATEWAY_IDLE_TIMEOUT"])
+        stream: dict[str, object] = {}
+        if env.get("DRUPE_IDLE_TIMEOUT"):
+            stream["idle_timeout"] = float(env["DRUPE_IDLE_TIMEOUT"])
+        if env.get("DRUPE_GRACE_PERIOD"):
+            stream["grace_period"] = float(env["DRUPE_GRACE_PERIOD"])
+        if env.get("DRUPE_BACKGROUND_MODE"):
+            mode = env["DRUPE_BACKGROUND_MODE"]
+            if mode not in ("continue", "abort"):
+                raise ValueError("DRUPE_BACKGROUND_MODE must be 'continue' or 'abort'")
+            stream["background_mode"] = mode
+        if stream:
+            kwargs["stream"] = StreamConfig(**stream)  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]
