@@ -17,7 +17,7 @@
 from __future__ import annotations
 
 import itertools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Request, Response
@@ -145,6 +145,7 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
             conversation_id=conversation_id, user_message_id=user_id, model_ids=models
         )
     listener = _new_listener()
+    cleanup: list[Callable[[], None]] = []
     result = await runtime.dispatcher.dispatch(dispatch, [listener])
     if result.mode == "started" and result.turn_id is not None and result.execution_ids:
         listener.follow(result.turn_id, result.execution_ids[0])
@@ -159,17 +160,28 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     elif result.turn_id is None:
         # No stream to ride on (it was already evicted): follow the next turn that starts.
         listener.follow_next_turn(None)
-        _attach_to_next_stream(runtime, conversation_id, listener)
+        cleanup.append(_attach_to_next_stream(runtime, conversation_id, listener))
     else:
         listener.follow_next_turn(result.turn_id)
-    return SseResponse(
-        listener.buffer, on_close=lambda: _detach(runtime, conversation_id, listener)
-    )
+
+    def on_close() -> None:
+        _detach(runtime, conversation_id, listener)
+        for undo in cleanup:
+            undo()  # a client that left before the next turn started leaves no observer behind
+
+    return SseResponse(listener.buffer, on_close=on_close)
 
 
-def _attach_to_next_stream(runtime: Runtime, conversation_id: str, listener: SseListener) -> None:
+def _attach_to_next_stream(
+    runtime: Runtime, conversation_id: str, listener: SseListener
+) -> Callable[[], None]:
+    """Attach ``listener`` to the conversation's next stream; returns the undo (idempotent)."""
     manager = runtime.manager
-    remove: Any = None
+    removers: list[Callable[[], None]] = []
+
+    def remove() -> None:
+        for undo in removers:
+            undo()
 
     def observer(observed: str, record: Any) -> None:
         if observed != conversation_id or record.status != "pending":
@@ -178,11 +190,12 @@ def _attach_to_next_stream(runtime: Runtime, conversation_id: str, listener: Sse
         if listener.is_alive():
             attach(manager, conversation_id, listener)
 
-    remove = manager.add_status_observer(observer)
+    removers.append(manager.add_status_observer(observer))
     stream = manager.get(conversation_id)
     if stream is not None and stream.is_live:  # started between dispatch and now
         remove()
         attach(manager, conversation_id, listener)
+    return remove
 
 
 @router.get(
