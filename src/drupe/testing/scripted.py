@@ -46,14 +46,14 @@ from pydantic_ai.exceptions import (
 from pydantic_ai.messages import (
     ModelMessage,
     ModelMessagesTypeAdapter,
-    ModelResponse,
     ModelResponseStreamEvent,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from drupe.agent.models.streamed import StreamOnlyModel
 from drupe.errors import ConfigError
 from drupe.testing.script import (
     Delta,
@@ -227,7 +227,7 @@ def _mid_stream_error(item: FailMidStream, model_name: str) -> Exception:
     return _http_error(item.status_code, model_name, item.body, None, in_stream=True)
 
 
-class ScriptedModel(Model):
+class ScriptedModel(StreamOnlyModel):
     """A deterministic model that plays a script; one request is one step.
 
     ``rate`` is deltas per second (``None`` or ``0``: as fast as possible). ``sleep`` is the
@@ -268,19 +268,6 @@ class ScriptedModel(Model):
     @property
     def rate(self) -> float | None:
         return self._rate
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        async with self.request_stream(
-            messages, model_settings, model_request_parameters
-        ) as stream:
-            async for _event in stream:
-                pass
-        return stream.get()
 
     @asynccontextmanager
     async def request_stream(

@@ -29,7 +29,6 @@ from pydantic_ai.exceptions import ModelAPIError
 from pydantic_ai.messages import (
     ModelMessage,
     ModelRequest,
-    ModelResponse,
     ModelResponseStreamEvent,
     RetryPromptPart,
     SystemPromptPart,
@@ -38,10 +37,12 @@ from pydantic_ai.messages import (
     ToolReturnPart,
     UserPromptPart,
 )
-from pydantic_ai.models import Model, ModelRequestParameters, StreamedResponse
+from pydantic_ai.models import ModelRequestParameters, StreamedResponse
 from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
+
+from drupe.agent.models.streamed import StreamOnlyModel
 
 __all__ = [
     "LOCAL_MODEL_NAME",
@@ -180,7 +181,7 @@ def _generate(
                     return
 
 
-class LocalModel(Model):
+class LocalModel(StreamOnlyModel):
     """Gemma 3 270M through llama-cpp-python; see the module docstring for its limits."""
 
     _announces_lookalike_notes = False
@@ -197,19 +198,6 @@ class LocalModel(Model):
     @property
     def system(self) -> str:
         return "local"
-
-    async def request(
-        self,
-        messages: list[ModelMessage],
-        model_settings: ModelSettings | None,
-        model_request_parameters: ModelRequestParameters,
-    ) -> ModelResponse:
-        async with self.request_stream(
-            messages, model_settings, model_request_parameters
-        ) as stream:
-            async for _event in stream:
-                pass
-        return stream.get()
 
     @asynccontextmanager
     async def request_stream(
