@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.persistence.db import open_database
 from drupe.persistence.records import NewMessage, NewPlaceholder
 from drupe.settings import Settings
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 
 

@@ -11,9 +11,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.settings import Settings
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 
 pytestmark = [pytest.mark.local, pytest.mark.timeout(600)]

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import anyio
 
+from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.settings import Settings
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 
 

@@ -18,6 +18,12 @@ from typing import TYPE_CHECKING, Any
 
 import anyio
 
+from drupe.admission.agent_session import AgentSessionProvider
+from drupe.admission.approvals import ApprovalService
+from drupe.admission.base import ContextProvider, TurnSpec
+from drupe.admission.dispatch import Dispatcher
+from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
+from drupe.admission.persistent import PersistentProvider
 from drupe.agent.loop import AgentRunner
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
@@ -25,17 +31,12 @@ from drupe.agent.request import TurnRequest
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
 from drupe.observability.tracing import get_tracer
+from drupe.persistence.boot import reconcile_at_boot
 from drupe.persistence.db import Database, open_database
 from drupe.sessions.drivers.inprocess.driver import InProcessDriver
 from drupe.sessions.drivers.registry import DriverRegistry
-from drupe.sessions.host import AgentSessionHost
-from drupe.sessions.wiring import install_sessions, reconcile_at_boot
+from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
-from drupe.streaming.context.approvals import ApprovalService
-from drupe.streaming.context.base import ContextProvider, TurnSpec
-from drupe.streaming.context.dispatch import Dispatcher
-from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
-from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.manager import StreamManager
 from drupe.tools.builtins import ToolSettings, builtin_tools
 from drupe.tools.mcp.config_file import load_mcp_servers
@@ -206,6 +207,25 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)
         yield runtime
+
+
+def install_sessions(
+    runtime: Runtime, drivers: DriverRegistry, *, idle_ttl: float = DEFAULT_IDLE_TTL
+) -> AgentSessionHost:
+    """Build the agent-session host over the runtime's manager and stores, and put its provider
+    FIRST in the dispatcher (the persistent provider is the catch-all and refuses
+    ``agent-session:`` ids). The drivers are registered by the caller; nothing registers itself."""
+    host = AgentSessionHost(
+        manager=runtime.manager,
+        drivers=drivers,
+        agents=runtime.db.agents,
+        messages=runtime.db.messages,
+        idle_ttl=idle_ttl,
+    )
+    runtime.dispatcher.providers.insert(
+        0, AgentSessionProvider(host=host, messages=runtime.db.messages, drivers=drivers)
+    )
+    return host
 
 
 async def _open_drivers(

@@ -212,7 +212,7 @@ async def test_busy_conversation_refuses_reject_and_regenerate(
     client: httpx.AsyncClient, runtime: Runtime
 ) -> None:
     await runtime.db.conversations.create("c-busy")
-    from drupe.streaming.context.base import Submit
+    from drupe.admission.base import Submit
 
     await runtime.dispatcher.dispatch(
         Submit(
@@ -233,7 +233,7 @@ async def test_busy_conversation_refuses_reject_and_regenerate(
 
 
 async def test_too_many_subscribers_is_429(client: httpx.AsyncClient, runtime: Runtime) -> None:
-    from drupe.streaming.context.base import Submit
+    from drupe.admission.base import Submit
     from drupe.testing.recording import RecordingListener
 
     await runtime.db.conversations.create("c-many")

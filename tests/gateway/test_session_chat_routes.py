@@ -6,8 +6,8 @@ from pathlib import Path
 
 import httpx
 
+from drupe.admission.base import Submit
 from drupe.app import Runtime
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 
 

@@ -14,15 +14,15 @@ from typing import Any
 
 import anyio
 
+from drupe.admission.agent_session import AgentSessionProvider
+from drupe.admission.base import Submit
+from drupe.admission.dispatch import Dispatcher, DispatchResult
+from drupe.admission.persistent import PersistentProvider
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import MessageRecord
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import AgentSessionHost, SessionEntry
 from drupe.streaming.config import StreamConfig
-from drupe.streaming.context.agent_session import AgentSessionProvider
-from drupe.streaming.context.base import Submit
-from drupe.streaming.context.dispatch import Dispatcher, DispatchResult
-from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.listeners.base import BaseListener, StreamEvent, TerminalResult
 from drupe.streaming.manager import StreamManager
 from drupe.testing.fake_driver import FakeDriver

@@ -10,6 +10,8 @@ from pathlib import Path
 
 import anyio
 
+from drupe.admission.base import Submit
+from drupe.persistence.boot import reconcile_at_boot
 from drupe.sessions.drivers.base import (
     CompactionAnchor,
     CompactionComplete,
@@ -17,8 +19,6 @@ from drupe.sessions.drivers.base import (
     ResumeToken,
 )
 from drupe.sessions.state import Idle, Transition, TurnExec
-from drupe.sessions.wiring import reconcile_at_boot
-from drupe.streaming.context.base import Submit
 from drupe.testing.fake_driver import text_turn
 from tests.sessions.support import Env, Watcher, open_env, text_of
 

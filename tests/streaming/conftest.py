@@ -10,12 +10,12 @@ from typing import Any
 import anyio
 import pytest
 
+from drupe.admission.base import TurnSpec
+from drupe.admission.dispatch import Dispatcher
+from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
+from drupe.admission.persistent import PersistentProvider
 from drupe.persistence.db import Database, open_database
 from drupe.streaming.config import StreamConfig
-from drupe.streaming.context.base import TurnSpec
-from drupe.streaming.context.dispatch import Dispatcher
-from drupe.streaming.context.ephemeral import EphemeralProvider, EphemeralStore
-from drupe.streaming.context.persistent import PersistentProvider
 from drupe.streaming.manager import StreamManager
 from tests.streaming.sources import Source, text_chunks
 

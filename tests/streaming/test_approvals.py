@@ -8,13 +8,13 @@ from typing import Any
 
 import pytest
 
+from drupe.admission.approvals import ApprovalService
+from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.chunks.accumulate import accumulate
 from drupe.errors import ValidationError
 from drupe.settings import Settings
 from drupe.streaming.approvals import Decision, apply_decisions
-from drupe.streaming.context.approvals import ApprovalService
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Text, ToolCall
 from drupe.testing.scripted import register_script

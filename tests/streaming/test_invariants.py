@@ -5,6 +5,7 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from drupe.admission.base import Regenerate, Submit
 from drupe.errors import (
     AdmissionError,
     DuplicateModelError,
@@ -12,7 +13,6 @@ from drupe.errors import (
     ValidationError,
 )
 from drupe.streaming.config import StreamConfig
-from drupe.streaming.context.base import Regenerate, Submit
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 from drupe.testing.recording import RecordingBackend, RecordingListener

@@ -9,8 +9,8 @@ from __future__ import annotations
 import anyio
 import pytest
 
+from drupe.admission.base import Submit
 from drupe.streaming.config import StreamConfig
-from drupe.streaming.context.base import Submit
 from drupe.streaming.listeners.base import TerminalResult
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import (

@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 import pytest
 
+from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.errors import AdmissionError
 from drupe.settings import Settings
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Text, ToolCall
 from drupe.testing.scripted import register_script

@@ -23,13 +23,13 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Header, Request, Response
 from pydantic import BaseModel
 
+from drupe.admission.base import DispatchRequest, Regenerate, Submit
 from drupe.errors import ConfigError, UnknownConversationError, ValidationError
 from drupe.gateway.errors import PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.gateway.sse_response import SseResponse
 from drupe.gateway.state import attach, ensure_known, get_runtime
 from drupe.streaming.approvals import Decision
-from drupe.streaming.context.base import DispatchRequest, Regenerate, Submit
 from drupe.streaming.listeners.sse import SseListener, parse_cursor
 
 if TYPE_CHECKING:

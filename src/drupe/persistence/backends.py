@@ -12,7 +12,7 @@ Each backend structurally satisfies ``drupe.streaming.listeners.persistence.Pers
 * ``mark_terminal_error`` is best effort and never raises: it moves the row to ``error``.
 
 ``PlaceholderBackend`` holds no SQL: it delegates to ``MessageStore``. (The in-memory backend of
-ephemeral conversations lives with its provider in ``drupe.streaming.context.ephemeral``.)
+ephemeral conversations lives with its provider in ``drupe.admission.ephemeral``.)
 """
 
 from __future__ import annotations

@@ -5,7 +5,6 @@
 * ``connections``: single-flight ``ensure``, reconcile, the runtime event reader;
 * ``launch``: queued turns and steer continuations; ``agent_edits``: pushed agent edits;
 * ``listeners``: the session persistence backend and the ``agent-runtime:`` terminal listener;
-* ``wiring``: ``install_sessions`` and ``reconcile_at_boot`` for the composition root;
 * ``drivers``: the contract (``base``), the explicit registry, and the drivers.
 
 Nothing is registered at import time. See ``docs/lifecycles/agent-session.md``.

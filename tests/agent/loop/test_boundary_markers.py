@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drupe.admission.base import Submit
 from drupe.agent.chunker import strip_markers
 from drupe.app import open_runtime
 from drupe.settings import Settings
-from drupe.streaming.context.base import Submit
 from drupe.testing.recording import RecordingListener
 from drupe.testing.script import Text
 from drupe.testing.scripted import register_script

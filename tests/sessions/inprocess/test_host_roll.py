@@ -15,6 +15,9 @@ from typing import Any
 
 import anyio
 
+from drupe.admission.agent_session import AgentSessionProvider
+from drupe.admission.base import Submit
+from drupe.admission.dispatch import Dispatcher
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import MessageRecord
@@ -22,9 +25,6 @@ from drupe.sessions.drivers.inprocess import InProcessConnection, InProcessDrive
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import AgentSessionHost
 from drupe.streaming.config import StreamConfig
-from drupe.streaming.context.agent_session import AgentSessionProvider
-from drupe.streaming.context.base import Submit
-from drupe.streaming.context.dispatch import Dispatcher
 from drupe.streaming.listeners.base import StreamEvent
 from drupe.streaming.manager import StreamManager
 from drupe.testing.recording import RecordingListener

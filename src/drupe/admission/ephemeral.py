@@ -12,17 +12,17 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-from drupe.chunks.types import UIMessage
-from drupe.errors import AdmissionError, UnknownConversationError
-from drupe.ids import new_message_id
-from drupe.streaming.context.base import (
+from drupe.admission.base import (
     DispatchRequest,
     PreparedDispatch,
     Runner,
     Submit,
     TurnSpec,
 )
-from drupe.streaming.context.persistent import check_parts
+from drupe.admission.persistent import check_parts
+from drupe.chunks.types import UIMessage
+from drupe.errors import AdmissionError, UnknownConversationError
+from drupe.ids import new_message_id
 from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener

@@ -15,10 +15,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from drupe.admission.base import ContinueConversation
+from drupe.admission.dispatch import Dispatcher
 from drupe.errors import ValidationError
 from drupe.streaming.approvals import Decision, apply_decisions
-from drupe.streaming.context.base import ContinueConversation
-from drupe.streaming.context.dispatch import Dispatcher
 
 if TYPE_CHECKING:
     from drupe.persistence.messages import MessageStore

@@ -21,14 +21,14 @@ from typing import Literal, Protocol
 
 import anyio
 
-from drupe.errors import AdmissionError
-from drupe.streaming.context.base import (
+from drupe.admission.base import (
     ContextProvider,
     DispatchRequest,
     PreparedDispatch,
     SteerContinuation,
     Submit,
 )
+from drupe.errors import AdmissionError
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import SendInput, StreamManager
 from drupe.streaming.steering import EnqueueDecision, PendingSteer

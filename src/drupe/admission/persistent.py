@@ -17,6 +17,16 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
+from drupe.admission.base import (
+    ContinueConversation,
+    DispatchRequest,
+    PreparedDispatch,
+    Regenerate,
+    Runner,
+    SteerContinuation,
+    Submit,
+    TurnSpec,
+)
 from drupe.chunks.types import UIMessage
 from drupe.errors import (
     AdmissionError,
@@ -27,16 +37,6 @@ from drupe.errors import (
 from drupe.ids import new_message_id
 from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.records import MessageRecord, NewMessage, NewPlaceholder
-from drupe.streaming.context.base import (
-    ContinueConversation,
-    DispatchRequest,
-    PreparedDispatch,
-    Regenerate,
-    Runner,
-    SteerContinuation,
-    Submit,
-    TurnSpec,
-)
 from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener

@@ -21,6 +21,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from drupe.admission.base import DispatchRequest, PreparedDispatch, Submit
+from drupe.admission.persistent import check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
 from drupe.ids import new_message_id, next_turn_id
@@ -28,8 +30,6 @@ from drupe.persistence.records import NewMessage, NewPlaceholder
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.lookup import session_id_of
 from drupe.sessions.state import FollowUp, TurnInfo, turn_config
-from drupe.streaming.context.base import DispatchRequest, PreparedDispatch, Submit
-from drupe.streaming.context.persistent import check_parts
 from drupe.streaming.listeners.base import Listener
 
 if TYPE_CHECKING:
