@@ -31,6 +31,10 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
             "baseline_rss_per_stream_kib",
         },
     ),
+    "boot": (
+        ["--runs", "1"],
+        {"boot_s", "cold_boot_s", "cpu_s", "floor_s", "ratio_vs_floor"},
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
+from pathlib import Path
 from typing import Any, Protocol
 
 from alembic.autogenerate import compare_metadata
@@ -60,3 +63,34 @@ async def test_reopening_keeps_data_and_migrates_nothing(target: Target) -> None
         created = await database.conversations.create(title="kept")
     async with open_database(target.url, connect_args=target.connect_args) as database:
         assert await database.conversations.get(created.id) == created
+
+
+def test_the_shipped_head_read_from_the_files_is_alembics_head() -> None:
+    assert migrate.shipped_head() == migrate.head_revision()
+
+
+async def test_a_database_at_head_reports_its_stored_revision(target: Target) -> None:
+    async with (
+        open_database(target.url, connect_args=target.connect_args) as database,
+        database.engine.connect() as conn,
+    ):
+        assert await conn.run_sync(migrate.stored_revision) == migrate.head_revision()
+
+
+def test_reopening_a_migrated_database_does_not_import_alembic(tmp_path: Path) -> None:
+    """A restart on a database at head skips Alembic (and Mako, Pygments) entirely."""
+    script = (
+        "import sys, anyio\n"
+        "from drupe.persistence import open_database\n"
+        "async def main():\n"
+        f"    async with open_database(data_dir=__import__('pathlib').Path({str(tmp_path)!r})):\n"
+        "        pass\n"
+        "anyio.run(main)\n"
+        "print('alembic' in sys.modules)\n"
+    )
+    first = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert first.returncode == 0, first.stderr
+    assert first.stdout.strip() == "True"  # a fresh database is migrated by Alembic
+    again = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert again.returncode == 0, again.stderr
+    assert again.stdout.strip() == "False"
