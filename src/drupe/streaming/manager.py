@@ -98,7 +98,9 @@ class StreamManager:
         self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
         self.registry = StreamRegistry(self._spawn)
-        self.status_book = StatusBook()
+        self.status_book = StatusBook(
+            max_records=self.config.max_status_records, pinned=self.registry.__contains__
+        )
         self.steers = SteerChain(
             registry=self.registry,
             book=self.status_book,
@@ -196,6 +198,7 @@ class StreamManager:
             "subscribers": sum(s.subscriber_count() for s in streams),
             "chunks_total": self.chunks_total,
             "outcomes": dict(self.outcomes),
+            "status_records": len(self.status_book),
         }
 
     async def wait_terminal_idle(self, conversation_id: str) -> None:
