@@ -35,6 +35,10 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--runs", "1"],
         {"boot_s", "cold_boot_s", "cpu_s", "floor_s", "ratio_vs_floor"},
     ),
+    "status_records": (
+        ["--conversations", "300", "--cap", "100", "--batch", "100"],
+        {"status_records", "baseline_status_records", "status_bytes", "ratio"},
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},
@@ -77,6 +81,9 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     assert live["live_streams"] == 30
     assert live["reached_target"] is True
     assert live["overflowed_subscribers"] == 0
+    records = results["status_records"]
+    assert records["baseline_status_records"] == 300
+    assert records["status_records"] == 100
     replay = results["replay"]
     assert replay["replay_events"] > 0
     assert replay["resume_events"] > 0

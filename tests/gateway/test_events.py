@@ -110,7 +110,7 @@ async def test_closing_the_events_response_removes_its_observer_and_listener(
     app: FastAPI, runtime: Runtime
 ) -> None:
     await runtime.db.conversations.create("c-ev3")
-    observers = len(runtime.manager._observers)
+    observers = runtime.manager.status_book.observer_count
     disconnect = anyio.Event()
     sent: list[dict[str, Any]] = []
     requested = False
@@ -126,7 +126,7 @@ async def test_closing_the_events_response_removes_its_observer_and_listener(
     async def send(message: dict[str, Any]) -> None:
         sent.append(message)
         if message["type"] == "http.response.body":
-            assert len(runtime.manager._observers) == observers + 1
+            assert runtime.manager.status_book.observer_count == observers + 1
             disconnect.set()
 
     scope = {
@@ -147,5 +147,5 @@ async def test_closing_the_events_response_removes_its_observer_and_listener(
         await app(scope, receive, send)
     assert sent[0]["status"] == 200
     assert b'"kind":"status"' in sent[1]["body"]
-    assert len(runtime.manager._observers) == observers
+    assert runtime.manager.status_book.observer_count == observers
     assert runtime.manager.statistics()["subscribers"] == 0

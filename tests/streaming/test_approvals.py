@@ -80,7 +80,7 @@ async def test_scenario_19_steer_queued_during_approval_waits_for_the_continuati
     src.released.set()
     await runtime.manager.wait_settled(cid)
     assert runtime.manager.status(cid).status == "awaiting-approval"  # type: ignore[union-attr]
-    assert len(runtime.manager.pending_steers(cid)) == 1  # held, not answered yet
+    assert len(runtime.manager.steers.pending(cid)) == 1  # held, not answered yet
     row = await runtime.db.messages.get(first.placeholder_ids[0])
     assert row is not None and row.status == "success"
     assert row.parts[-1]["state"] == "approval-requested"
@@ -108,7 +108,7 @@ async def test_scenario_19_steer_queued_during_approval_waits_for_the_continuati
     reopened = await runtime.db.messages.get(first.placeholder_ids[0])
     assert reopened is not None and reopened.status == "pending"
     assert runtime.specs[-1].messages[-1]["parts"][-1]["state"] == "approval-responded"
-    assert runtime.manager.pending_steers(cid)  # still waiting for the continuation
+    assert runtime.manager.steers.pending(cid)  # still waiting for the continuation
     late = RecordingListener("resumed-tab")  # a fresh client: no seed, like useChat's resume
     runtime.manager.attach(cid, late)
     continuation.released.set()
@@ -129,7 +129,7 @@ async def test_scenario_19_steer_queued_during_approval_waits_for_the_continuati
     steer_answer = rows[-1]
     assert steer_answer.parent_id == steer.user_message_id
     assert steer_answer.status == "success"
-    assert runtime.manager.pending_steers(cid) == []
+    assert runtime.manager.steers.pending(cid) == []
 
 
 async def test_scenario_23_continuation_racing_a_live_submit_is_refused(runtime: Runtime) -> None:

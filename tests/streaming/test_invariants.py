@@ -82,7 +82,7 @@ async def test_invariant_1_live_submit_never_starts_a_second_stream(runtime: Run
     )
     assert second.mode == "injected" and second.steer == "queue"
     assert runtime.manager.get(cid) is stream
-    assert runtime.manager.pending_steers(cid)[0].user_message_id == second.user_message_id
+    assert runtime.manager.steers.pending(cid)[0].user_message_id == second.user_message_id
     assert "wc:2" in stream.listeners  # type: ignore[union-attr]
     with pytest.raises(AdmissionError):
         runtime.manager.send(

@@ -78,7 +78,7 @@ async def test_scenario_15_steer_yields_at_step_boundary_then_continuation(
         assert answer.model_id == "scripted:steer-answer"
         assert "Bien sûr." in str(answer.parts)
         assert rows[2].parts == STEER  # the stored steer row is not wrapped
-        assert rt.manager.pending_steers(cid) == []
+        assert rt.manager.steers.pending(cid) == []
 
 
 @pytest.mark.parametrize("how", ["abort", "error"])
@@ -97,7 +97,7 @@ async def test_scenario_17_stop_or_error_drops_the_queue(runtime: Runtime, how: 
     else:
         src.released.set()
         await runtime.manager.wait_settled(cid)
-    assert runtime.manager.pending_steers(cid) == []
+    assert runtime.manager.steers.pending(cid) == []
     rows = await runtime.db.messages.list_for_conversation(cid)
     assert [r.role for r in rows] == ["user", "assistant", "user"]  # steer stays unanswered
     assert rows[1].status == ("paused" if how == "abort" else "error")
@@ -113,9 +113,7 @@ async def test_scenario_18_steer_after_done_starts_now_after_abort_is_dropped(
 
     row = (await runtime.db.messages.list_for_conversation(cid))[-1]
     assert (
-        runtime.manager.enqueue_pending_steer(
-            cid, PendingSteer(user_message_id=row.parent_id or "")
-        )
+        runtime.manager.steers.enqueue(cid, PendingSteer(user_message_id=row.parent_id or ""))
         == "queue-and-start"
     )
     # aborted conversation: dropped
@@ -124,7 +122,7 @@ async def test_scenario_18_steer_after_done_starts_now_after_abort_is_dropped(
     await runtime.dispatcher.dispatch(Submit(conversation_id=cid2, parts=HELLO))
     await src.reached.wait()
     runtime.manager.abort(cid2)
-    assert runtime.manager.enqueue_pending_steer(cid2, PendingSteer(user_message_id="u")) == "drop"
+    assert runtime.manager.steers.enqueue(cid2, PendingSteer(user_message_id="u")) == "drop"
     await runtime.manager.wait_settled(cid2)
 
 
@@ -143,7 +141,7 @@ async def test_scenario_20_continuation_launch_failure_errors_the_carried_tabs(
     final = await tab.wait_done()
     assert final.status == "error" and final.is_conversation_done
     assert runtime.manager.status(cid).status == "error"  # type: ignore[union-attr]
-    assert runtime.manager.pending_steers(cid) == []  # the rest of the queue is dropped
+    assert runtime.manager.steers.pending(cid) == []  # the rest of the queue is dropped
 
 
 async def test_scenario_21_ephemeral_chat_rejects_live_submit(runtime: Runtime) -> None:

@@ -98,9 +98,7 @@ class Dispatcher:
     def _send(self, prepared: PreparedDispatch) -> DispatchResult:
         steer: EnqueueDecision | None = None
         if prepared.pending_steer is not None:
-            steer = self.manager.enqueue_pending_steer(
-                prepared.conversation_id, prepared.pending_steer
-            )
+            steer = self.manager.steers.enqueue(prepared.conversation_id, prepared.pending_steer)
         result = self.manager.send(
             SendInput(
                 conversation_id=prepared.conversation_id,

@@ -79,6 +79,7 @@ def install_runtime(
 
     app.state.runtime = runtime
     board: StatusBoard = app.state.board
+    board.max_entries = runtime.manager.config.max_status_records
     app.state.remove_observer = runtime.manager.add_status_observer(board.observe)
     app.state.metrics = metrics_registry(runtime.manager)
     compat = _compat_router(runtime)

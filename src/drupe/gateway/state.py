@@ -7,35 +7,55 @@ live badges without reaching into the manager. It is only a mirror: the manager 
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Iterable
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Final
 
 from fastapi import Request
 
 from drupe.errors import UnknownConversationError
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StatusRecord, StreamManager
+from drupe.streaming.status_book import DEFAULT_MAX_RECORDS, evict_unpinned
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
 __all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_runtime"]
 
+_IN_PROGRESS: Final = frozenset(("pending", "streaming", "awaiting-approval"))
+
 
 class StatusBoard:
-    """``conversation id -> latest status`` (absent: ``idle``)."""
+    """``conversation id -> latest status`` (absent: ``idle``).
 
-    def __init__(self) -> None:
-        self.statuses: dict[str, str] = {}
+    Bounded like the manager's status book: at most ``max_entries`` entries, least recently
+    changed out first, except a conversation whose status is still in progress (``pending``,
+    ``streaming``, ``awaiting-approval``), which is never dropped. A dropped conversation reads
+    ``idle``: its outcome is in its stored rows.
+    """
+
+    def __init__(self, max_entries: int = DEFAULT_MAX_RECORDS) -> None:
+        if max_entries < 1:
+            raise ValueError("max_entries must be >= 1")
+        self.max_entries = max_entries
+        self.statuses: OrderedDict[str, str] = OrderedDict()
 
     def observe(self, conversation_id: str, record: StatusRecord) -> None:
         self.statuses[conversation_id] = record.status
+        self.statuses.move_to_end(conversation_id)
+        if len(self.statuses) > self.max_entries:
+            evict_unpinned(self.statuses, self.max_entries, _in_progress)
 
     def status(self, conversation_id: str) -> str:
         return self.statuses.get(conversation_id, "idle")
 
     def forget(self, conversation_id: str) -> None:
         self.statuses.pop(conversation_id, None)
+
+
+def _in_progress(conversation_id: str, status: str) -> bool:
+    return status in _IN_PROGRESS
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -45,6 +45,11 @@ class ManagerCollector(Collector):
         subscribers = GaugeMetricFamily("drupe_subscribers", "Attached subscribers.")
         subscribers.add_metric([], stats["subscribers"])
         yield subscribers
+        records = GaugeMetricFamily(
+            "drupe_status_records", "Conversation status records held (bounded)."
+        )
+        records.add_metric([], stats["status_records"])
+        yield records
         chunks = CounterMetricFamily("drupe_chunks", "Chunks fanned out since start.")
         chunks.add_metric([], stats["chunks_total"])
         yield chunks

@@ -32,12 +32,16 @@ class StreamConfig:
     """Upper bound, in seconds, of the shielded terminal work of one execution."""
     shutdown_grace: float = 5.0
     """Seconds live streams get to settle at shutdown after being aborted."""
+    max_status_records: int = 10_000
+    """Status records kept for conversations with no registered stream (oldest out first)."""
 
     def __post_init__(self) -> None:
         if self.max_buffer_chunks < 1:
             raise ValueError("max_buffer_chunks must be >= 1")
         if self.max_delta_bytes < 16:
             raise ValueError("max_delta_bytes must be >= 16")
+        if self.max_status_records < 1:
+            raise ValueError("max_status_records must be >= 1")
         if self.max_listeners < 1:
             raise ValueError("max_listeners must be >= 1")
         if self.grace_period < 0 or self.idle_timeout <= 0:

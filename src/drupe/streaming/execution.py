@@ -22,12 +22,16 @@ from typing import Literal
 import anyio
 from opentelemetry import trace
 
+from drupe.chunks.accumulate import Accumulator
+from drupe.ids import next_attempt_id
 from drupe.observability.tracing import TURN_SPAN
 from drupe.streaming.config import StreamConfig
+from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import SerializedError, serialize_error
 from drupe.streaming.live import Execution, LiveStream
+from drupe.streaming.ring import ReplayRing
 
-__all__ = ["Outcome", "run_execution"]
+__all__ = ["Outcome", "new_execution", "run_execution"]
 
 log = logging.getLogger(__name__)
 
@@ -35,6 +39,22 @@ Outcome = Literal["done", "paused", "error"]
 Finish = Callable[
     [LiveStream, Execution, Outcome, SerializedError | None, str | None], Awaitable[None]
 ]
+
+
+def new_execution(spec: ExecutionSpec, config: StreamConfig) -> Execution:
+    """A fresh execution of ``spec`` (new attempt id, empty ring, accumulator on its seed)."""
+    return Execution(
+        execution_id=spec.model_id,
+        model_id=spec.model_id,
+        attempt_id=next_attempt_id(),
+        anchor_message_id=spec.anchor_message_id,
+        source=spec.source,
+        ring=ReplayRing(
+            max_entries=config.max_buffer_chunks, max_delta_bytes=config.max_delta_bytes
+        ),
+        accumulator=Accumulator(seed=spec.seed_message),
+        seed_message=spec.seed_message,
+    )
 
 
 async def run_execution(

@@ -24,6 +24,7 @@ from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.chunks.message_chunks import message_to_chunks
 from drupe.chunks.replay import compact_replay
 from drupe.chunks.types import Chunk, UIMessage
+from drupe.errors import AdmissionError
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.lazy_event import LazyEvent
 from drupe.streaming.listeners.base import Listener, SerializedError, StreamEvent
@@ -161,6 +162,34 @@ class LiveStream:
         if listener.terminal_phase is None:
             self._subscribers += 1
         self._fanout = tuple(self.listeners.values())
+
+    def attach_listener(
+        self,
+        listener: Listener,
+        *,
+        after: int | None,
+        execution_ids: Iterable[str] | None,
+        max_subscribers: int,
+    ) -> int:
+        """Replay to ``listener``, then register it; returns how many events were replayed.
+
+        Replay and registration happen with no await in between: nothing is lost or doubled.
+        A new subscriber beyond ``max_subscribers`` is refused (``too-many-subscribers``).
+        """
+        if (
+            listener.listener_id not in self.listeners
+            and listener.terminal_phase is None
+            and self._subscribers >= max_subscribers
+        ):
+            raise AdmissionError(
+                "too-many-subscribers",
+                f"conversation {self.conversation_id!r} already has {max_subscribers} subscribers",
+            )
+        events = self.replay_events(after=after, execution_ids=execution_ids)
+        for event in events:
+            listener.on_chunk(event)
+        self.add_listener(listener)
+        return len(events)
 
     def remove_listener(self, listener_id: str) -> Listener | None:
         removed = self.listeners.pop(listener_id, None)

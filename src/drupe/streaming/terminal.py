@@ -1,5 +1,11 @@
-"""Terminal dispatch: tell a stream's listeners how one execution ended (reference §2.4.5).
+"""Terminal work of one execution: settle it, build its result, tell its listeners (§2.4.5).
 
+``settle_execution`` records how the execution ended (status, error, final message) and feeds
+the status reducer; ``terminal_result`` builds what the listeners receive; ``run_terminal`` runs
+the dispatch shielded and bounded by ``terminal_timeout``, tracks the stream's in-flight terminal
+work (``terminal_idle``) and sets the execution's ``settled`` whatever happens.
+
+Dispatch order
 Order: persistence-phase listeners, then unphased ones, then cleanup-phase ones, each awaited.
 Dead listeners are removed, throws are isolated and logged with the listener id, and a
 ``TerminalPersistenceError`` from a persistence-phase listener suppresses the unphased
@@ -9,17 +15,108 @@ Dead listeners are removed, throws are isolated and logged with the listener id,
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Sequence
+from typing import Literal
 
 import anyio
 
 from drupe.errors import TerminalPersistenceError
-from drupe.streaming.listeners.base import Listener, TerminalResult
-from drupe.streaming.live import LiveStream
+from drupe.streaming.lazy_event import LazyEvent
+from drupe.streaming.listeners.base import Listener, SerializedError, TerminalResult
+from drupe.streaming.live import Execution, LiveStream
+from drupe.streaming.status import ExecutionTerminal
 
-__all__ = ["dispatch_terminal", "notify_listeners"]
+__all__ = [
+    "TerminalStatus",
+    "dispatch_terminal",
+    "notify_listeners",
+    "run_terminal",
+    "settle_execution",
+    "terminal_result",
+]
+
+TerminalStatus = Literal["success", "paused", "error"]
+_EXECUTION_STATUS = {"done": "done", "paused": "aborted", "error": "error"}
+_TERMINAL_STATUS: dict[str, TerminalStatus] = {
+    "done": "success",
+    "paused": "paused",
+    "error": "error",
+}
 
 log = logging.getLogger(__name__)
+
+
+def settle_execution(
+    stream: LiveStream,
+    execution: Execution,
+    outcome: Literal["done", "paused", "error"],
+    error: SerializedError | None,
+) -> TerminalStatus:
+    """Record how ``execution`` ended and feed the status reducer; returns its terminal status."""
+    execution.completed_at = time.time()
+    if execution.status == "streaming":
+        execution.status = _EXECUTION_STATUS[outcome]
+    status = _TERMINAL_STATUS[outcome]
+    execution.terminal_status = status
+    execution.error = error
+    has_content = execution.chunk_count > 0 or execution.seed_message is not None
+    execution.final_message = execution.snapshot() if has_content else None
+    stream.apply(ExecutionTerminal(execution.execution_id, outcome))
+    return status
+
+
+def terminal_result(
+    stream: LiveStream,
+    execution: Execution,
+    status: TerminalStatus,
+    *,
+    reason: str | None,
+    is_conversation_done: bool,
+) -> TerminalResult:
+    """What the listeners of a settled execution receive."""
+    return TerminalResult(
+        status=status,
+        conversation_id=stream.conversation_id,
+        turn_id=stream.turn_id,
+        execution_id=execution.execution_id,
+        model_id=execution.model_id,
+        attempt_id=execution.attempt_id,
+        anchor_message_id=execution.anchor_message_id,
+        final_message=execution.final_message,
+        is_conversation_done=is_conversation_done,
+        error=execution.error,
+        reason=reason,
+        timings={
+            "startedAt": execution.started_at * 1000,
+            "firstChunkAt": (execution.first_chunk_at or 0) * 1000,
+            "completedAt": (execution.completed_at or 0) * 1000,
+        },
+    )
+
+
+async def run_terminal(
+    stream: LiveStream, execution: Execution, result: TerminalResult, *, limit: float
+) -> None:
+    """Dispatch ``result`` shielded and bounded; ``execution.settled`` is set afterwards."""
+    stream.terminal_inflight += 1
+    if stream.terminal_inflight == 1:
+        stream.terminal_idle = LazyEvent()
+    try:
+        with anyio.move_on_after(limit, shield=True) as bound:
+            await dispatch_terminal(stream, result)
+        if bound.cancelled_caught:
+            log.error(
+                "terminal work of %r (execution %r) exceeded %.0f s",
+                stream.conversation_id,
+                execution.execution_id,
+                limit,
+            )
+    finally:
+        stream.terminal_inflight -= 1
+        if stream.terminal_inflight == 0:
+            stream.terminal_idle.set()
+        execution.settled.set()
 
 
 def _handler(listener: Listener, result: TerminalResult):  # type: ignore[no-untyped-def]
