@@ -39,6 +39,10 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--conversations", "300", "--cap", "100", "--batch", "100"],
         {"status_records", "baseline_status_records", "status_bytes", "ratio"},
     ),
+    "cluster_log": (
+        ["--deltas", "200"],
+        {"redis_bytes_per_text_byte", "baseline_bytes_per_text_byte", "text_bytes"},
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},

@@ -1,0 +1,119 @@
+"""``RedisLease``: which node owns a conversation's live stream, with a fencing token.
+
+Contract (``docs/lifecycles/cluster.md``):
+
+* ``acquire(conversation, node)`` succeeds for at most one node at a time: one Lua script checks
+  that no lease exists, takes the next fencing token from a per-conversation counter (``INCR``,
+  so tokens only grow, across owners and restarts of Redis data), and sets the lease with
+  ``SET NX PX``. It returns a ``Fence`` (node, token), or ``None`` when another node holds it.
+* ``renew(fence)`` extends the lease only while it is still that exact fence (same node and
+  token); ``release(fence)`` deletes it only then. A node whose lease expired (paused, cut off)
+  gets ``False`` from both, and a successor's lease is never touched.
+* ``holder(conversation)`` reads the current fence, for routing and takeover.
+
+Fencing of row writes builds on ``Fence.token``: a store that refuses a write whose token is
+below the conversation's newest keeps an owner that lost its lease from writing anything. That
+wiring is not in place yet (``docs/lifecycles/cluster.md`` says what is).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["DEFAULT_LEASE_TTL", "Fence", "RedisLease"]
+
+DEFAULT_LEASE_TTL: Final = 10.0
+"""Seconds a lease lives without renewal (the issue's default TTL)."""
+
+_ACQUIRE: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local token = redis.call('INCR', KEYS[2])
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+return token
+"""
+_RENEW: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+end
+return 0
+"""
+_RELEASE: Final = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """A held lease: the conversation, the owning node and its fencing token."""
+
+    conversation_id: str
+    node_id: str
+    token: int
+
+    @property
+    def value(self) -> str:
+        return f"{self.node_id}|{self.token}"
+
+
+class RedisLease:
+    """Leases over one Redis client; keys under ``prefix``."""
+
+    def __init__(
+        self, redis: Redis, *, prefix: str = "drupe", ttl: float = DEFAULT_LEASE_TTL
+    ) -> None:
+        if ttl <= 0:
+            raise ValueError("the lease TTL must be positive")
+        self._redis = redis
+        self._prefix = prefix
+        self.ttl = ttl
+        self._acquire = redis.register_script(_ACQUIRE)
+        self._renew = redis.register_script(_RENEW)
+        self._release = redis.register_script(_RELEASE)
+
+    def _keys(self, conversation_id: str) -> tuple[str, str]:
+        return (
+            f"{self._prefix}:lease:{conversation_id}",
+            f"{self._prefix}:fence:{conversation_id}",
+        )
+
+    def _ttl_ms(self) -> int:
+        return max(1, round(self.ttl * 1000))
+
+    async def acquire(self, conversation_id: str, node_id: str) -> Fence | None:
+        """Take the lease, or ``None`` when another node (or this one) already holds it."""
+        if "|" in node_id:
+            raise ValueError("a node id must not contain '|'")
+        token = await self._acquire(
+            keys=list(self._keys(conversation_id)), args=[node_id, self._ttl_ms()]
+        )
+        if token is None:
+            return None
+        return Fence(conversation_id, node_id, int(token))
+
+    async def renew(self, fence: Fence) -> bool:
+        """Extend the lease by the TTL; ``False`` when it is no longer this fence's."""
+        result = await self._renew(
+            keys=[self._keys(fence.conversation_id)[0]], args=[fence.value, self._ttl_ms()]
+        )
+        return bool(result)
+
+    async def release(self, fence: Fence) -> bool:
+        """Give the lease up; ``False`` when it was no longer this fence's."""
+        result = await self._release(
+            keys=[self._keys(fence.conversation_id)[0]], args=[fence.value]
+        )
+        return bool(result)
+
+    async def holder(self, conversation_id: str) -> Fence | None:
+        """The fence that holds the conversation's lease now, if any."""
+        value = await self._redis.get(self._keys(conversation_id)[0])
+        if value is None:
+            return None
+        text = value.decode() if isinstance(value, bytes) else str(value)
+        node_id, _, token = text.rpartition("|")
+        return Fence(conversation_id, node_id, int(token))

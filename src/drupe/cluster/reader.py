@@ -1,0 +1,180 @@
+"""``NodeReader``: one blocking ``XREAD`` loop per node, fanned out to the node's subscribers.
+
+Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6):
+
+* A node reads every chunk log it watches with ONE loop on ONE dedicated connection: one
+  ``XREAD BLOCK`` over all watched keys at once, however many local subscribers each key has.
+  ``xread_calls`` counts the reads, so a test can check that N subscribers cost one reader.
+* ``watch(key, after, deliver)`` returns once the watcher has been given every entry after
+  ``after`` that exists (its replay, read with ``XRANGE``); from then on the loop delivers the
+  new entries. Each watcher gets each entry once, in order, with no gap: it is registered before
+  its replay is read, entries the loop reads meanwhile are buffered, and every delivery is
+  filtered by the watcher's own cursor.
+* ``deliver`` is called synchronously from the loop; it must not block (a subscriber queues the
+  entry and returns). A ``deliver`` that raises is dropped from the key; the others go on.
+* A new key wakes the blocked read at once (``CLIENT UNBLOCK`` of the reader's connection), so a
+  watcher never waits for the block timeout.
+* The loop is a task of the reader's own task group (``async with NodeReader(...)``). Connection
+  errors are retried with a capped backoff; cursors are kept, so nothing is skipped.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import anyio
+import anyio.abc
+from redis.exceptions import RedisError
+
+from drupe.cluster.chunk_log import LogEntry, RedisChunkLog, decode_entry
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["NodeReader", "cursor_key"]
+
+log = logging.getLogger(__name__)
+
+_BLOCK_MS: Final = 5_000
+_READ_COUNT: Final = 1_000
+_MAX_BACKOFF: Final = 2.0
+
+
+def cursor_key(cursor: str) -> tuple[int, int]:
+    """A stream id as a sortable pair (``"0"`` is the start)."""
+    ms, _, seq = cursor.partition("-")
+    return int(ms), int(seq or 0)
+
+
+@dataclass(eq=False, slots=True)
+class _Watcher:
+    deliver: Callable[[LogEntry], None]
+    cursor: tuple[int, int]
+    buffer: list[LogEntry] | None = field(default_factory=list)  # None once caught up
+
+    def offer(self, entry: LogEntry) -> None:
+        if self.buffer is not None:
+            self.buffer.append(entry)
+            return
+        position = cursor_key(entry.cursor)
+        if position > self.cursor:
+            self.cursor = position
+            self.deliver(entry)
+
+
+class NodeReader:
+    """One ``XREAD`` loop for this node. ``reader`` must be a dedicated single connection."""
+
+    def __init__(self, redis: Redis, reader: Redis, log_: RedisChunkLog) -> None:
+        self._redis = redis
+        self._reader = reader
+        self._log = log_
+        self._watchers: dict[str, list[_Watcher]] = {}
+        self._positions: dict[str, str] = {}
+        self._changed = anyio.Event()
+        self._client_id: int | None = None
+        self._blocked = False
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.xread_calls = 0
+
+    async def __aenter__(self) -> Self:
+        self._client_id = int(await self._reader.client_id())
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    @property
+    def blocked(self) -> bool:
+        """Whether the loop is waiting in ``XREAD BLOCK`` now."""
+        return self._blocked
+
+    @property
+    def keys(self) -> list[str]:
+        """The keys the loop reads now."""
+        return list(self._watchers)
+
+    async def watch(
+        self, key: str, after: str, deliver: Callable[[LogEntry], None]
+    ) -> Callable[[], None]:
+        """Replay ``key`` after ``after`` to ``deliver``, then follow it; returns ``unwatch``."""
+        watcher = _Watcher(deliver, cursor_key(after))
+        fresh = key not in self._watchers
+        self._watchers.setdefault(key, []).append(watcher)
+        if fresh:
+            self._positions[key] = after if after not in ("0", "") else "0-0"
+            await self._wake()
+        try:
+            replay = await self._log.read(key, after)
+        except BaseException:
+            self._remove(key, watcher)
+            raise
+        buffered, watcher.buffer = watcher.buffer or [], None
+        for entry in (*replay, *buffered):
+            watcher.offer(entry)
+
+        def unwatch() -> None:
+            self._remove(key, watcher)
+
+        return unwatch
+
+    def _remove(self, key: str, watcher: _Watcher) -> None:
+        watchers = self._watchers.get(key)
+        if watchers is None or watcher not in watchers:
+            return
+        watchers.remove(watcher)
+        if not watchers:
+            del self._watchers[key]
+            self._positions.pop(key, None)
+
+    async def _wake(self) -> None:
+        self._changed.set()
+        if self._blocked and self._client_id is not None:
+            await self._redis.client_unblock(self._client_id)
+
+    async def _run(self) -> None:
+        backoff = 0.05
+        while True:
+            if not self._positions:
+                self._changed = anyio.Event()
+                await self._changed.wait()
+                continue
+            streams: dict[Any, Any] = dict(self._positions)
+            self._blocked = True
+            try:
+                self.xread_calls += 1
+                result: Any = await self._reader.xread(streams, count=_READ_COUNT, block=_BLOCK_MS)
+            except (OSError, RedisError) as err:
+                log.warning("chunk log read failed (%s); retrying in %.2f s", err, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            finally:
+                self._blocked = False
+            backoff = 0.05
+            for raw_key, rows in result or ():
+                key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+                for entry_id, fields in rows:
+                    entry = decode_entry(entry_id, fields)
+                    if key in self._positions:
+                        self._positions[key] = entry.cursor
+                    for watcher in list(self._watchers.get(key, ())):
+                        try:
+                            watcher.offer(entry)
+                        except Exception:  # isolation boundary: one subscriber's delivery
+                            log.exception("a chunk log watcher raised; it is dropped")
+                            self._remove(key, watcher)
