@@ -233,7 +233,10 @@ async def test_a_session_turn_streams_through_the_chat_route_and_is_persisted(
     assert state["status"] == "done"
     assert state["runtime"]["busy"] is False and state["runtime"]["lastTerminal"] == "success"
     assert state["runtime"]["connection"] == "connected"
-    assert (await client.get(f"/api/chat/{cid}/stream")).status_code == 204
+    # Within the grace period a resume replays the finished answer.
+    resumed = await client.get(f"/api/chat/{cid}/stream")
+    assert resumed.status_code == 200
+    assert accumulate(chunks(parse_events(resumed.text)))["parts"] == message["parts"]
     # an unknown session is a 404 and leaves nothing behind
     r = await client.post("/api/chat", json=chat_body("agent-session:sess_nope", "hi"))
     assert r.status_code == 404

@@ -46,4 +46,7 @@ async def test_default_chat_transport_submits_streams_resumes_and_stops(server: 
     assert stop["lastChunk"] == "abort"
     assert stop["storedStatus"] == "paused"
 
+    ended = out["ended"]
+    assert ended["text"] == "You said: hello from node"
+    assert ended["id"] == ended["storedId"]
     assert out["idle"] == {"resumed": None}

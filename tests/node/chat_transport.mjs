@@ -1,6 +1,6 @@
 // An unmodified AI SDK client (the `ai` package's DefaultChatTransport) against a running Drupe:
-// submit, stream, disconnect mid-answer and resume with reconnectToStream, stop, and resume
-// when idle (null). Usage: node chat_transport.mjs <base-url>. Prints one JSON object.
+// submit, stream, disconnect mid-answer and resume with reconnectToStream, stop, resume right
+// after the end (the finished answer is replayed), and resume when idle (null). Usage: node chat_transport.mjs <base-url>. Prints one JSON object.
 import { DefaultChatTransport, readUIMessageStream } from "ai";
 
 const base = process.argv[2];
@@ -110,7 +110,23 @@ const out = {};
   out.stop = { stopped, lastChunk: chunks.at(-1)?.type, storedStatus: row.status };
 }
 
-// 4. nothing live: reconnectToStream answers null (HTTP 204)
-out.idle = { resumed: await transport.reconnectToStream({ chatId: "node-submit" }) };
+// 4. just ended (within the grace period): reconnectToStream replays the finished answer
+{
+  const again = await transport.reconnectToStream({ chatId: "node-submit" });
+  const message = again ? await fold(again) : null;
+  const row = await stored("node-submit");
+  out.ended = { text: textOf(message), id: message?.id, storedId: row.id };
+}
+
+// 5. nothing to resume (a conversation that never answered): null (HTTP 204)
+{
+  const res = await fetch(`${base}/api/conversations`, {
+    method: "POST",
+    headers: { "content-type": "application/json" },
+    body: JSON.stringify({ title: "idle" }),
+  });
+  const created = await res.json();
+  out.idle = { resumed: await transport.reconnectToStream({ chatId: created.id }) };
+}
 
 console.log(JSON.stringify(out));

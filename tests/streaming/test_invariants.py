@@ -14,7 +14,7 @@ from drupe.errors import (
 )
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
+from drupe.streaming.manager import AttachFinished, ExecutionSpec, SendInput, StreamManager
 from drupe.testing.recording import RecordingBackend, RecordingListener
 from tests.streaming.conftest import Runtime
 from tests.streaming.sources import Source, text_chunks
@@ -179,7 +179,7 @@ async def test_throwing_listener_is_isolated_and_terminal_order_is_persistence_f
         assert good.message()["parts"][-1]["text"] == "x"
 
 
-async def test_failed_terminal_write_marks_error_and_suppresses_notifications() -> None:
+async def test_failed_final_save_ends_subscribers_with_an_error_and_keeps_the_message() -> None:
     async with StreamManager() as manager:
         backend = RecordingBackend(fail=True)
         persist = PersistenceListener(backend, model_id="m", conversation_id="c")
@@ -192,9 +192,26 @@ async def test_failed_terminal_write_marks_error_and_suppresses_notifications() 
                 listeners=[persist, tab, cleanup],
             )
         )
+        with anyio.fail_after(5):
+            await tab.wait_done()  # the subscriber hears an end instead of hanging
         await cleanup.wait_done()
         assert backend.marked_error == 1
-        assert tab.terminals == []  # the success notification was suppressed
+        assert [t.status for t in tab.terminals] == ["error"]
+        assert tab.terminals[0].error == {
+            "name": "TerminalPersistenceError",
+            "message": "the answer could not be saved",
+        }
+        assert cleanup.statuses() == ["success"]  # cleanup still sees what really happened
+        assert manager.statistics()["save_failures"] == 1
+        # The message stays in memory for the grace period: a late reader still gets it.
+        finished = manager.attach("c", RecordingListener("late"))
+        assert isinstance(finished, AttachFinished)
+        assert finished.final_messages["m"]["parts"][-1]["text"] == "x"
+        assert finished.error is not None and finished.error["name"] == "TerminalPersistenceError"
+        late = RecordingListener("late-sse")
+        assert await manager.subscriptions.replay_ended("c", late, execution_id="m")
+        assert late.message()["parts"][-1]["text"] == "x"
+        assert [t.status for t in late.terminals] == ["error"]
 
 
 @pytest.mark.parametrize("stream_config", [StreamConfig(max_listeners=2)])

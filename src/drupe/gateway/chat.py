@@ -7,9 +7,11 @@
   continuation that answers it, after the running turn. A steer the running turn will not
   answer (it was stopped or failed: ``drop``; it waits for tool approvals: ``hold``) gets an
   ``error`` frame saying so, then ``[DONE]``: the stored message stays visibly unanswered.
-* ``GET /api/chat/{id}/stream`` resumes: 204 when nothing is live; otherwise the live
-  execution from its ``start`` (compact replay), then live. With ``Last-Event-ID: <turn>/<seq>``
-  of the live turn it continues exactly after that event.
+* ``GET /api/chat/{id}/stream`` resumes: the live execution from its ``start`` (compact
+  replay), then live. With ``Last-Event-ID: <turn>/<seq>`` of the turn it continues exactly
+  after that event. An answer that ended within the grace period (or waits for a tool
+  approval) is replayed with its end (``finish``, ``abort`` or ``error``) and ``[DONE]``;
+  204 only when nothing is live and the grace period is over.
 * ``POST /api/chat/{id}/stop`` returns after the partial answer is persisted.
 * Closing a stream's connection detaches its listener; it never stops the answer.
 """
@@ -200,7 +202,10 @@ def _attach_to_next_stream(
 
 @router.get(
     "/api/chat/{conversation_id}/stream",
-    responses={**_STREAM_RESPONSES, 204: {"description": "Nothing is live."}},
+    responses={
+        **_STREAM_RESPONSES,
+        204: {"description": "Nothing is live and no answer ended within the grace period."},
+    },
     response_class=Response,
 )
 async def resume_chat(
@@ -208,17 +213,29 @@ async def resume_chat(
     request: Request,
     last_event_id: str | None = Header(default=None, alias="Last-Event-ID"),
 ) -> Response:
-    """Resume the live answer (204 when nothing is live)."""
+    """Resume the answer: live, or just ended (grace period); 204 when nothing is left."""
     runtime = get_runtime(request)
     stream = runtime.manager.get(conversation_id)
-    if stream is None or not stream.is_live:
+    if stream is None:
         await ensure_known(runtime, conversation_id)
-        return Response(status_code=204)
-    execution = next((e for e in stream.executions.values() if e.status == "streaming"), None)
-    if execution is None:
         return Response(status_code=204)
     cursor = parse_cursor(last_event_id)
     after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
+    if not stream.is_live:
+        # Ended within the grace period, or waiting for a tool approval: replay the finished
+        # message (exactly after the cursor when one is given) and its end.
+        first = next(iter(stream.executions))
+        ended = SseListener(
+            f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=first
+        )
+        if not await runtime.manager.subscriptions.replay_ended(
+            conversation_id, ended, execution_id=first, after=after
+        ):
+            return Response(status_code=204)
+        return SseResponse(ended.buffer, on_close=lambda: None)
+    execution = next((e for e in stream.executions.values() if e.status == "streaming"), None)
+    if execution is None:
+        return Response(status_code=204)
     listener = SseListener(
         f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=execution.execution_id
     )

@@ -50,6 +50,12 @@ class ManagerCollector(Collector):
         )
         records.add_metric([], stats["status_records"])
         yield records
+        failures = CounterMetricFamily(
+            "drupe_save_failures",
+            "Answers whose final save failed (subscribers got an error end).",
+        )
+        failures.add_metric([], stats["save_failures"])
+        yield failures
         chunks = CounterMetricFamily("drupe_chunks", "Chunks fanned out since start.")
         chunks.add_metric([], stats["chunks_total"])
         yield chunks

@@ -27,7 +27,7 @@ from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import AdmissionError
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.lazy_event import LazyEvent
-from drupe.streaming.listeners.base import Listener, SerializedError, StreamEvent
+from drupe.streaming.listeners.base import Listener, SerializedError, StreamEvent, TerminalResult
 from drupe.streaming.ring import ReplayRing
 from drupe.streaming.status import (
     ApprovalRequested,
@@ -73,6 +73,10 @@ class Execution:
     final_message: UIMessage | None = None
     terminal_status: str | None = None
     error: SerializedError | None = None
+    save_error: SerializedError | None = None
+    """Set when the final save of this execution's answer failed (the message stays here)."""
+    notified: TerminalResult | None = None
+    """The terminal its subscribers received (replayed to a resume during the grace period)."""
     settled: LazyEvent = field(default_factory=LazyEvent)
     """Set once the execution's terminal work (persistence included) is finished."""
 

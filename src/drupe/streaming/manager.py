@@ -57,7 +57,7 @@ from drupe.streaming.live import Execution, LiveStream
 from drupe.streaming.locks import ConversationLocks
 from drupe.streaming.registry import StreamRegistry
 from drupe.streaming.runtime_turns import RuntimeTurns
-from drupe.streaming.status import StatusChanged
+from drupe.streaming.status import Abort, StatusChanged
 from drupe.streaming.status_book import StatusBook
 from drupe.streaming.steering import TerminalDecision
 from drupe.streaming.subscriptions import Subscriptions, streaming_ids
@@ -112,6 +112,8 @@ class StreamManager:
         self.runtime_turns = RuntimeTurns(registry=self.registry, chain=self.steers, send=self.send)
         self.outcomes: dict[str, int] = {"success": 0, "paused": 0, "error": 0}
         self.chunks_total = 0
+        self.save_failures = 0
+        """Terminals whose final save failed (subscribers got an ``error`` end)."""
 
     # --- lifetime ---------------------------------------------------------------------------
 
@@ -199,6 +201,7 @@ class StreamManager:
             "chunks_total": self.chunks_total,
             "outcomes": dict(self.outcomes),
             "status_records": len(self.status_book),
+            "save_failures": self.save_failures,
         }
 
     async def wait_terminal_idle(self, conversation_id: str) -> None:
@@ -311,8 +314,6 @@ class StreamManager:
         return True
 
     def _abort_stream(self, stream: LiveStream, reason: str) -> None:
-        from drupe.streaming.status import Abort
-
         for execution in stream.executions.values():
             execution.request_abort(reason)
         stream.apply(Abort())
@@ -320,11 +321,8 @@ class StreamManager:
     async def abort_and_drain(self, conversation_id: str, reason: str = "user-stop") -> bool:
         """Abort, then return only after the loops settled and their partials were persisted."""
         async with self.conversation_lock(conversation_id):
-            stream = self.registry.get(conversation_id)
             aborted = self.abort(conversation_id, reason)
-            if stream is not None:
-                for execution in list(stream.executions.values()):
-                    await execution.settled.wait()
+            await self.wait_settled(conversation_id)  # an abort never replaces the stream
             return aborted
 
     # --- execution loop ---------------------------------------------------------------------
@@ -364,7 +362,8 @@ class StreamManager:
         result = terminal_result(
             stream, execution, status, reason=reason, is_conversation_done=done
         )
-        await run_terminal(stream, execution, result, limit=self.config.terminal_timeout)
+        if await run_terminal(stream, execution, result, limit=self.config.terminal_timeout):
+            self.save_failures += 1
         if all_done and fresh:
             if stream.status == "done":
                 self.status_book.mark_completed(stream.conversation_id, stream.turn_id, time.time())

@@ -8,15 +8,17 @@ work (``terminal_idle``) and sets the execution's ``settled`` whatever happens.
 Dispatch order
 Order: persistence-phase listeners, then unphased ones, then cleanup-phase ones, each awaited.
 Dead listeners are removed, throws are isolated and logged with the listener id, and a
-``TerminalPersistenceError`` from a persistence-phase listener suppresses the unphased
-(notification) listeners for that terminal. The caller shields and bounds the whole dispatch.
+``TerminalPersistenceError`` from a persistence-phase listener (the final save failed) turns
+the terminal the unphased (notification) listeners receive into an ``error`` saying the answer
+could not be saved: subscribers always hear an end. ``run_terminal`` shields and bounds it.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import replace
 from typing import Literal
 
 import anyio
@@ -28,7 +30,9 @@ from drupe.streaming.live import Execution, LiveStream
 from drupe.streaming.status import ExecutionTerminal
 
 __all__ = [
+    "SAVE_FAILED",
     "TerminalStatus",
+    "deliver_terminal",
     "dispatch_terminal",
     "notify_listeners",
     "run_terminal",
@@ -97,14 +101,23 @@ def terminal_result(
 
 async def run_terminal(
     stream: LiveStream, execution: Execution, result: TerminalResult, *, limit: float
-) -> None:
-    """Dispatch ``result`` shielded and bounded; ``execution.settled`` is set afterwards."""
+) -> bool:
+    """Dispatch ``result`` shielded and bounded; ``execution.settled`` is set afterwards.
+
+    Records the terminal the subscribers received in ``execution.notified`` (a resume during
+    the grace period ends with it). Returns whether the final save failed; the execution then
+    keeps the error in ``save_error``.
+    """
+    save_failed = False
     stream.terminal_inflight += 1
     if stream.terminal_inflight == 1:
         stream.terminal_idle = LazyEvent()
     try:
         with anyio.move_on_after(limit, shield=True) as bound:
-            await dispatch_terminal(stream, result)
+            notified = execution.notified = await dispatch_terminal(stream, result)
+        if notified is not result:
+            save_failed = True
+            execution.save_error = notified.error
         if bound.cancelled_caught:
             log.error(
                 "terminal work of %r (execution %r) exceeded %.0f s",
@@ -117,9 +130,17 @@ async def run_terminal(
         if stream.terminal_inflight == 0:
             stream.terminal_idle.set()
         execution.settled.set()
+    return save_failed
 
 
-def _handler(listener: Listener, result: TerminalResult):  # type: ignore[no-untyped-def]
+def deliver_terminal(listener: Listener, result: TerminalResult) -> Awaitable[None]:
+    """Call the terminal callback of ``listener`` that matches ``result.status``."""
+    return _handler(listener, result)(result)
+
+
+def _handler(
+    listener: Listener, result: TerminalResult
+) -> Callable[[TerminalResult], Awaitable[None]]:
     if result.status == "success":
         return listener.on_done
     if result.status == "paused":
@@ -127,23 +148,38 @@ def _handler(listener: Listener, result: TerminalResult):  # type: ignore[no-unt
     return listener.on_error
 
 
-async def dispatch_terminal(stream: LiveStream, result: TerminalResult) -> None:
-    """Run every listener's terminal callback for ``result``, in phase order."""
-    suppressed = False
+SAVE_FAILED: SerializedError = {
+    "name": "TerminalPersistenceError",
+    "message": "the answer could not be saved",
+}
+"""The error subscribers receive when the final save of their answer failed."""
+
+
+async def dispatch_terminal(stream: LiveStream, result: TerminalResult) -> TerminalResult:
+    """Run every listener's terminal callback for ``result``, in phase order.
+
+    When a persistence-phase listener raises ``TerminalPersistenceError`` (the final save
+    failed), the notification listeners get an ``error`` terminal saying the answer could not
+    be saved instead of ``result``, so every subscriber still hears the end. Returns the
+    terminal the notification listeners received.
+    """
+    save_failed = False
+    notified = result
     for listener in stream.ordered_listeners():
-        if suppressed and listener.terminal_phase is None:
-            continue
         if not listener.is_alive():
             stream.remove_listener(listener.listener_id)
             continue
+        target = notified if listener.terminal_phase is None else result
         try:
-            await _handler(listener, result)(result)
+            await _handler(listener, target)(target)
         except TerminalPersistenceError:
             log.exception("terminal persistence failed for %r", listener.listener_id)
-            if listener.terminal_phase == "persistence":
-                suppressed = True
+            if listener.terminal_phase == "persistence" and not save_failed:
+                save_failed = True
+                notified = replace(result, status="error", error=dict(SAVE_FAILED))
         except Exception:  # isolation boundary: terminal listener dispatch
             log.exception("listener %r raised in its terminal callback", listener.listener_id)
+    return notified
 
 
 async def notify_listeners(

@@ -10,7 +10,8 @@ Terminal-only (``terminal_phase = "persistence"``, so it runs before every other
    "Stream errored before tool completed"), streaming reasoning becomes done, empty text and
    reasoning parts and transient ``data-retry`` parts are dropped;
 5. a failed write marks the row ``error`` (best effort) and raises
-   ``TerminalPersistenceError``, which makes the manager suppress success notifications.
+   ``TerminalPersistenceError``: the manager then ends every subscriber with an ``error`` saying
+   the answer could not be saved (and counts it in ``/metrics``).
 
 It never touches SQL: it talks to a ``PersistenceBackend``.
 """
