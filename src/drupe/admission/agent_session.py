@@ -21,7 +21,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from drupe.admission.base import DispatchRequest, PreparedDispatch, Submit
+from drupe.admission.base import DispatchRequest, PreparedDispatch, Strategy, Submit
 from drupe.admission.persistent import check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
@@ -50,8 +50,19 @@ class AgentSessionProvider:
         self.messages = messages
         self.drivers = drivers
 
+    strategies: frozenset[Strategy] = frozenset(("enqueue", "reject"))
+    """A busy session queues (or redirects) the message; it is stopped through its own stop
+    route, never by another submit, and its transcript cannot be rolled back."""
+
     async def can_handle(self, conversation_id: str) -> bool:
         return session_id_of(conversation_id) is not None
+
+    async def check(self, request: Submit) -> None:
+        await self._validated(request.conversation_id)
+        check_parts(request.parts)
+
+    async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
+        raise AdmissionError("unsupported", "an agent session cannot roll back a turn")
 
     async def prepare(
         self,

@@ -20,6 +20,7 @@ from drupe.streaming.listeners.base import Listener
 from drupe.streaming.steering import PendingSteer
 
 __all__ = [
+    "ALL_STRATEGIES",
     "ApprovalDecision",
     "ContextProvider",
     "ContinueConversation",
@@ -35,6 +36,7 @@ __all__ = [
 
 Strategy = Literal["enqueue", "interrupt", "reject", "rollback"]
 """What a submit does to a live conversation (LangGraph's double-texting vocabulary)."""
+ALL_STRATEGIES: frozenset[Strategy] = frozenset(("enqueue", "interrupt", "reject", "rollback"))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -121,10 +123,26 @@ class PreparedDispatch:
 
 
 class ContextProvider(Protocol):
-    """Prepares turns for the conversations it handles (providers are mutually exclusive)."""
+    """Prepares turns for the conversations it handles (providers are mutually exclusive).
+
+    Capabilities are stated, never probed: ``strategies`` lists the double-texting strategies
+    the provider honours while a turn is live (the dispatcher refuses any other one before any
+    side effect), and ``rollback`` is only called when ``"rollback"`` is among them.
+    """
+
+    strategies: frozenset[Strategy]
 
     async def can_handle(self, conversation_id: str) -> bool:
         """Whether this provider owns ``conversation_id``. Cheap; never writes."""
+        ...
+
+    async def check(self, request: Submit) -> None:
+        """Validate a submit as ``prepare`` would, without writing anything or touching the
+        live turn (the dispatcher calls it before a strategy stops the running answer)."""
+        ...
+
+    async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
+        """Delete a stopped turn's answer rows; return its user row id (``rollback`` only)."""
         ...
 
     async def prepare(

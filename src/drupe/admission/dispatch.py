@@ -9,7 +9,10 @@ live -> ``prepare`` (validation, then the row writes) -> queue a steer if one wa
 Strategies for a submit to a live conversation: ``enqueue`` (a steer, answered after the running
 turn), ``reject`` (``AdmissionError("busy")``, nothing stored), ``interrupt`` (stop the running
 turn, persist its partial ``paused``, answer the new message), ``rollback`` (stop it, delete its
-answer rows, answer again with both user messages).
+answer rows, answer again with both user messages). Every refusal happens before any side
+effect: a strategy the provider does not state (``ContextProvider.strategies``) is refused
+(``unsupported``; ``live`` for ``enqueue``), and the provider's ``check`` validates the request,
+before a strategy stops the running answer.
 """
 
 from __future__ import annotations
@@ -17,7 +20,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
-from typing import Literal, Protocol
+from typing import Literal
 
 import anyio
 
@@ -33,7 +36,7 @@ from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import SendInput, StreamManager
 from drupe.streaming.steering import EnqueueDecision, PendingSteer
 
-__all__ = ["DispatchResult", "Dispatcher", "RollbackCapable"]
+__all__ = ["DispatchResult", "Dispatcher"]
 
 log = logging.getLogger(__name__)
 
@@ -47,12 +50,6 @@ class DispatchResult:
     placeholder_ids: tuple[str, ...]
     execution_ids: tuple[str, ...]
     steer: EnqueueDecision | None = None
-
-
-class RollbackCapable(Protocol):
-    async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
-        """Delete a stopped turn's answer rows; return its user row id."""
-        ...
 
 
 class Dispatcher:
@@ -89,9 +86,11 @@ class Dispatcher:
         await self.manager.wait_terminal_idle(conversation_id)
         provider = await self._provider_for(conversation_id)
         live = self.manager.is_live(conversation_id)
-        if live and isinstance(request, Submit) and request.strategy != "enqueue":
-            request = await self._apply_strategy(provider, request)
-            live = self.manager.is_live(conversation_id)
+        if live and isinstance(request, Submit):
+            await self._admissible(provider, request)  # refusals happen before any side effect
+            if request.strategy != "enqueue":
+                request = await self._apply_strategy(provider, request)
+                live = self.manager.is_live(conversation_id)
         prepared = await provider.prepare(request, subscribers, has_live_stream=live)
         return self._send(prepared)
 
@@ -126,14 +125,31 @@ class Dispatcher:
                 return provider
         raise AdmissionError("unsupported", f"no provider handles {conversation_id!r}")
 
-    async def _apply_strategy(self, provider: ContextProvider, request: Submit) -> Submit:
+    async def _admissible(self, provider: ContextProvider, request: Submit) -> None:
+        """Refuse a submit to a live conversation before anything changes.
+
+        The strategy must be one the provider states, and the request must pass the provider's
+        validation: a refused submit leaves the running answer untouched.
+        """
         conversation_id = request.conversation_id
-        if request.strategy == "reject":
+        strategy = request.strategy
+        if strategy == "reject":
             raise AdmissionError(
                 "busy",
                 f"conversation {conversation_id!r} is answering; "
                 "retry later or send with strategy 'enqueue' or 'interrupt'",
             )
+        if strategy not in provider.strategies:
+            supported = ", ".join(sorted(provider.strategies - {"reject"})) or "none"
+            raise AdmissionError(
+                "live" if strategy == "enqueue" else "unsupported",
+                f"conversation {conversation_id!r} is answering and does not support strategy "
+                f"{strategy!r} (supported: {supported}); send again when it is done",
+            )
+        await provider.check(request)
+
+    async def _apply_strategy(self, provider: ContextProvider, request: Submit) -> Submit:
+        conversation_id = request.conversation_id
         stream = self.manager.get(conversation_id)
         placeholders = [
             e.anchor_message_id
@@ -143,8 +159,6 @@ class Dispatcher:
         self.manager.abort(conversation_id, f"double-text-{request.strategy}")
         await self.manager.wait_settled(conversation_id)
         if request.strategy == "rollback":
-            if not hasattr(provider, "rollback"):
-                raise AdmissionError("unsupported", "this conversation cannot roll back a turn")
             user_row = await provider.rollback(conversation_id, placeholders)
             return replace(request, parent_id=user_row or request.parent_id)
         return request

@@ -2,8 +2,8 @@
 
 One model per turn. It refuses regenerate, continue-conversation and steer continuations, and a
 submit while a turn is live (an ephemeral chat has no steer queue: refusing is what keeps a
-message from being silently dropped). Rows live in ``EphemeralStore`` until the process exits
-or the conversation is deleted.
+message from being silently dropped) unless it asks for ``interrupt``; ``rollback`` is refused.
+Rows live in ``EphemeralStore`` until the process exits or the conversation is deleted.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from drupe.admission.base import (
     DispatchRequest,
     PreparedDispatch,
     Runner,
+    Strategy,
     Submit,
     TurnSpec,
 )
@@ -102,8 +103,20 @@ class EphemeralProvider:
         self.default_model = default_model
         self.validate_model = validate_model
 
+    strategies: frozenset[Strategy] = frozenset(("interrupt", "reject"))
+    """No steer queue (``enqueue``) and no stored turn to roll back (``rollback``)."""
+
     async def can_handle(self, conversation_id: str) -> bool:
         return self.store.get(conversation_id) is not None
+
+    async def check(self, request: Submit) -> None:
+        if self.store.get(request.conversation_id) is None:
+            raise UnknownConversationError(request.conversation_id)
+        check_parts(request.parts)
+        self.validate_model(request.model_ids[0] if request.model_ids else self.default_model())
+
+    async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
+        raise AdmissionError("unsupported", "an ephemeral conversation cannot roll back a turn")
 
     async def prepare(
         self,

@@ -18,12 +18,14 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from drupe.admission.base import (
+    ALL_STRATEGIES,
     ContinueConversation,
     DispatchRequest,
     PreparedDispatch,
     Regenerate,
     Runner,
     SteerContinuation,
+    Strategy,
     Submit,
     TurnSpec,
 )
@@ -89,8 +91,17 @@ class PersistentProvider:
         self.validate_model = validate_model
         self.has_pending_steer = has_pending_steer
 
+    strategies: frozenset[Strategy] = ALL_STRATEGIES
+    """Every double-texting strategy: a stored conversation can queue, interrupt and roll back."""
+
     async def can_handle(self, conversation_id: str) -> bool:
         return not conversation_id.startswith("agent-session:")
+
+    async def check(self, request: Submit) -> None:
+        if await self.conversations.get(request.conversation_id) is None:
+            raise UnknownConversationError(request.conversation_id)
+        check_parts(request.parts)
+        self._models(request.model_ids)
 
     async def prepare(
         self,
