@@ -32,7 +32,6 @@ class RecordingListener(BaseListener):
         self.alive = True
         self.raise_on_chunk = raise_on_chunk
         self._done = anyio.Event()
-        self._terminal = anyio.Event()
 
     # --- listener protocol --------------------------------------------------------------------
 
@@ -55,7 +54,6 @@ class RecordingListener(BaseListener):
 
     def _record(self, result: TerminalResult) -> None:
         self.terminals.append(result)
-        self._terminal.set()
         if result.is_conversation_done:
             self._done.set()
 
@@ -78,11 +76,6 @@ class RecordingListener(BaseListener):
         """Wait for the terminal that ends the conversation's turn and return it."""
         await self._done.wait()
         return next(t for t in reversed(self.terminals) if t.is_conversation_done)
-
-    async def wait_terminal(self) -> TerminalResult:
-        """Wait for any execution terminal and return the first one."""
-        await self._terminal.wait()
-        return self.terminals[0]
 
 
 class RecordingBackend:

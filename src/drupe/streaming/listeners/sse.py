@@ -20,8 +20,9 @@ Contract:
 * An ``SseListener`` follows one execution, chosen by a selection mode: a fixed
   ``(turn, execution)``; the first execution of the turn AFTER a given turn (a steer: the
   running turn chains a continuation that carries this listener; if the conversation ends
-  without one, the steer was dropped and the response ends with an ``error`` frame); or the
-  first execution it sees (resume). It closes at that execution's terminal: success adds a
+  without one, the steer was dropped and the response ends with an ``error`` frame); what
+  arrives before the selection is made is held (``pending``). It closes at that execution's
+  terminal: success adds a
   ``finish`` when none was streamed, paused adds ``{"type":"abort"}``, error adds
   ``{"type":"error","errorText":...}`` (unless one was streamed); then ``data: [DONE]``.
 * Closing the HTTP connection only detaches the listener; nothing here ever aborts a stream.
@@ -56,7 +57,7 @@ DEFAULT_MAX_BYTES: Final = 1024 * 1024
 PING_FRAME: Final = b": ping\n\n"
 """An SSE comment: keeps idle connections open through proxies; every client ignores it."""
 
-SelectMode = Literal["fixed", "next-turn", "first", "pending"]
+SelectMode = Literal["fixed", "next-turn", "pending"]
 _WATCHED: Final = frozenset(("finish", "abort", "error"))
 
 
@@ -204,11 +205,6 @@ class SseListener(BaseListener):
         """Follow the first execution of the first turn that is not ``after_turn_id``."""
         self.mode = "next-turn"
         self.after_turn_id = after_turn_id
-        self._release()
-
-    def follow_first(self) -> None:
-        """Follow the first execution an event (or a terminal) arrives from."""
-        self.mode = "first"
         self._release()
 
     def _release(self) -> None:
