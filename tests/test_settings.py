@@ -23,6 +23,7 @@ def test_environment_overrides() -> None:
             "DRUPE_IDLE_TIMEOUT": "60",
             "DRUPE_GRACE_PERIOD": "5",
             "DRUPE_BACKGROUND_MODE": "abort",
+            "DRUPE_MAX_STATUS_RECORDS": "500",
             "DRUPE_ALLOWED_ORIGINS": "http://a.example, http://b.example",
             "DRUPE_CODE_EXECUTION": "1",
         }
@@ -31,6 +32,7 @@ def test_environment_overrides() -> None:
     assert settings.gateway_idle_timeout == 12.5
     assert settings.stream.idle_timeout == 60 and settings.stream.grace_period == 5
     assert settings.stream.background_mode == "abort"
+    assert settings.stream.max_status_records == 500
     assert settings.allowed_origins == ("http://a.example", "http://b.example")
     assert settings.code_execution is True
 

@@ -3,7 +3,8 @@
 ``Settings.from_env()`` reads ``DRUPE_*`` environment variables (``DRUPE_HOST``, ``DRUPE_PORT``,
 ``DRUPE_DATA_DIR``, ``DRUPE_DATABASE_URL``, ``DRUPE_CONFIG``, ``DRUPE_ALLOWED_ORIGINS``,
 ``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
-``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``); the CLI overrides fields from its options.
+``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``); the CLI
+overrides fields from its options.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
@@ -81,6 +82,8 @@ class Settings:
             stream["idle_timeout"] = float(env["DRUPE_IDLE_TIMEOUT"])
         if env.get("DRUPE_GRACE_PERIOD"):
             stream["grace_period"] = float(env["DRUPE_GRACE_PERIOD"])
+        if env.get("DRUPE_MAX_STATUS_RECORDS"):
+            stream["max_status_records"] = int(env["DRUPE_MAX_STATUS_RECORDS"])
         if env.get("DRUPE_BACKGROUND_MODE"):
             mode = env["DRUPE_BACKGROUND_MODE"]
             if mode not in ("continue", "abort"):
