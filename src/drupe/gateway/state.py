@@ -23,16 +23,16 @@ if TYPE_CHECKING:
 
 __all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_runtime"]
 
-_IN_PROGRESS: Final = frozenset(("pending", "streaming", "awaiting-approval"))
+_IN_PROGRESS: Final = frozenset(("pending", "streaming"))
 
 
 class StatusBoard:
     """``conversation id -> latest status`` (absent: ``idle``).
 
-    Bounded like the manager's status book: at most ``max_entries`` entries, least recently
-    changed out first, except a conversation whose status is still in progress (``pending``,
-    ``streaming``, ``awaiting-approval``), which is never dropped. A dropped conversation reads
-    ``idle``: its outcome is in its stored rows.
+    Bounded like the manager's status book: at most ``max_entries`` entries plus the live
+    conversations, least recently changed out first; a live conversation (``pending``,
+    ``streaming``) is never dropped. A dropped conversation reads ``idle``: its outcome (an
+    answer, a pending tool approval) is in its stored rows.
     """
 
     def __init__(self, max_entries: int = DEFAULT_MAX_RECORDS) -> None:
