@@ -116,6 +116,7 @@ class Checkpointer:
         self._idle = anyio.Event()
         self._idle.set()
         self._dirty = 0
+        self._writing = False
         self._tasks: TaskGroup | None = None
         self.rows_written = 0
         """Rows a checkpoint changed (a row that already settled is not counted)."""
@@ -155,7 +156,7 @@ class Checkpointer:
         if track.dirty_since is None:
             now = self._clock()
             track.dirty_since = now
-            if self._dirty == 0:
+            if self._idle.is_set():
                 self._idle = anyio.Event()
             self._dirty += 1
             if not self._timed:
@@ -182,10 +183,12 @@ class Checkpointer:
         if track.dirty_since is not None:
             track.dirty_since = None
             self._dirty -= 1
-            if self._dirty == 0:
+            if self._dirty == 0 and not self._writing:
                 self._idle.set()
 
-    def _collect(self, now: float) -> list[CheckpointTrack]:
+    def take_due(self, now: float) -> list[CheckpointTrack]:
+        """The writer's step: the tracks due at ``now`` (urgent first), at most ``max_batch``;
+        they leave the queues (a track that changes again is queued again)."""
         due: list[CheckpointTrack] = []
         taken: set[int] = set()
         limit = self.policy.max_batch
@@ -211,7 +214,7 @@ class Checkpointer:
     async def _run(self) -> None:
         while True:
             self._wake = anyio.Event()
-            due = self._collect(self._clock())
+            due = self.take_due(self._clock())
             if due:
                 await self._write(due)
                 continue
@@ -222,6 +225,15 @@ class Checkpointer:
                 await self._wake.wait()
 
     async def _write(self, due: list[CheckpointTrack]) -> None:
+        self._writing = True
+        try:
+            await self._write_batches(due)
+        finally:
+            self._writing = False
+            if self._dirty == 0:
+                self._idle.set()
+
+    async def _write_batches(self, due: list[CheckpointTrack]) -> None:
         batches: dict[int, tuple[CheckpointSink, list[tuple[str, str]], list[CheckpointTrack]]] = {}
         for track in due:
             try:
