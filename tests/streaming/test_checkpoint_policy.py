@@ -29,7 +29,7 @@ def _checkpointer(**policy: float) -> tuple[Checkpointer, _Clock]:
 
 
 def test_a_small_change_is_due_after_the_interval_and_not_before() -> None:
-    checkpointer, clock = _checkpointer(interval=1.0, min_bytes=512, max_loss=0.02)
+    checkpointer, clock = _checkpointer(interval=1.0, min_bytes=512, max_loss=0.02, coalesce=0)
     track = checkpointer.track("row", _Sink(), lambda: "[]")
     checkpointer.changed(track, 40)
     clock.now += 0.5
@@ -59,7 +59,7 @@ def test_unsaved_bytes_above_the_loss_fraction_make_a_checkpoint_due_at_once() -
     assert checkpointer.take_due(clock.now) == []
     checkpointer.changed(track, 1)  # 100 unsaved of 100: due
     assert checkpointer.take_due(clock.now) == [track]
-    track.unsaved = 0  # the writer saved it (as ``_write`` does)
+    checkpointer.mark_serialized(track)  # the writer saved it
     checkpointer.changed(track, 10_000)  # 10,000 unsaved of 10,100: due
     clock.now += 0.001
     assert checkpointer.take_due(clock.now) == [track]
@@ -68,7 +68,9 @@ def test_unsaved_bytes_above_the_loss_fraction_make_a_checkpoint_due_at_once() -
 def test_loss_fraction_is_measured_against_the_whole_message() -> None:
     checkpointer, clock = _checkpointer(interval=1.0, max_loss=0.02, min_bytes=100)
     track = checkpointer.track("row", _Sink(), lambda: "[]")
-    track.total = 100_000  # a long message already saved
+    checkpointer.changed(track, 100_000)  # a long message...
+    assert checkpointer.take_due(clock.now) == [track]
+    checkpointer.mark_serialized(track)  # ...already saved
     checkpointer.changed(track, 1_999)  # under 2 % of 101,999
     assert checkpointer.take_due(clock.now) == []
     checkpointer.changed(track, 100)  # 2,099 of 102,099: over 2 %
@@ -81,7 +83,7 @@ def test_an_unchanged_answer_is_never_checkpointed_again() -> None:
     checkpointer.changed(track, 10)
     clock.now += 1.0
     assert checkpointer.take_due(clock.now) == [track]
-    checkpointer._clean(track)  # what the writer does once it serialized the message
+    checkpointer.mark_serialized(track)  # what the writer does once it serialized the message
     clock.now += 60.0
     assert checkpointer.take_due(clock.now) == []
 
@@ -95,6 +97,28 @@ def test_a_closed_track_is_not_checkpointed() -> None:
     assert checkpointer.take_due(clock.now) == []
     checkpointer.changed(track, 10)
     assert checkpointer.take_due(clock.now) == []
+
+
+def test_changes_due_soon_join_the_batch_of_a_due_one() -> None:
+    checkpointer, clock = _checkpointer(interval=1.0, coalesce=0.25)
+    first = checkpointer.track("first", _Sink(), lambda: "[]")
+    soon = checkpointer.track("soon", _Sink(), lambda: "[]")
+    later = checkpointer.track("later", _Sink(), lambda: "[]")
+    checkpointer.changed(first, 10)
+    clock.now += 0.2
+    checkpointer.changed(soon, 10)
+    clock.now += 0.1
+    checkpointer.changed(later, 10)
+    clock.now += 0.7  # first: 1.0 s old; soon: 0.8 s (within 25 %); later: 0.7 s
+    assert checkpointer.take_due(clock.now) == [first, soon]
+
+
+def test_threshold_matches_the_byte_rule() -> None:
+    policy = CheckpointPolicy(max_bytes=16_384, min_bytes=512, max_loss=0.02)
+    for saved in (0, 100, 10_000, 25_088, 50_000, 10**6):
+        threshold = policy.threshold(saved)
+        assert policy.due_by_bytes(threshold, saved + threshold)
+        assert threshold == 1 or not policy.due_by_bytes(threshold - 1, saved + threshold - 1)
 
 
 def test_a_batch_holds_at_most_max_batch_rows_and_the_rest_stay_queued() -> None:
@@ -116,6 +140,7 @@ def test_a_batch_holds_at_most_max_batch_rows_and_the_rest_stay_queued() -> None
         {"max_loss": -0.1},
         {"write_timeout": 0},
         {"max_batch": 0},
+        {"coalesce": 1.5},
     ],
 )
 def test_policy_limits_are_explicit(bad: dict[str, float]) -> None:

@@ -15,17 +15,16 @@ from typing import Final
 from sqlalchemy import String, TextClause, bindparam, text
 
 from drupe.errors import PersistenceError
-from drupe.persistence.tables import UtcDateTime
 
 __all__ = ["POSTGRESQL_CHECKPOINT_SQL", "SQLITE_CHECKPOINT_SQL", "checkpoint_statement"]
 
 SQLITE_CHECKPOINT_SQL: Final = """
-UPDATE messages SET parts = :parts, updated_at = :now
+UPDATE messages SET parts = :parts
 WHERE id = :id AND status = 'pending'
 """
 
 POSTGRESQL_CHECKPOINT_SQL: Final = """
-UPDATE messages SET parts = CAST(:parts AS jsonb), updated_at = :now
+UPDATE messages SET parts = CAST(:parts AS jsonb)
 WHERE id = :id AND status = 'pending'
 """
 
@@ -34,7 +33,6 @@ def checkpoint_statement(dialect: str) -> TextClause:
     """Return the checkpoint ``UPDATE`` for ``dialect`` (``"sqlite"`` or ``"postgresql"``)."""
     types = (
         bindparam("parts", type_=String()),
-        bindparam("now", type_=UtcDateTime()),
         bindparam("id", type_=String()),
     )
     if dialect == "sqlite":

@@ -162,7 +162,7 @@ async def open_database(
                 raise PersistenceError(f"could not open database {shown}: {err}") from err
         sessions = async_sessionmaker(engine, expire_on_commit=False)
         dialect = engine.dialect.name
-        transactions = Transactions(sessions, serialize_writes=dialect == "sqlite")
+        transactions = Transactions(sessions, serialize_writes=dialect == "sqlite", engine=engine)
         yield Database(
             engine=engine,
             sessions=sessions,

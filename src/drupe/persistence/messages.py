@@ -265,11 +265,9 @@ class MessageStore:
         driver reports no count for an executemany: the batch size is returned there)."""
         if not batch:
             return 0
-        now = utc_now()
         safe = jsonb_safe if self.dialect == "postgresql" else str
-        params = [{"id": key, "parts": safe(parts), "now": now} for key, parts in batch]
-        async with self._transactions.write() as db:
-            conn = await db.connection()
+        params = [{"id": key, "parts": safe(parts)} for key, parts in batch]
+        async with self._transactions.write_connection() as conn:
             result = await conn.execute(checkpoint_statement(self.dialect), params)
             count = result.rowcount
         return count if count >= 0 else len(batch)

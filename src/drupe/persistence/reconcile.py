@@ -2,12 +2,12 @@
 
 Runs once at boot, before the first admission can write a new placeholder (invariant 3). A row
 that holds checkpointed parts (``drupe.streaming.checkpoints``) keeps them, closed as
-interrupted (``close_checkpointed_parts``: streaming text and reasoning become ``done``, open
-tool parts ``output-error``, empty text dropped); only those rows are read
-(``checkpointed_rows_statement``). Then one set-based ``UPDATE`` per dialect settles every
-pending row, so the cost grows with the number of pending rows (found through the partial index
-``ix_messages_pending``), not with the size of the table. Each reconciled row loses any
-``data-error`` part it had and gains exactly one:
+interrupted by ``close_checkpointed_parts``: streaming text and reasoning become ``done``, open
+tool parts ``output-error``, empty text and transient ``data-retry`` parts are dropped. Only
+those rows are read (``checkpointed_rows_statement``). Then one set-based ``UPDATE`` per dialect
+settles every pending row, so the cost grows with the number of pending rows (found through the
+partial index ``ix_messages_pending``), not with the size of the table. Each reconciled row
+loses any ``data-error`` part it had and gains exactly one:
 ``{"type": "data-error", "data": {"name": "ServerRestart", "message": ...}}``.
 
 The SQL is written out per dialect on purpose: the JSON functions differ (``json_each`` /
@@ -24,7 +24,11 @@ import orjson
 from sqlalchemy import Select, String, TextClause, bindparam, func, select, text
 from sqlalchemy.dialects.postgresql import JSONB
 
-from drupe.chunks.normalize import finalize_interrupted_parts, strip_empty_parts
+from drupe.chunks.normalize import (
+    drop_transient_parts,
+    finalize_interrupted_parts,
+    strip_empty_parts,
+)
 from drupe.errors import PersistenceError
 from drupe.persistence.tables import MessageRow, UtcDateTime
 
@@ -97,5 +101,6 @@ def close_checkpointed_parts(parts: Any) -> list[dict[str, Any]] | None:
     if not isinstance(parts, list):
         return None
     message: Any = {"id": "", "role": "assistant", "parts": parts}
-    closed = strip_empty_parts(finalize_interrupted_parts(message, "error"))["parts"]
-    return None if closed == parts else [dict(part) for part in closed]
+    closed = strip_empty_parts(drop_transient_parts(finalize_interrupted_parts(message, "error")))
+    closed_parts = closed["parts"]
+    return None if closed_parts == parts else [dict(part) for part in closed_parts]

@@ -8,8 +8,9 @@ accumulator and calls ``changed``; that is all the fan-out ever does (no await, 
 A change waits at most ``interval`` seconds and at most ``max_bytes`` bytes of stream (the
 chunks' JSON); it is written sooner once the unsaved bytes reach both ``min_bytes`` and
 ``max_loss`` of the message's bytes, so a crash loses at most about ``max_loss`` of what
-subscribers saw (plus one write's latency). A track with no change since its last checkpoint is
-never written.
+subscribers saw (plus one write's latency). A change may be written up to ``coalesce`` of the
+interval early, so the checkpoints of many answers share one batch. A track with no change since
+its last checkpoint is never written.
 
 The writer loop takes the due tracks, serializes each message once, groups them by sink and
 hands each sink ONE batch (``CheckpointSink.write_checkpoints``: one coalesced statement, only
@@ -57,6 +58,8 @@ class CheckpointPolicy:
     """A checkpoint is also due once the unsaved bytes are this fraction of the message's..."""
     min_bytes: int = 512
     """...and at least this many bytes (so small, slow answers are written once per interval)."""
+    coalesce: float = 0.25
+    """Fraction of ``interval`` by which a checkpoint may be written early to join a batch."""
     write_timeout: float = 10.0
     """Bound of one batch write, in seconds."""
     max_batch: int = 1_000
@@ -67,6 +70,8 @@ class CheckpointPolicy:
             raise ValueError("checkpoint max_bytes, min_bytes and max_batch must be >= 1")
         if not 0 <= self.max_loss < 1:
             raise ValueError("checkpoint max_loss must be in [0, 1)")
+        if not 0 <= self.coalesce <= 1:
+            raise ValueError("checkpoint coalesce must be in [0, 1]")
         if self.write_timeout <= 0:
             raise ValueError("checkpoint write_timeout must be > 0")
 
@@ -80,23 +85,48 @@ class CheckpointPolicy:
             return True
         return unsaved >= self.min_bytes and unsaved >= self.max_loss * total
 
+    def threshold(self, saved: int) -> int:
+        """The unsaved bytes that make a checkpoint due when ``saved`` bytes are saved: the
+        same rule as ``due_by_bytes``, solved once per checkpoint (``u >= L * (s + u)`` is
+        ``u >= L * s / (1 - L)``), so the hot path compares two integers."""
+        loss = math.ceil(self.max_loss * saved / (1 - self.max_loss))
+        return min(self.max_bytes, max(self.min_bytes, loss))
+
     def deadline(self, dirty_since: float) -> float:
         """When a change first made at ``dirty_since`` must have been written."""
         return dirty_since + self.interval
+
+    def batch_deadline(self, dirty_since: float) -> float:
+        """From when it may join a batch (up to ``coalesce`` of the interval early)."""
+        return dirty_since + self.interval * (1 - self.coalesce)
 
 
 class CheckpointTrack:
     """One answer's checkpoint state; mutated by its listener (``changed``) and the writer."""
 
-    __slots__ = ("closed", "dirty_since", "key", "serialize", "sink", "total", "unsaved", "urgent")
+    __slots__ = (
+        "closed",
+        "dirty_since",
+        "key",
+        "serialize",
+        "sink",
+        "threshold",
+        "total",
+        "unsaved",
+        "urgent",
+    )
 
-    def __init__(self, key: str, sink: CheckpointSink, serialize: Callable[[], str]) -> None:
+    def __init__(
+        self, key: str, sink: CheckpointSink, serialize: Callable[[], str], threshold: int
+    ) -> None:
         self.key = key
         self.sink = sink
         self.serialize = serialize
         """Returns the message's parts as JSON text, as they are now."""
         self.unsaved = 0
         self.total = 0
+        self.threshold = threshold
+        """Unsaved bytes that make the next checkpoint due at once (``CheckpointPolicy``)."""
         self.dirty_since: float | None = None
         self.urgent = False
         self.closed = False
@@ -145,7 +175,7 @@ class Checkpointer:
         self, key: str, sink: CheckpointSink, serialize: Callable[[], str]
     ) -> CheckpointTrack:
         """Start tracking one answer's row."""
-        return CheckpointTrack(key, sink, serialize)
+        return CheckpointTrack(key, sink, serialize, self.policy.threshold(0))
 
     def changed(self, track: CheckpointTrack, nbytes: int) -> None:
         """``nbytes`` of stream changed the message; schedule its checkpoint. Never blocks."""
@@ -162,7 +192,7 @@ class Checkpointer:
             if not self._timed:
                 self._wake.set()
             self._timed.append((now, track))
-        if not track.urgent and self.policy.due_by_bytes(track.unsaved, track.total):
+        if track.unsaved >= track.threshold and not track.urgent:
             track.urgent = True
             self._urgent.append(track)
             self._wake.set()
@@ -178,6 +208,12 @@ class Checkpointer:
         await self._idle.wait()
 
     # --- the writer ---------------------------------------------------------------------------
+
+    def mark_serialized(self, track: CheckpointTrack) -> None:
+        """The writer's step after serializing ``track``: its bytes count as saved."""
+        track.unsaved = 0
+        track.threshold = self.policy.threshold(track.total)
+        self._clean(track)
 
     def _clean(self, track: CheckpointTrack) -> None:
         if track.dirty_since is not None:
@@ -203,7 +239,7 @@ class Checkpointer:
             if track.dirty_since != since or track.closed:
                 self._timed.popleft()  # written since (or closed): a stale entry
                 continue
-            if self.policy.deadline(since) > now:
+            if self.policy.batch_deadline(since) > now:
                 break
             self._timed.popleft()
             if id(track) not in taken:
@@ -220,7 +256,7 @@ class Checkpointer:
                 continue
             wait = math.inf
             if self._timed:
-                wait = max(0.0, self.policy.deadline(self._timed[0][0]) - self._clock())
+                wait = max(0.0, self.policy.batch_deadline(self._timed[0][0]) - self._clock())
             with anyio.move_on_after(wait):
                 await self._wake.wait()
 
@@ -245,8 +281,7 @@ class Checkpointer:
             sink, items, tracks = batches.setdefault(id(track.sink), (track.sink, [], []))
             items.append((track.key, parts))
             tracks.append(track)
-            track.unsaved = 0
-            self._clean(track)
+            self.mark_serialized(track)
         for sink, items, tracks in batches.values():
             try:
                 with anyio.fail_after(self.policy.write_timeout):

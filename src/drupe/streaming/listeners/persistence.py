@@ -31,7 +31,6 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
 import anyio
-import orjson
 
 from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.normalize import (
@@ -102,8 +101,8 @@ def message_stats(result: TerminalResult, message: UIMessage | None) -> dict[str
 
 
 def _checkpoint_parts(accumulator: Accumulator) -> str:
-    message = strip_empty_parts(drop_transient_parts(accumulator.snapshot()))
-    return orjson.dumps(message["parts"]).decode()
+    # As accumulated: the boot reconcile closes, strips and drops what a terminal write would.
+    return accumulator.parts_json().decode()
 
 
 class PersistenceListener(BaseListener):
