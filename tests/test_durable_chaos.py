@@ -1,11 +1,12 @@
 """Chaos: ``kill -9`` of ``drupe serve`` at random moments mid-answer (R1, issue 8 point 10).
 
 A real server process (SQLite, default checkpoint settings) answers with the scripted model, a
-2,000-word answer at 200 deltas/s. A real SSE subscriber (``httpx``) records the text it reads;
-at a seeded random word count the server gets SIGKILL, then restarts on the same data dir (the
-boot reconcile runs) and the next turn starts there. After each crash: no row is ``pending``,
-the user message is stored, and the assistant row keeps at least 95 % of the text the subscriber
-saw. The measured fractions are printed (``pytest -s``).
+2,000-word answer at 200 deltas/s. Real SSE subscribers (``httpx``) record the text they read;
+at seeded random word counts the server gets SIGKILL, then restarts on the same data dir (the
+boot reconcile runs) and the next turns start there. Each server life answers two questions at
+once (two crash points per start, to keep the test's wall time down). After each crash: no row
+is ``pending``, the user message is stored, and the assistant row keeps at least 95 % of the
+text its subscriber saw. The measured fractions are printed (``pytest -s``).
 """
 
 from __future__ import annotations
@@ -16,9 +17,11 @@ import random
 import signal
 import subprocess
 import sys
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -58,27 +61,39 @@ def _server(data_dir: Path, config: Path) -> Iterator[tuple[subprocess.Popen[str
         process.wait(timeout=20)
 
 
-def _stream_until(url: str, conversation: str, question: str, kill_at: int, kill: object) -> str:
-    """Submit, read the SSE answer, SIGKILL the server after ``kill_at`` words; return the
-    text read before the kill."""
-    seen: list[str] = []
-    body = {
-        "id": conversation,
-        "messages": [{"role": "user", "parts": [{"type": "text", "text": question}]}],
-    }
-    with httpx.stream("POST", f"{url}/api/chat", json=body, timeout=30) as response:
-        assert response.status_code == 200
-        for line in response.iter_lines():
-            if not line.startswith("data: {"):
-                continue
-            chunk = json.loads(line[len("data: ") :])
-            if chunk.get("type") == "text-delta":
-                seen.append(chunk["delta"])
-                if len(seen) >= kill_at:
-                    kill()  # type: ignore[operator]
-                    break
-    assert len(seen) >= kill_at, "the answer ended before the kill point"
-    return "".join(seen)
+class _Subscriber(threading.Thread):
+    """A real SSE client: submits one question and records the text deltas it reads until the
+    stream ends or the server dies. ``on_word(n)`` is called after each delta."""
+
+    def __init__(self, url: str, conversation: str, question: str, on_word: Any) -> None:
+        super().__init__(daemon=True)
+        self.url = url
+        self.body = {
+            "id": conversation,
+            "messages": [{"role": "user", "parts": [{"type": "text", "text": question}]}],
+        }
+        self.on_word = on_word
+        self.seen: list[str] = []
+        self.status = 0
+
+    def run(self) -> None:
+        try:
+            with httpx.stream("POST", f"{self.url}/api/chat", json=self.body, timeout=30) as r:
+                self.status = r.status_code
+                for line in r.iter_lines():
+                    if not line.startswith("data: {"):
+                        continue
+                    chunk = json.loads(line[len("data: ") :])
+                    if chunk.get("type") == "text-delta":
+                        self.seen.append(chunk["delta"])
+                        if self.on_word(len(self.seen)):
+                            return
+        except httpx.HTTPError:
+            return  # the server died: what was read is what was seen
+
+    @property
+    def text(self) -> str:
+        return "".join(self.seen)
 
 
 def _kept_fraction(seen: str, stored_parts: list[dict[str, object]]) -> float:
@@ -97,44 +112,71 @@ def test_kill_9_mid_answer_keeps_what_subscribers_saw(tmp_path: Path) -> None:
     config = tmp_path / "config.toml"
     config.write_text(f'default_model = "scripted:lorem?words={WORDS}&rate={RATE}"\n')
     rng = random.Random(SEED)
-    kill_points = [rng.randint(150, 1_200) for _ in range(CRASHES)]
+    # Each server life answers two questions: the second starts once the first subscriber has
+    # read ``offset`` words, and the server is killed once the first has read ``kill_at``. The
+    # two crash points are the first's ``kill_at`` and about ``kill_at - offset`` in the second.
+    rounds = [(kill_at, rng.randint(60, kill_at - 150)) for kill_at in
+              (rng.randint(300, 1_300) for _ in range(CRASHES // 2))]  # fmt: skip
+    crashes: list[tuple[str, str, _Subscriber]] = []
     fractions: list[float] = []
-    seen = ""
-    # Each server life checks the previous crash (its boot ran the reconcile), then answers the
-    # next question and is killed mid-answer: CRASHES + 1 starts in all.
-    for index in range(CRASHES + 1):
+    for index in range(len(rounds) + 1):
         with _server(tmp_path, config) as (process, url):
-            if index:
-                fractions.append(_check_crash(url, index - 1, seen))
-            if index == CRASHES:
+            # This boot ran the reconcile: check the previous life's crashes.
+            fractions.extend(_check_crash(url, crash, crashes) for crash in crashes[-2:])
+            if index == len(rounds):
                 break
-            seen = _stream_until(
-                url,
-                f"chaos-{index}",
-                f"question number {index}",
-                kill_points[index],
-                lambda p=process: p.send_signal(signal.SIGKILL),
-            )
+            kill_at, offset = rounds[index]
+            names = [f"chaos-{index}-a", f"chaos-{index}-b"]
+            questions = [f"question {index} a", f"question {index} b"]
+            second = _Subscriber(url, names[1], questions[1], lambda n: False)
+
+            def first_word(
+                n: int,
+                kill_at: int = kill_at,
+                offset: int = offset,
+                second: _Subscriber = second,
+                process: subprocess.Popen[str] = process,
+            ) -> bool:
+                if n == offset:
+                    second.start()
+                if n >= kill_at:
+                    process.send_signal(signal.SIGKILL)
+                    return True
+                return False
+
+            first = _Subscriber(url, names[0], questions[0], first_word)
+            first.start()
+            first.join(timeout=120)
+            second.join(timeout=60)
             assert process.wait(timeout=20) == -signal.SIGKILL
+            assert (first.status, second.status) == (200, 200)
+            assert len(first.seen) >= kill_at and len(second.seen) >= 100
+            crashes.extend(zip(names, questions, (first, second), strict=True))
+    points = [len(sub.seen) for _, _, sub in crashes]
     print(
-        "kept fraction per crash (kill after N words): "
-        + ", ".join(f"{k}: {f:.3f}" for k, f in zip(kill_points, fractions, strict=True))
+        "kept fraction per crash (words seen): "
+        + ", ".join(f"{k}: {f:.3f}" for k, f in zip(points, fractions, strict=True))
         + f"; min {min(fractions):.3f}, mean {sum(fractions) / len(fractions):.3f}"
     )
+    assert len(fractions) >= CRASHES
     assert min(fractions) >= GOAL, fractions
 
 
-def _check_crash(url: str, index: int, seen: str) -> float:
-    """After the restart: nothing pending, the question stored; returns the kept fraction."""
+def _check_crash(
+    url: str, crash: tuple[str, str, _Subscriber], crashes: list[tuple[str, str, _Subscriber]]
+) -> float:
+    """After the restart: nothing pending anywhere, the question stored, the answer settled by
+    the reconcile; returns the kept fraction of what the subscriber saw."""
+    name, question, subscriber = crash
     conversations = [
-        httpx.get(f"{url}/api/conversations/chaos-{i}", timeout=20).json()["messages"]
-        for i in range(index + 1)
+        httpx.get(f"{url}/api/conversations/{other}", timeout=20).json()["messages"]
+        for other, _, _ in crashes
     ]
     assert all(m["status"] != "pending" for rows in conversations for m in rows)
-    messages = conversations[index]
+    messages = httpx.get(f"{url}/api/conversations/{name}", timeout=20).json()["messages"]
     assert [m["role"] for m in messages] == ["user", "assistant"]
-    assert messages[0]["parts"] == [{"type": "text", "text": f"question number {index}"}]
+    assert messages[0]["parts"] == [{"type": "text", "text": question}]
     answer = messages[1]
     assert answer["status"] == "error"
     assert answer["parts"][-1]["data"]["name"] == "ServerRestart"
-    return _kept_fraction(seen, answer["parts"])
+    return _kept_fraction(subscriber.text, answer["parts"])
