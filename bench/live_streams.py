@@ -19,6 +19,15 @@ first in a child process so its heap never shares pages with this one. ``manager
 = ``rss_per_stream_kib`` - ``baseline_rss_per_stream_kib`` is what the manager itself costs
 per live stream (execution task, cancel scopes, events, status, ring, accumulator).
 
+Checkpoint cost (issue 8 point 10; ``--variant both`` runs it too): the same manager run twice
+more, each in its own child process, with a real SQLite database in a temporary directory, one
+``pending`` placeholder row per stream and the real persistence listener on every stream:
+``persist`` with checkpoints off, ``checkpoint`` with them on (default ``CheckpointPolicy``:
+every live answer saved at least once a second). ``checkpoint_cost_ratio`` = chunks per CPU
+second with checkpoints / without (goal: >= 0.95, i.e. checkpoints cost at most 5 %); the CPU
+time is the whole process's, so the SQLite writer thread counts. ``--checkpoint-chunks`` (30)
+sets how far those runs go: the window then holds two to three checkpoints per stream.
+
     python bench/live_streams.py --quick   # 2,000 streams
     python bench/live_streams.py           # 10,000 streams
 
@@ -31,17 +40,28 @@ import argparse
 import json
 import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import AsyncIterator
+from contextlib import AsyncExitStack
+from pathlib import Path
 from typing import Any
 
 import anyio
 
-from _common import Subscriber, consume, parse_args, rss_kib, run, token_deltas
-from drupe.streaming.listeners.base import StreamEvent
+from _common import Subscriber, consume, median, parse_args, rss_kib, run, token_deltas
+from drupe.persistence.backends import PlaceholderBackend
+from drupe.persistence.db import Database, open_database
+from drupe.persistence.records import NewMessage, NewPlaceholder
+from drupe.streaming.checkpoints import Checkpointer, CheckpointPolicy
+from drupe.streaming.listeners.base import Listener, StreamEvent
+from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 GOAL_KIB = 20.0
+CHECKPOINT_GOAL = 0.95
+PERSISTED = ("persist", "checkpoint")
+"""Variants with a database and a persistence listener per stream (checkpoints off / on)."""
 _MAX_DELTAS = 100_000
 """Deltas a source would send if never stopped (the bench stops them long before)."""
 
@@ -65,10 +85,20 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunks", type=int, default=15, help="chunks per stream before RSS")
     parser.add_argument("--timeout", type=float, default=120.0, help="give up after (seconds)")
     parser.add_argument(
+        "--checkpoint-chunks", type=int, default=30, help="chunks per stream, checkpoint runs"
+    )
+    parser.add_argument(
+        "--checkpoint-streams", type=int, default=None, help="default 1,000 (quick 500)"
+    )
+    parser.add_argument(
+        "--checkpoint-repeat", type=int, default=None, help="runs of each, default 3 (quick 2)"
+    )
+    parser.add_argument(
         "--variant",
-        choices=("both", "manager", "baseline"),
+        choices=("both", "manager", "baseline", *PERSISTED),
         default="both",
-        help="both: the baseline in a child process first, then the manager in this one",
+        help="both: the baseline in a child process first, then the manager in this one, then"
+        " the checkpoint cost (persist, checkpoint) in child processes",
     )
 
 
@@ -111,11 +141,39 @@ async def _wait_chunks(counter: _Counter, target: int, deadline: float) -> bool:
     return True
 
 
+async def _placeholders(db: Database, streams: int) -> list[str]:
+    """One conversation per stream, each with a user row and a ``pending`` placeholder."""
+    rows = []
+    for index in range(streams):
+        conversation = await db.conversations.create(conversation_id=f"live-{index}")
+        row = f"msg_answer_{index}"
+        await db.messages.create_turn(
+            conversation.id,
+            user_message=NewMessage(id=f"msg_user_{index}", parts=[{"type": "text", "text": "q"}]),
+            parent_id=None,
+            placeholders=[NewPlaceholder(message_id=row, model_id="bench")],
+        )
+        rows.append(row)
+    return rows
+
+
 async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict[str, Any]:
     interval: float = args.interval
     stagger = 100
-    async with StreamManager() as manager, anyio.create_task_group() as tasks:
-        counter = _Counter(manager if variant == "manager" else None)
+    chunks_target = args.checkpoint_chunks if variant in PERSISTED else args.chunks
+    async with AsyncExitStack() as stack:
+        rows: list[str] = []
+        checkpointer: Checkpointer | None = None
+        if variant in PERSISTED:
+            directory = stack.enter_context(tempfile.TemporaryDirectory())
+            url = f"sqlite+aiosqlite:///{Path(directory) / 'bench.db'}"
+            db = await stack.enter_async_context(open_database(url))
+            rows = await _placeholders(db, streams)
+            if variant == "checkpoint":
+                checkpointer = await stack.enter_async_context(Checkpointer(CheckpointPolicy()))
+        manager = await stack.enter_async_context(StreamManager())
+        tasks = await stack.enter_async_context(anyio.create_task_group())
+        counter = _Counter(manager if variant != "baseline" else None)
         subs = [Subscriber(f"sub-{i}") for i in range(streams)]
         rss_before = rss_kib()
         started = time.perf_counter()
@@ -124,6 +182,18 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
             if variant == "baseline":
                 tasks.start_soon(_bare_pump, _source(index, interval, stagger), sub, counter)
                 continue
+            listeners: list[Listener] = [sub]
+            anchor = None
+            if rows:
+                anchor = rows[index]
+                listeners.append(
+                    PersistenceListener(
+                        PlaceholderBackend(db.messages, anchor),
+                        model_id="bench",
+                        conversation_id=f"live-{index}",
+                        checkpointer=checkpointer,
+                    )
+                )
             manager.send(
                 SendInput(
                     conversation_id=f"live-{index}",
@@ -131,9 +201,10 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
                         ExecutionSpec(
                             model_id="bench",
                             source=lambda i=index: _source(i, interval, stagger),  # type: ignore[misc]
+                            anchor_message_id=anchor,
                         )
                     ],
-                    listeners=[sub],
+                    listeners=listeners,
                 )
             )
         start_seconds = time.perf_counter() - started
@@ -141,13 +212,14 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
         # Window for throughput: from 5 chunks per stream on average to the target.
         warm = await _wait_chunks(counter, streams * min(5, args.chunks), deadline)
         window_start = (time.perf_counter(), time.process_time(), counter.total)
-        reached = warm and await _wait_chunks(counter, streams * args.chunks, deadline)
+        reached = warm and await _wait_chunks(counter, streams * chunks_target, deadline)
         window_end = (time.perf_counter(), time.process_time(), counter.total)
         rss_live = rss_kib()
-        live = manager.statistics()["live_streams"] if variant == "manager" else streams
+        live = manager.statistics()["live_streams"] if variant != "baseline" else streams
         chunks_at_rss = counter.total
+        checkpoint_rows = checkpointer.rows_written if checkpointer is not None else 0
         stop_started = time.perf_counter()
-        if variant == "manager":
+        if variant != "baseline":
             await manager.shutdown()
         else:
             tasks.cancel_scope.cancel()
@@ -169,8 +241,10 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
         f" {published / cpu if cpu > 0 else 0:,.0f} chunks per CPU second;"
         f" stop took {stop_seconds:.2f} s"
     )
+    if checkpointer is not None:
+        print(f"{variant}: {checkpoint_rows:,} checkpoint rows written in the window and before")
     if not reached:
-        print(f"WARNING: the streams did not reach {args.chunks} chunks each in {args.timeout} s")
+        print(f"WARNING: the streams did not reach {chunks_target} chunks each in {args.timeout} s")
     return {
         "bench": "live_streams",
         "variant": variant,
@@ -191,16 +265,17 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
         "events_received": sum(sub.events for sub in subs),
         "overflowed_subscribers": sum(1 for sub in subs if sub.overflowed),
         "reached_target": reached,
+        "checkpoint_rows": checkpoint_rows,
     }
 
 
-def _baseline_in_child(args: argparse.Namespace, streams: int) -> dict[str, Any]:
-    """Run the baseline in a fresh process: RSS deltas do not survive a previous run's heap."""
+def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> dict[str, Any]:
+    """Run a variant in a fresh process: RSS deltas do not survive a previous run's heap."""
     command = [
         sys.executable,
         __file__,
         "--variant",
-        "baseline",
+        variant,
         "--loop",
         args.loop,
         "--streams",
@@ -209,6 +284,12 @@ def _baseline_in_child(args: argparse.Namespace, streams: int) -> dict[str, Any]
         str(args.interval),
         "--chunks",
         str(args.chunks),
+        "--checkpoint-chunks",
+        str(args.checkpoint_chunks),
+        "--checkpoint-streams",
+        str(args.checkpoint_streams or 0),
+        "--checkpoint-repeat",
+        str(args.checkpoint_repeat or 0),
         "--timeout",
         str(args.timeout),
     ]
@@ -226,10 +307,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         f"live streams: {streams} conversations, one delta every {args.interval * 1000:.0f} ms"
         " each, one subscriber each"
     )
-    if args.variant == "baseline":
-        return await _measure(args, streams, "baseline")
+    if args.variant in ("baseline", *PERSISTED):
+        return await _measure(args, streams, args.variant)
     # The baseline runs first, alone, so the two never compete for the cores.
-    baseline = _baseline_in_child(args, streams) if args.variant == "both" else None
+    baseline = _variant_in_child(args, streams, "baseline") if args.variant == "both" else None
     summary = await _measure(args, streams, "manager")
     per_stream = summary["rss_per_stream_kib"]
     summary["goal_kib"] = GOAL_KIB
@@ -243,7 +324,39 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             f"the manager adds {summary['manager_kib_per_stream']:.2f} KiB per live stream over"
             f" the bare source -> subscriber pipe ({baseline['rss_per_stream_kib']:.2f} KiB)"
         )
+        summary.update(_checkpoint_cost(args))
     return summary
+
+
+def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Checkpoints off and on, alternating, each run in its own process; the ratio of the
+    medians of chunks per CPU second."""
+    streams = args.checkpoint_streams or (500 if args.quick else 1_000)
+    repeat = args.checkpoint_repeat or (2 if args.quick else 3)
+    print(f"checkpoint cost: {streams} streams, {repeat} runs with and without, alternating")
+    off: list[dict[str, Any]] = []
+    on: list[dict[str, Any]] = []
+    for _ in range(repeat):
+        off.append(_variant_in_child(args, streams, "persist"))
+        on.append(_variant_in_child(args, streams, "checkpoint"))
+    off_cpu = median([run["chunks_per_cpu_s"] or 0 for run in off])
+    on_cpu = median([run["chunks_per_cpu_s"] or 0 for run in on])
+    ratio = on_cpu / off_cpu if on_cpu and off_cpu else 0.0
+    rows = round(median([run["checkpoint_rows"] for run in on]))
+    print(
+        f"checkpoints: {on_cpu:,.0f} chunks per CPU second with them, {off_cpu:,.0f} without"
+        f" (medians): ratio {ratio:.3f} (goal >= {CHECKPOINT_GOAL}); {rows:,} checkpoint rows"
+        " per run"
+    )
+    return {
+        "checkpoint_cost_ratio": round(ratio, 3),
+        "checkpoint_goal": CHECKPOINT_GOAL,
+        "checkpoint_meets_goal": ratio >= CHECKPOINT_GOAL,
+        "checkpoint_streams": streams,
+        "checkpoint_rows": rows,
+        "persist_chunks_per_cpu_s": round(off_cpu),
+        "checkpoint_chunks_per_cpu_s": round(on_cpu),
+    }
 
 
 if __name__ == "__main__":

@@ -40,3 +40,24 @@ def test_environment_overrides() -> None:
 def test_a_bad_background_mode_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="DRUPE_BACKGROUND_MODE"):
         Settings.from_env({"DRUPE_BACKGROUND_MODE": "sometimes"})
+
+
+def test_checkpoint_settings_come_from_the_environment() -> None:
+    defaults = Settings.from_env({}).checkpoints
+    assert (defaults.interval, defaults.max_bytes, defaults.max_loss) == (1.0, 16_384, 0.02)
+    settings = Settings.from_env(
+        {
+            "DRUPE_CHECKPOINT_INTERVAL": "0.5",
+            "DRUPE_CHECKPOINT_BYTES": "4096",
+            "DRUPE_CHECKPOINT_MAX_LOSS": "0.05",
+        }
+    )
+    assert settings.checkpoints.interval == 0.5
+    assert settings.checkpoints.max_bytes == 4096
+    assert settings.checkpoints.max_loss == 0.05
+    assert not Settings.from_env({"DRUPE_CHECKPOINT_INTERVAL": "0"}).checkpoints.enabled
+
+
+def test_a_bad_checkpoint_setting_says_what_is_wrong() -> None:
+    with pytest.raises(ValueError, match="max_loss"):
+        Settings.from_env({"DRUPE_CHECKPOINT_MAX_LOSS": "1.5"})

@@ -2,8 +2,9 @@
 
 Start order: model registry -> database (migrations) -> boot reconciliation of crash leftovers
 (every ``pending`` row becomes ``error`` BEFORE the first admission can run: dispatch waits on
-the ``reconciled`` event) -> stream manager -> dispatcher with its context providers. Shutdown
-runs in reverse: live streams are aborted and their partials persisted, then the database is
+the ``reconciled`` event) -> terminal-write retrier and checkpointer -> stream manager ->
+dispatcher with its context providers. Shutdown runs in reverse: live streams are aborted and
+their partials persisted, then the checkpointer and the retrier stop, then the database is
 closed. Nothing here decides anything; it only connects parts.
 """
 
@@ -37,7 +38,9 @@ from drupe.sessions.drivers.inprocess.driver import InProcessDriver
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
+from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
 from drupe.tools.builtins import ToolSettings, builtin_tools
 from drupe.tools.mcp.config_file import load_mcp_servers
 from drupe.tools.registry import ToolRegistry
@@ -68,6 +71,8 @@ class Runtime:
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
     reconciled_rows: int = 0
+    checkpointer: Checkpointer | None = None
+    retrier: TerminalWriteRetrier | None = None
 
 
 def turn_runner(agent: AgentRunner, **kwargs: Any) -> TurnRunner:
@@ -164,6 +169,12 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
         reconciled.set()
+        # Entered after the database and before the manager: they outlive every stream's
+        # terminal work at shutdown, and stop before the database closes.
+        retrier = await stack.enter_async_context(
+            TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
+        )
+        checkpointer = await stack.enter_async_context(Checkpointer(settings.checkpoints))
         manager = await stack.enter_async_context(
             StreamManager(settings.stream, tracer=get_tracer())
         )
@@ -186,6 +197,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 default_model=models.default_model_id,
                 validate_model=validate,
                 has_pending_steer=manager.has_pending_steer,
+                checkpointer=checkpointer,
+                retrier=retrier,
             ),
         ]
         dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
@@ -203,6 +216,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             mcp=catalog,
             drivers=drivers,
             reconciled_rows=rows,
+            checkpointer=checkpointer,
+            retrier=retrier,
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)

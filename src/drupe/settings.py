@@ -3,8 +3,9 @@
 ``Settings.from_env()`` reads ``DRUPE_*`` environment variables (``DRUPE_HOST``, ``DRUPE_PORT``,
 ``DRUPE_DATA_DIR``, ``DRUPE_DATABASE_URL``, ``DRUPE_CONFIG``, ``DRUPE_ALLOWED_ORIGINS``,
 ``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
-``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``); the CLI
-overrides fields from its options.
+``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
+``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``); the
+CLI overrides fields from its options.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import platformdirs
 
+from drupe.streaming.checkpoints import CheckpointPolicy
 from drupe.streaming.config import StreamConfig
 
 __all__ = ["Limits", "Settings"]
@@ -46,6 +48,8 @@ class Settings:
     config_path: Path | None = None
     """The model/provider TOML; None: ``config.toml`` in the user config dir."""
     stream: StreamConfig = field(default_factory=StreamConfig)
+    checkpoints: CheckpointPolicy = field(default_factory=CheckpointPolicy)
+    """When live answers are saved into their rows (``interval`` 0 turns checkpoints off)."""
     limits: Limits = field(default_factory=Limits)
     allowed_origins: tuple[str, ...] = ()
     """Extra browser origins allowed on /api routes (same-origin is always allowed)."""
@@ -91,4 +95,13 @@ class Settings:
             stream["background_mode"] = mode
         if stream:
             kwargs["stream"] = StreamConfig(**stream)  # type: ignore[arg-type]
+        checkpoints: dict[str, float] = {}
+        if env.get("DRUPE_CHECKPOINT_INTERVAL"):
+            checkpoints["interval"] = float(env["DRUPE_CHECKPOINT_INTERVAL"])
+        if env.get("DRUPE_CHECKPOINT_BYTES"):
+            checkpoints["max_bytes"] = int(env["DRUPE_CHECKPOINT_BYTES"])
+        if env.get("DRUPE_CHECKPOINT_MAX_LOSS"):
+            checkpoints["max_loss"] = float(env["DRUPE_CHECKPOINT_MAX_LOSS"])
+        if checkpoints:
+            kwargs["checkpoints"] = CheckpointPolicy(**checkpoints)  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]

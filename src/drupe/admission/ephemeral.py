@@ -71,6 +71,8 @@ class EphemeralBackend:
     row: EphemeralRow
     kind: str = "memory"
     persists_empty_terminal: bool = True
+    checkpoint_target: None = None
+    """In memory: nothing to checkpoint (a crash loses the conversation anyway)."""
 
     async def persist_assistant(
         self,
@@ -83,8 +85,9 @@ class EphemeralBackend:
         self.row.message = {**message, "id": self.row.message["id"]}
         self.row.status = status
 
-    async def mark_terminal_error(self) -> None:
+    async def mark_terminal_error(self) -> bool:
         self.row.status = "error"
+        return True
 
 
 class EphemeralProvider:

@@ -2,7 +2,9 @@
 
 * submit, not live: resolve the models (duplicates and unknown models are refused before any
   write), then write the user row and one ``pending`` placeholder per model in ONE transaction;
-  listeners = subscribers + one persistence listener per model;
+  listeners = subscribers + one persistence listener per model (it checkpoints the live answer
+  into its placeholder when a checkpointer is given, and hands failed terminal writes to the
+  retrier);
 * submit, live: the steer branch. The user row is written (status ``success``, stamped with the
   model that will answer it) and the subscribers are only attached; dispatch queues the steer;
 * regenerate: refused while live; new placeholders under the existing user row;
@@ -39,10 +41,12 @@ from drupe.errors import (
 from drupe.ids import new_message_id
 from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.records import MessageRecord, NewMessage, NewPlaceholder
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.steering import PendingSteer
+from drupe.streaming.terminal_writes import TerminalWriteRetrier
 
 if TYPE_CHECKING:
     from drupe.persistence.conversations import ConversationStore
@@ -83,7 +87,13 @@ class PersistentProvider:
         default_model: Callable[[], str],
         validate_model: Callable[[str], None] = lambda model_id: None,
         has_pending_steer: Callable[[str], bool] = lambda conversation_id: False,
+        checkpointer: Checkpointer | None = None,
+        retrier: TerminalWriteRetrier | None = None,
     ) -> None:
+        self.checkpointer = checkpointer
+        """Saves live answers into their placeholder rows (None: only terminal writes)."""
+        self.retrier = retrier
+        """Keeps retrying terminal writes that failed (None: a failed write marks ``error``)."""
         self.conversations = conversations
         self.messages = messages
         self.runner = runner
@@ -339,6 +349,9 @@ class PersistentProvider:
                     PlaceholderBackend(self.messages, placeholder.message_id),
                     model_id=model_id,
                     conversation_id=conversation_id,
+                    checkpointer=self.checkpointer,
+                    seed_message=seed,
+                    retrier=self.retrier,
                 )
             )
             spec = TurnSpec(

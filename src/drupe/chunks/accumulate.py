@@ -27,6 +27,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from typing import Any, Final, NoReturn
 
+import orjson
+
 from drupe.chunks.metadata import MetadataMergeError, merge_objects
 from drupe.chunks.partial_json import UNDEFINED, parse_partial_json
 from drupe.chunks.tool_parts import (
@@ -531,6 +533,15 @@ class Accumulator:
             parts = parts[: len(parts) - self._unwritten_steps]
         message["parts"] = [clone_json(part) for part in parts]
         return message  # type: ignore[return-value]
+
+    def parts_json(self) -> bytes:
+        """The parts of ``snapshot()`` encoded as JSON, without copying them first (for
+        checkpoints: the encoding is taken at once, before any other chunk is pushed)."""
+        self._flush_all()
+        parts = self._parts
+        if self._unwritten_steps:
+            parts = parts[: len(parts) - self._unwritten_steps]
+        return orjson.dumps(parts, option=orjson.OPT_NON_STR_KEYS)
 
     @property
     def message_id(self) -> str:

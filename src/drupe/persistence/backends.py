@@ -9,7 +9,10 @@ Each backend structurally satisfies ``drupe.streaming.listeners.persistence.Pers
 * ``persist_assistant`` writes the final message. It may raise (``PersistenceError``); the
   listener then calls ``mark_terminal_error`` and suppresses success notifications. It is called
   at most once per turn, from the stream's terminal phase, shielded by the caller;
-* ``mark_terminal_error`` is best effort and never raises: it moves the row to ``error``.
+* ``mark_terminal_error`` is best effort and never raises: it moves the row to ``error`` and
+  says whether the row has left ``pending``;
+* ``checkpoint_target`` names where checkpoints of the live answer go: the ``MessageStore``
+  (its ``write_checkpoints`` takes a batch of rows) and the row's id.
 
 ``PlaceholderBackend`` holds no SQL: it delegates to ``MessageStore``. (The in-memory backend of
 ephemeral conversations lives with its provider in ``drupe.admission.ephemeral``.)
@@ -40,6 +43,7 @@ class PlaceholderBackend:
         self._store = store
         self.message_id = message_id
         self.kind: str = store.dialect
+        self.checkpoint_target: tuple[MessageStore, str] | None = (store, message_id)
 
     async def persist_assistant(
         self,
@@ -63,10 +67,15 @@ class PlaceholderBackend:
             model_id=model_id,
         )
 
-    async def mark_terminal_error(self) -> None:
-        """Move the placeholder to ``error`` if it is still ``pending``; never raises."""
+    async def mark_terminal_error(self) -> bool:
+        """Move the placeholder to ``error`` if it is still ``pending``; never raises.
+
+        True when the row is no longer ``pending`` (marked now, or settled before).
+        """
         try:
             await self._store.mark_error(self.message_id)
         except PersistenceError:
             # Isolation boundary: the listener is already handling a failed terminal write.
             _log.warning("could not mark message %r as error", self.message_id, exc_info=True)
+            return False
+        return True

@@ -10,7 +10,6 @@ cancellation. ``upgrade`` is the same migration step without the rest (``drupe d
 
 from __future__ import annotations
 
-import re
 from collections.abc import AsyncIterator, Mapping
 from contextlib import asynccontextmanager
 from dataclasses import dataclass
@@ -31,6 +30,7 @@ from drupe.persistence import migrate
 from drupe.persistence.agents import AgentStore
 from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.conversations import ConversationStore
+from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.transaction import Sessions, Transactions
 
@@ -45,7 +45,6 @@ _SQLITE_PRAGMAS: Final = (
     f"PRAGMA busy_timeout={SQLITE_BUSY_TIMEOUT_MS}",
     "PRAGMA synchronous=NORMAL",
 )
-_JSONB_NUL: Final = re.compile(r"(?<!\\)((?:\\\\)*)\\u0000")
 _POSTGRES_ALIASES: Final = ("postgresql", "postgres", "postgresql+psycopg2", "postgresql+psycopg")
 
 
@@ -108,10 +107,7 @@ def _dumps(value: Any) -> str:
 
 
 def _dumps_jsonb(value: Any) -> str:
-    # JSONB cannot hold U+0000 (PostgreSQL text cannot), and a tool output or model text may
-    # contain one: store U+FFFD instead of failing the whole terminal write. An escaped
-    # backslash followed by "u0000" (literal text) is left alone.
-    return _JSONB_NUL.sub(r"\1\\ufffd", _dumps(value))
+    return jsonb_safe(_dumps(value))
 
 
 def _create_engine(url: str, connect_args: Mapping[str, Any] | None) -> AsyncEngine:
@@ -166,7 +162,7 @@ async def open_database(
                 raise PersistenceError(f"could not open database {shown}: {err}") from err
         sessions = async_sessionmaker(engine, expire_on_commit=False)
         dialect = engine.dialect.name
-        transactions = Transactions(sessions, serialize_writes=dialect == "sqlite")
+        transactions = Transactions(sessions, serialize_writes=dialect == "sqlite", engine=engine)
         yield Database(
             engine=engine,
             sessions=sessions,

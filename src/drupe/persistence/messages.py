@@ -6,6 +6,8 @@ The only code that issues SQL against ``messages``. It owns:
   assistant placeholder per model in ONE transaction, or nothing at all;
 * terminal writes: ``finalize_assistant``, ``mark_error``, and ``set_pending`` (an approval
   continuation reopens a row);
+* checkpoints of live answers (``write_checkpoints``: one executemany ``UPDATE`` of rows that
+  are still ``pending``, see ``drupe.persistence.checkpoints``);
 * boot reconciliation (``reconcile_pending``, see ``drupe.persistence.reconcile``);
 * reads: a row, a conversation's rows, the newest row, and the root-to-message path (a recursive
   CTE that runs on SQLite and PostgreSQL).
@@ -20,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
 
-from sqlalchemy import Integer, delete, literal_column, select, update
+from sqlalchemy import Integer, Table, bindparam, delete, literal_column, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -30,8 +32,14 @@ from drupe.errors import (
     UnknownConversationError,
     ValidationError,
 )
+from drupe.persistence.checkpoints import checkpoint_statement
 from drupe.persistence.clock import utc_now
-from drupe.persistence.reconcile import reconcile_statement
+from drupe.persistence.json_text import jsonb_safe
+from drupe.persistence.reconcile import (
+    checkpointed_rows_statement,
+    close_checkpointed_parts,
+    reconcile_statement,
+)
 from drupe.persistence.records import (
     MessageRecord,
     MessageRole,
@@ -251,10 +259,42 @@ class MessageStore:
             )
             return changed is not None
 
+    async def write_checkpoints(self, batch: Sequence[tuple[str, str]]) -> int:
+        """Write ``(message id, parts JSON text)`` into rows still ``pending``, in one
+        transaction and one executemany ``UPDATE``; return the rows changed (PostgreSQL's
+        driver reports no count for an executemany: the batch size is returned there)."""
+        if not batch:
+            return 0
+        safe = jsonb_safe if self.dialect == "postgresql" else str
+        params = [{"id": key, "parts": safe(parts)} for key, parts in batch]
+        async with self._transactions.write_connection() as conn:
+            result = await conn.execute(checkpoint_statement(self.dialect), params)
+            count = result.rowcount
+        return count if count >= 0 else len(batch)
+
     async def reconcile_pending(self) -> int:
-        """Turn every ``pending`` assistant row into ``error``; return how many changed."""
+        """Turn every ``pending`` assistant row into ``error``; return how many changed.
+
+        Checkpointed parts are kept and closed as interrupted (``close_checkpointed_parts``),
+        then every pending row gets its one ``data-error`` part (``reconcile_statement``), in
+        one transaction.
+        """
         async with self._transactions.write() as db:
             conn = await db.connection()
+            rows = (await conn.execute(checkpointed_rows_statement(self.dialect))).all()
+            closed = [
+                {"id": row[0], "parts": closed}
+                for row in rows
+                if (closed := close_checkpointed_parts(row[1])) is not None
+            ]
+            if closed:
+                table = cast(Table, MessageRow.__table__)
+                await conn.execute(
+                    update(table)
+                    .where(table.c.id == bindparam("row_id"))
+                    .values(parts=bindparam("new_parts")),
+                    [{"row_id": item["id"], "new_parts": item["parts"]} for item in closed],
+                )
             result = await conn.execute(reconcile_statement(self.dialect, utc_now()))
             return result.rowcount
 

@@ -10,6 +10,10 @@ file lock and wait in SQLite's busy handler, which sleeps in growing steps (up t
 SQLite ``write()`` first takes an in-process ``anyio.Lock`` and writers queue in FIFO order
 instead. ``busy_timeout`` still covers other processes. PostgreSQL writers are not serialised.
 Reads never take the lock (WAL readers do not block the writer).
+
+``write_connection()`` is ``write()`` without the ORM session: a Core connection in one
+transaction, for batch statements on hot paths (the checkpoints of live answers), where the
+session's own bookkeeping would cost more than the statement.
 """
 
 from __future__ import annotations
@@ -19,11 +23,22 @@ from contextlib import asynccontextmanager
 
 import anyio
 from sqlalchemy.exc import SQLAlchemyError
-from sqlalchemy.ext.asyncio import AsyncSession, async_sessionmaker
+from sqlalchemy.ext.asyncio import AsyncConnection, AsyncEngine, AsyncSession, async_sessionmaker
 
 from drupe.errors import PersistenceError
 
 __all__ = ["Sessions", "Transactions"]
+
+
+class _NoLock:
+    async def __aenter__(self) -> None:
+        return None
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+
+_NO_LOCK = _NoLock()
 
 Sessions = async_sessionmaker[AsyncSession]
 
@@ -31,8 +46,11 @@ Sessions = async_sessionmaker[AsyncSession]
 class Transactions:
     """Opens store transactions on one database. Safe to share between tasks."""
 
-    def __init__(self, sessions: Sessions, *, serialize_writes: bool) -> None:
+    def __init__(
+        self, sessions: Sessions, *, serialize_writes: bool, engine: AsyncEngine | None = None
+    ) -> None:
         self.sessions = sessions
+        self._engine = engine
         self._write_lock = anyio.Lock() if serialize_writes else None
 
     @asynccontextmanager
@@ -50,6 +68,22 @@ class Transactions:
             return
         async with self._write_lock, self._translated() as db:
             yield db
+
+    @asynccontextmanager
+    async def write_connection(self) -> AsyncIterator[AsyncConnection]:
+        """Yield a Core connection inside one transaction that writes (no ORM session)."""
+        if self._engine is None:
+            async with self.write() as db:
+                yield await db.connection()
+            return
+        async with self._write_lock or _NO_LOCK:
+            try:
+                async with self._engine.begin() as conn:
+                    yield conn
+            except SQLAlchemyError as err:
+                raise PersistenceError(
+                    f"database operation failed: {err.__class__.__name__}: {err}"
+                ) from err
 
     @asynccontextmanager
     async def _translated(self) -> AsyncIterator[AsyncSession]:

@@ -2,8 +2,8 @@
 
 * ``SessionBackend``: the persistence backend of a session's assistant row. It writes the row
   AND the session's newest resume token, read lazily at persist time, whatever the status (so
-  an ``error`` row still records it), and persists empty terminals (also empty successes, via
-  ``RuntimeTerminalListener``: the generic persistence listener skips those).
+  an ``error`` row still records it), and persists empty terminals (empty successes too: the
+  generic persistence listener writes them).
 * ``RuntimeTerminalListener`` (``agent-runtime:<sessionId>``, cleanup phase, so it runs after
   persistence): ``on_done`` always reports the turn terminal ``success`` to the host, even when
   the manager holds the stream (``is_conversation_done=False``); ``on_paused``/``on_error`` only
@@ -37,6 +37,9 @@ class SessionBackend:
 
     kind = "agent-session"
     persists_empty_terminal = True
+    checkpoint_target = None
+    """Session rows are not checkpointed: a crash keeps what the terminal wrote, and the boot
+    reconcile drops the session's resume token."""
 
     def __init__(
         self,
@@ -74,11 +77,13 @@ class SessionBackend:
         if token is not None:
             await self.agents.record_resume_token(self.session_id, token)
 
-    async def mark_terminal_error(self) -> None:
+    async def mark_terminal_error(self) -> bool:
         try:
             await self.messages.mark_error(self.message_id)
         except PersistenceError:
             log.warning("could not mark message %r as error", self.message_id, exc_info=True)
+            return False
+        return True
 
 
 class RuntimeTerminalListener(BaseListener):
@@ -101,19 +106,8 @@ class RuntimeTerminalListener(BaseListener):
         self.report = report
 
     async def on_done(self, result: TerminalResult) -> None:
-        if result.final_message is None:
-            # The generic persistence listener skips an empty success; a session row must
-            # still leave ``pending``.
-            try:
-                await self.backend.persist_assistant(
-                    message={"id": self.backend.message_id, "role": "assistant", "parts": []},
-                    status="success",
-                    model_id=result.model_id,
-                    stats={},
-                )
-            except PersistenceError:
-                log.exception("persisting the empty answer %r failed", self.backend.message_id)
-                await self.backend.mark_terminal_error()
+        # An empty success is written by the persistence listener (the backend persists empty
+        # terminals), which runs before this cleanup-phase listener.
         self.report(self.session_id, self.turn_id, "success")
 
     async def on_paused(self, result: TerminalResult) -> None:

@@ -6,8 +6,10 @@ awaits. The manager owns its tasks and its terminal work.
 
 Fan-out contract: a chunk is accepted only from the execution object the stream registered
 (same attempt id) while that execution is streaming; it is folded into the execution's
-accumulator, buffered in its ring, and handed to every live listener in registration order on
-the producer's task. A listener that raises is removed (and logged with its id).
+accumulator (a chunk the accumulator rejects is left out of the message and recorded in one
+``data-error`` part, ``drupe.chunks.rejections``; later chunks are still folded), buffered in
+its ring, and handed to every live listener in registration order on the producer's task. A
+listener that raises is removed (and logged with its id).
 """
 
 from __future__ import annotations
@@ -20,8 +22,9 @@ from typing import Any
 
 import anyio
 
-from drupe.chunks.accumulate import AccumulateError, Accumulator
+from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.message_chunks import message_to_chunks
+from drupe.chunks.rejections import push_or_record
 from drupe.chunks.replay import compact_replay
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import AdmissionError
@@ -65,7 +68,8 @@ class Execution:
     scope: anyio.CancelScope | None = None
     pending_approvals: set[str] = field(default_factory=set)
     stream_error_text: str | None = None
-    accumulate_failed: bool = False
+    rejected_chunks: int = 0
+    """Chunks the accumulator rejected (left out of the message, recorded in a ``data-error``)."""
     chunk_count: int = 0
     started_at: float = field(default_factory=time.time)
     first_chunk_at: float | None = None
@@ -231,17 +235,15 @@ class LiveStream:
                 execution.ring.unpin()
         elif ctype == "error" and execution.stream_error_text is None:
             execution.stream_error_text = str(chunk.get("errorText", ""))
-        if not execution.accumulate_failed:
-            try:
-                execution.accumulator.push(chunk)
-            except AccumulateError:
-                execution.accumulate_failed = True
-                log.warning(
-                    "accumulator rejected a chunk of %r (execution %r); keeping the last snapshot",
-                    self.conversation_id,
-                    execution.execution_id,
-                    exc_info=True,
-                )
+        rejected = execution.rejected_chunks
+        execution.rejected_chunks = push_or_record(execution.accumulator, chunk, rejected)
+        if execution.rejected_chunks != rejected:
+            log.warning(
+                "accumulator rejected a %r chunk of %r (execution %r); left out, recorded",
+                ctype,
+                self.conversation_id,
+                execution.execution_id,
+            )
         self.seq += 1
         seq = self.seq
         if not chunk.get("transient"):

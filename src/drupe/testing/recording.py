@@ -82,6 +82,7 @@ class RecordingBackend:
     """A persistence backend that keeps terminal writes in memory (tests and demos)."""
 
     kind = "memory"
+    checkpoint_target = None
 
     def __init__(self, *, persists_empty_terminal: bool = False, fail: bool = False) -> None:
         self.persists_empty_terminal = persists_empty_terminal
@@ -96,5 +97,6 @@ class RecordingBackend:
             raise OSError("the disk is full")
         self.writes.append((status, message, model_id))
 
-    async def mark_terminal_error(self) -> None:
+    async def mark_terminal_error(self) -> bool:
         self.marked_error += 1
+        return True

@@ -1,36 +1,51 @@
-"""``PersistenceListener``: the terminal write of one model's answer (reference §3.4).
+"""``PersistenceListener``: one model's answer, saved while it streams and at its terminal.
 
-Terminal-only (``terminal_phase = "persistence"``, so it runs before every other listener):
+While streaming (only with a ``Checkpointer`` and a backend that names a checkpoint target):
+every chunk of its own answer (same anchor message id) is folded into the listener's own
+accumulator (a rejected chunk is left out and recorded, ``drupe.chunks.rejections``) and
+reported to the checkpointer, which saves the message into the ``pending`` row off the hot
+path (``drupe.streaming.checkpoints``). ``on_chunk`` never awaits.
 
-1. it ignores terminals of other models (multi-model filter);
+Terminal (``terminal_phase = "persistence"``, so it runs before every other listener):
+
+1. it ignores terminals of other models (multi-model filter) and closes its checkpoint track;
 2. an error adds exactly one ``data-error`` part to the (possibly synthetic) final message;
-3. with no final message it skips a ``success``, and finalizes an empty ``paused``/``error``
-   only when the backend says it can (placeholder rows must leave ``pending``);
+3. with no final message it finalizes an empty answer (``success`` included) when the backend
+   says it persists empty terminals (placeholder rows must leave ``pending``), else skips;
 4. it normalizes: open tool parts become ``output-error`` ("Interrupted by user" /
    "Stream errored before tool completed"), streaming reasoning becomes done, empty text and
    reasoning parts and transient ``data-retry`` parts are dropped;
-5. a failed write marks the row ``error`` (best effort) and raises
-   ``TerminalPersistenceError``: the manager then ends every subscriber with an ``error`` saying
-   the answer could not be saved (and counts it in ``/metrics``).
+5. the write is retried within the ``WritePolicy`` bounds (``write_with_retries``). When it still
+   fails, the row is handed to the ``TerminalWriteRetrier`` (which marks it ``error`` and keeps
+   retrying) or, without one, marked ``error`` (best effort); then it raises
+   ``TerminalPersistenceError``, and the manager then ends every subscriber with an ``error``
+   saying the answer could not be saved (counted in ``/metrics``).
 
 It never touches SQL: it talks to a ``PersistenceBackend``.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from typing import Any, Literal, Protocol
 
+import anyio
+
+from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.normalize import (
     append_error_part,
     drop_transient_parts,
     finalize_interrupted_parts,
     strip_empty_parts,
 )
+from drupe.chunks.rejections import push_or_record
 from drupe.chunks.types import UIMessage
 from drupe.errors import TerminalPersistenceError
-from drupe.streaming.listeners.base import BaseListener, TerminalPhase, TerminalResult
+from drupe.streaming.checkpoints import Checkpointer, CheckpointSink, CheckpointTrack
+from drupe.streaming.listeners.base import BaseListener, StreamEvent, TerminalPhase, TerminalResult
+from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy, write_with_retries
 
 __all__ = ["PersistenceBackend", "PersistenceListener", "message_stats"]
 
@@ -38,10 +53,15 @@ log = logging.getLogger(__name__)
 
 
 class PersistenceBackend(Protocol):
-    """Where a terminal answer is written (a placeholder row, an in-memory chat, ...)."""
+    """Where an answer is written (a placeholder row, an in-memory chat, ...)."""
 
     kind: str
     persists_empty_terminal: bool
+
+    @property
+    def checkpoint_target(self) -> tuple[CheckpointSink, str] | None:
+        """Where checkpoints of the live answer go (sink, row key); ``None``: no checkpoints."""
+        ...
 
     async def persist_assistant(
         self,
@@ -51,10 +71,12 @@ class PersistenceBackend(Protocol):
         model_id: str | None,
         stats: Mapping[str, Any],
     ) -> None:
-        """Write the final message. May raise; the listener then marks the row ``error``."""
+        """Write the final message. May raise; the listener retries, then marks it ``error``."""
 
-    async def mark_terminal_error(self) -> None:
-        """Best effort: move the row to ``error`` after a failed write."""
+    async def mark_terminal_error(self) -> bool:
+        """Move the row to ``error`` after a failed write; never raises. True when the row is
+        no longer ``pending`` (marked, or settled already), False when the mark failed."""
+        ...
 
 
 def message_stats(result: TerminalResult, message: UIMessage | None) -> dict[str, Any]:
@@ -79,8 +101,13 @@ def message_stats(result: TerminalResult, message: UIMessage | None) -> dict[str
     return stats
 
 
+def _checkpoint_parts(accumulator: Accumulator) -> str:
+    # As accumulated: the boot reconcile closes, strips and drops what a terminal write would.
+    return accumulator.parts_json().decode()
+
+
 class PersistenceListener(BaseListener):
-    """Writes one model's terminal result through a backend."""
+    """Saves one model's answer through a backend: checkpoints while live, then its terminal."""
 
     terminal_phase: TerminalPhase | None = "persistence"
 
@@ -91,12 +118,48 @@ class PersistenceListener(BaseListener):
         model_id: str,
         conversation_id: str,
         after_persist: Callable[[UIMessage], Awaitable[None]] | None = None,
+        checkpointer: Checkpointer | None = None,
+        seed_message: UIMessage | None = None,
+        write_policy: WritePolicy | None = None,
+        retrier: TerminalWriteRetrier | None = None,
     ) -> None:
         super().__init__(f"persistence:{backend.kind}:{conversation_id}:{model_id}")
         self.backend = backend
         self.model_id = model_id
         self.after_persist = after_persist
+        self.write_policy = write_policy or (retrier.policy if retrier else WritePolicy())
+        self.retrier = retrier
         self.persisted: list[tuple[str, UIMessage]] = []
+        self._checkpointer: Checkpointer | None = None
+        self._track: CheckpointTrack | None = None
+        self._anchor: str | None = None
+        self._accumulator: Accumulator | None = None
+        self._rejected = 0
+        target = backend.checkpoint_target
+        if checkpointer is not None and checkpointer.policy.enabled and target is not None:
+            sink, key = target
+            accumulator = Accumulator(seed_message)
+            self._checkpointer = checkpointer
+            self._accumulator = accumulator
+            self._anchor = key
+            self._track = checkpointer.track(
+                key, sink, functools.partial(_checkpoint_parts, accumulator)
+            )
+
+    # --- live ---------------------------------------------------------------------------------
+
+    def on_chunk(self, event: StreamEvent) -> None:
+        track = self._track
+        if track is None or event.anchor_message_id != self._anchor:
+            return
+        chunk = event.chunk
+        if chunk.get("transient"):
+            return
+        assert self._accumulator is not None and self._checkpointer is not None
+        self._rejected = push_or_record(self._accumulator, chunk, self._rejected)
+        self._checkpointer.changed(track, len(event.json))
+
+    # --- terminal -----------------------------------------------------------------------------
 
     async def on_done(self, result: TerminalResult) -> None:
         await self._persist(result)
@@ -110,9 +173,11 @@ class PersistenceListener(BaseListener):
     async def _persist(self, result: TerminalResult) -> None:
         if result.model_id != self.model_id:
             return
+        if self._track is not None and self._checkpointer is not None:
+            self._checkpointer.close(self._track)
         message = result.final_message
         if message is None:
-            if result.status == "success" or not self.backend.persists_empty_terminal:
+            if not self.backend.persists_empty_terminal:
                 return
             message = {"id": result.anchor_message_id or "", "role": "assistant", "parts": []}
         if result.status == "error":
@@ -120,25 +185,27 @@ class PersistenceListener(BaseListener):
         if result.status != "success":
             message = finalize_interrupted_parts(message, result.status)
         message = strip_empty_parts(drop_transient_parts(message))
+        write = functools.partial(
+            self.backend.persist_assistant,
+            message=message,
+            status=result.status,
+            model_id=result.model_id,
+            stats=message_stats(result, message),
+        )
+        label = repr(result.anchor_message_id)
         try:
-            await self.backend.persist_assistant(
-                message=message,
-                status=result.status,
-                model_id=result.model_id,
-                stats=message_stats(result, message),
-            )
+            await write_with_retries(write, self.write_policy, label=label)
         except Exception as err:  # isolation boundary: a failed terminal write
-            log.exception("persisting %r failed; marking it error", result.anchor_message_id)
-            try:
-                await self.backend.mark_terminal_error()
-            except Exception:  # isolation boundary: best effort
-                log.exception("marking %r error failed too", result.anchor_message_id)
-            raise TerminalPersistenceError(
-                f"could not persist message {result.anchor_message_id!r}"
-            ) from err
+            log.exception("persisting %s failed after retries", label)
+            if self.retrier is None or not self.retrier.submit(
+                write, self.backend.mark_terminal_error, label=label
+            ):
+                with anyio.move_on_after(self.write_policy.attempt_timeout):
+                    await self.backend.mark_terminal_error()
+            raise TerminalPersistenceError(f"could not persist message {label}") from err
         self.persisted.append((result.status, message))
         if result.status == "success" and self.after_persist is not None:
             try:
                 await self.after_persist(message)
             except Exception:  # isolation boundary: after-persist hooks only log
-                log.exception("after-persist hook of %r failed", result.anchor_message_id)
+                log.exception("after-persist hook of %s failed", label)
