@@ -178,7 +178,10 @@ async def test_checkpoints_of_many_chunks_are_coalesced_into_one_write(db: Datab
         _send(manager, conversation, row, source, listener)
         await source.reached.wait()  # 200 deltas published with no await in between
         await checkpointer.wait_idle()
-        assert (checkpointer.batches_written, checkpointer.rows_written) == (1, 1)
+        # 200 deltas, one or two writes: on a loaded machine the interval may pass while the
+        # loop is between the opening chunks and the deltas, which costs one more write.
+        assert 1 <= checkpointer.batches_written <= 2
+        assert checkpointer.rows_written == checkpointer.batches_written
         stored = await db.messages.get(row)
         assert stored is not None and stored.parts[-1]["text"] == "".join(words)
         source.released.set()
