@@ -43,7 +43,9 @@ Fail = Callable[[str], Exception]
 _ERROR_TYPES: Final[Mapping[str, str]] = {
     "invalid_request": "invalid_request_error",
     "authentication": "authentication_error",
+    "forbidden": "permission_error",
     "not_found": "not_found_error",
+    "conflict": "invalid_request_error",
     "too_large": "request_too_large",
     "rate_limit": "rate_limit_error",
     "upstream": "api_error",

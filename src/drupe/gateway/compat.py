@@ -5,7 +5,18 @@ Routes (all behind bearer API keys unless ``settings.require_gateway_keys`` is f
 * ``GET /v1/models`` and ``GET /v1/models/{id}``: the registry's models, ids ``provider:model``
   (in the Anthropic shape when the client sends ``anthropic-version``);
 * ``POST /v1/chat/completions``: OpenAI chat completions, streaming or not;
-* ``POST /v1/messages``: Anthropic Messages, streaming or not (``x-api-key`` also accepted).
+* ``POST /v1/messages``: Anthropic Messages, streaming or not (``x-api-key`` also accepted);
+* ``POST /{provider}/v1/messages``: Anthropic Messages pinned to one provider (the ``model``
+  is the id without its ``provider:`` prefix, as an Anthropic client sends it);
+* ``POST /v1/responses``, ``GET``/``DELETE /v1/responses/{id}``: the OpenAI Responses API
+  (``drupe.gateway.responses``);
+* ``GET /v1/agents``: the agents a key may drive. The model ``agent:<agentId>`` (a new
+  session) or ``agent-session:<sessionId>`` runs a turn on an agent session through Chat
+  Completions or Responses (``drupe.gateway.agent_turns``);
+* ``GET /v1/mcps`` and ``/v1/mcps/{server_id}/mcp``: the MCP proxy (``drupe.gateway.mcp_proxy``).
+
+Every model route checks, in order: the key (401), the body (413/400), the model (404), the
+key's scope (403) and budgets (429 with ``Retry-After``) (``drupe.gateway.access``).
 
 Each request is validated here (body size and shape, model id) and any refusal is the dialect's
 error JSON with a 4xx status; nothing has started then. A valid request becomes one
@@ -17,6 +28,7 @@ for refusals; ``GatewayRoute`` renders it, so this router needs no app-level exc
 from __future__ import annotations
 
 from collections.abc import Callable, Coroutine
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
@@ -24,6 +36,9 @@ from fastapi import APIRouter, Depends, Request, Response
 from fastapi.routing import APIRoute
 
 from drupe.errors import ConfigError
+from drupe.gateway import mcp_proxy, responses
+from drupe.gateway.access import GatewayAccess
+from drupe.gateway.agent_turns import agent_turn, is_agent_model
 from drupe.gateway.anthropic_compat import (
     AnthropicDialect,
     anthropic_error_body,
@@ -31,7 +46,6 @@ from drupe.gateway.anthropic_compat import (
     anthropic_models_body,
     parse_messages_request,
 )
-from drupe.gateway.keys import KeyCache, key_dependency
 from drupe.gateway.openai_compat import (
     OpenAIDialect,
     model_object,
@@ -43,6 +57,7 @@ from drupe.gateway.prompt import (
     Dialect,
     GatewayError,
     GatewayFailure,
+    GatewayStream,
     PromptResponse,
     PromptSpec,
     PromptStream,
@@ -53,7 +68,7 @@ from drupe.persistence.records import ApiKeyRecord
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["GatewayRoute", "build_router"]
+__all__ = ["GatewayRoute", "build_router", "read_json", "refusal"]
 
 ErrorBody = Callable[[GatewayFailure], dict[str, Any]]
 
@@ -103,14 +118,14 @@ _MESSAGES_BODY: Final = _schema(
 )
 
 
-def _refusal(error_body: ErrorBody) -> Callable[[str], GatewayError]:
+def refusal(error_body: ErrorBody) -> Callable[[str], GatewayError]:
     def invalid(message: str) -> GatewayError:
         return GatewayError(GatewayFailure(400, "invalid_request", message), error_body)
 
     return invalid
 
 
-async def _read_json(request: Request, runtime: Runtime, error_body: ErrorBody) -> Any:
+async def read_json(request: Request, runtime: Runtime, error_body: ErrorBody) -> Any:
     limit = runtime.settings.limits.max_body_bytes
     too_large = GatewayError(
         GatewayFailure(413, "too_large", f"the request body is larger than {limit} bytes"),
@@ -125,22 +140,45 @@ async def _read_json(request: Request, runtime: Runtime, error_body: ErrorBody) 
     try:
         return orjson.loads(raw)
     except orjson.JSONDecodeError:
-        raise _refusal(error_body)("the request body is not valid JSON") from None
+        raise refusal(error_body)("the request body is not valid JSON") from None
 
 
-def _check_model(runtime: Runtime, model_id: str, error_body: ErrorBody) -> None:
+def check_model(runtime: Runtime, model_id: str, error_body: ErrorBody) -> None:
+    """404 for a model id the registry cannot resolve (agent models are resolved later)."""
+    if is_agent_model(model_id):
+        return
     try:
         runtime.models.resolve(model_id)
     except ConfigError as err:
         raise GatewayError(GatewayFailure(404, "not_found", str(err)), error_body) from None
 
 
-def _respond(runtime: Runtime, spec: PromptSpec, dialect: Dialect, *, stream: bool) -> Response:
+async def respond(
+    runtime: Runtime,
+    spec: PromptSpec,
+    dialect: Dialect,
+    error_body: ErrorBody,
+    *,
+    stream: bool,
+    on_end: Callable[[int], None] | None = None,
+    before_success: Callable[[], Coroutine[Any, Any, None]] | None = None,
+) -> PromptResponse:
+    """The response of one prompt: a gateway stream, or a turn of an agent session."""
+    source: GatewayStream
+    headers: dict[str, str] = {}
+    if is_agent_model(spec.model_id):
+        turn = await agent_turn(runtime, spec.model_id, spec.messages, error_body)
+        source, headers["x-drupe-session-id"] = turn.stream, turn.session_id
+    else:
+        source = PromptStream(runtime, spec)
     return PromptResponse(
-        PromptStream(runtime, spec),
+        source,
         dialect,
         streaming=stream,
         idle_timeout=runtime.settings.gateway_idle_timeout,
+        before_success=before_success,
+        on_end=on_end,
+        headers=headers,
     )
 
 
@@ -148,15 +186,13 @@ def _is_anthropic(request: Request) -> bool:
     return "anthropic-version" in request.headers
 
 
-def build_router(runtime: Runtime) -> APIRouter:
+def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> APIRouter:
     """The ``/v1`` gateway routes over ``runtime``."""
     router = APIRouter(route_class=GatewayRoute, tags=["gateway"])
-    cache = KeyCache()
+    access = access or GatewayAccess(runtime)
 
-    openai_auth = key_dependency(runtime, openai_error_body, allow_x_api_key=False, cache=cache)
-    anthropic_auth = key_dependency(
-        runtime, anthropic_error_body, allow_x_api_key=True, cache=cache
-    )
+    openai_auth = access.auth(openai_error_body, allow_x_api_key=False)
+    anthropic_auth = access.auth(anthropic_error_body, allow_x_api_key=True)
     openai_key, anthropic_key = Depends(openai_auth), Depends(anthropic_auth)
 
     async def either_key(request: Request) -> ApiKeyRecord | None:
@@ -182,7 +218,13 @@ def build_router(runtime: Runtime) -> APIRouter:
     )
     async def get_model(request: Request, model_id: str) -> Response:
         anthropic = _is_anthropic(request)
-        _check_model(runtime, model_id, anthropic_error_body if anthropic else openai_error_body)
+        error_body = anthropic_error_body if anthropic else openai_error_body
+        if is_agent_model(model_id):
+            raise GatewayError(
+                GatewayFailure(404, "not_found", "agents are listed at GET /v1/agents"),
+                error_body,
+            )
+        check_model(runtime, model_id, error_body)
         labels = {info.id: info.label for info in runtime.models.list_models()}
         if anthropic:
             return json_response(200, anthropic_model_object(model_id, labels.get(model_id)))
@@ -190,26 +232,95 @@ def build_router(runtime: Runtime) -> APIRouter:
 
     @router.post(
         "/v1/chat/completions",
-        dependencies=[openai_key],
         openapi_extra=_CHAT_BODY,
-        summary="Chat completions (OpenAI-compatible)",
+        summary="Chat completions (OpenAI-compatible; model agent:<id> runs an agent turn)",
     )
-    async def chat_completions(request: Request) -> Response:
-        body = await _read_json(request, runtime, openai_error_body)
-        chat = parse_chat_request(body, _refusal(openai_error_body))
-        _check_model(runtime, chat.model, openai_error_body)
-        return _respond(runtime, chat.spec, OpenAIDialect(chat), stream=chat.stream)
+    async def chat_completions(request: Request, key: ApiKeyRecord | None = openai_key) -> Response:
+        body = await read_json(request, runtime, openai_error_body)
+        chat = parse_chat_request(body, refusal(openai_error_body))
+        check_model(runtime, chat.model, openai_error_body)
+        await access.admit(key, chat.model, openai_error_body)
+        return await respond(
+            runtime,
+            chat.spec,
+            OpenAIDialect(chat),
+            openai_error_body,
+            stream=chat.stream,
+            on_end=access.charge(key),
+        )
+
+    async def anthropic_messages(
+        request: Request, key: ApiKeyRecord | None, provider: str | None
+    ) -> Response:
+        body = await read_json(request, runtime, anthropic_error_body)
+        parsed = parse_messages_request(body, refusal(anthropic_error_body))
+        model_id = _pinned(provider, parsed.model, anthropic_error_body)
+        check_model(runtime, model_id, anthropic_error_body)
+        await access.admit(key, model_id, anthropic_error_body)
+        spec = replace(parsed.spec, model_id=model_id)
+        return await respond(
+            runtime,
+            spec,
+            AnthropicDialect(parsed),
+            anthropic_error_body,
+            stream=parsed.stream,
+            on_end=access.charge(key),
+        )
 
     @router.post(
         "/v1/messages",
-        dependencies=[anthropic_key],
         openapi_extra=_MESSAGES_BODY,
         summary="Messages (Anthropic-compatible)",
     )
-    async def messages(request: Request) -> Response:
-        body = await _read_json(request, runtime, anthropic_error_body)
-        parsed = parse_messages_request(body, _refusal(anthropic_error_body))
-        _check_model(runtime, parsed.model, anthropic_error_body)
-        return _respond(runtime, parsed.spec, AnthropicDialect(parsed), stream=parsed.stream)
+    async def messages(request: Request, key: ApiKeyRecord | None = anthropic_key) -> Response:
+        return await anthropic_messages(request, key, None)
 
+    @router.post(
+        "/{provider}/v1/messages",
+        openapi_extra=_MESSAGES_BODY,
+        summary="Messages (Anthropic-compatible) pinned to one provider",
+    )
+    async def provider_messages(
+        request: Request, provider: str, key: ApiKeyRecord | None = anthropic_key
+    ) -> Response:
+        return await anthropic_messages(request, key, provider)
+
+    @router.get("/v1/agents", summary="List the agents this key may drive")
+    async def list_agents(key: ApiKeyRecord | None = openai_key) -> Response:
+        allowed = key.allowed_agents if key is not None else None
+        records = await runtime.db.agents.list_agents()
+        data = [
+            {
+                "id": record.id,
+                "object": "agent",
+                "name": record.name,
+                "model": f"agent:{record.id}",
+                "agent_model": record.model_id,
+                "driver": record.driver_type,
+                "created": int(record.created_at.timestamp()),
+            }
+            for record in records
+            if allowed is None or record.id in allowed or "*" in allowed
+        ]
+        return json_response(200, {"object": "list", "data": data})
+
+    responses.add_routes(router, runtime, access, openai_key)
+    mcp_proxy.add_routes(router, runtime, openai_key)
     return router
+
+
+def _pinned(provider: str | None, model: str, error_body: ErrorBody) -> str:
+    """The registry id of ``model`` under the route's pinned ``provider``."""
+    if provider is None:
+        return model
+    if not provider or len(provider) > 64:
+        raise refusal(error_body)("the provider in the path is empty or too long")
+    if is_agent_model(model):
+        raise refusal(error_body)("agent models are not pinned to a provider: use /v1/messages")
+    if model.startswith(f"{provider}:"):
+        return model
+    if ":" in model:
+        raise refusal(error_body)(
+            f"model {model!r} names another provider than the route's {provider!r}"
+        )
+    return f"{provider}:{model}"

@@ -42,7 +42,9 @@ Fail = Callable[[str], Exception]
 _ERROR_TYPES: Final[Mapping[str, tuple[str, str | None]]] = {
     "invalid_request": ("invalid_request_error", None),
     "authentication": ("invalid_request_error", "invalid_api_key"),
+    "forbidden": ("permission_error", "insufficient_permissions"),
     "not_found": ("invalid_request_error", "model_not_found"),
+    "conflict": ("invalid_request_error", "conflict"),
     "too_large": ("invalid_request_error", "request_too_large"),
     "rate_limit": ("rate_limit_error", "rate_limit_exceeded"),
     "upstream": ("api_error", "upstream_error"),

@@ -2,9 +2,10 @@
 
 Owns: ``PromptStream`` (start a caller-owned stream through the stream manager, conversation
 ``gateway:<uuid>``, ``persistent=False``, no persistence listener, one ``PromptListener``), the
-``Dialect`` seam the OpenAI and Anthropic adapters implement, ``GatewayFailure`` /
-``GatewayError`` (an HTTP failure rendered in a dialect's error shape), and ``PromptResponse``,
-the raw ASGI response that decides when the HTTP response is committed.
+``GatewayStream`` seam it and the agent-session stream (``drupe.gateway.agent_turns``)
+implement, the ``Dialect`` seam the OpenAI, Anthropic and Responses adapters implement,
+``GatewayFailure`` / ``GatewayError`` (an HTTP failure rendered in a dialect's error shape),
+and ``PromptResponse``, the raw ASGI response that decides when the HTTP response is committed.
 
 Rules (reference §9, scenario 40):
 
@@ -20,6 +21,10 @@ Rules (reference §9, scenario 40):
 * Before the last bytes of a response are written, the stream's terminal work is awaited
   (bounded) and the conversation is forgotten: gateway traffic leaves no status records behind,
   and a client that got its answer (or its 504) knows the model stream is over.
+* ``before_success`` (optional) is awaited after a success terminal and before the success
+  frames or body are produced (the Responses API stores its response there, so a client that
+  saw ``response.completed`` can chain from it at once). ``on_end(tokens)`` is called once with
+  the tokens the answer used (from its ``message-metadata`` usage), whatever the outcome.
 
 Never: persist anything, log a request body, or keep a stream alive after its response ended.
 """
@@ -29,7 +34,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections import deque
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, Protocol
 
@@ -53,9 +58,11 @@ __all__ = [
     "MEANINGFUL_CHUNKS",
     "SSE_HEADERS",
     "Dialect",
+    "ErrorBodyFn",
     "ErrorKind",
     "GatewayError",
     "GatewayFailure",
+    "GatewayStream",
     "PromptListener",
     "PromptResponse",
     "PromptSpec",
@@ -88,7 +95,9 @@ SSE_HEADERS: Mapping[str, str] = {
 ErrorKind = Literal[
     "invalid_request",
     "authentication",
+    "forbidden",
     "not_found",
+    "conflict",
     "too_large",
     "rate_limit",
     "upstream",
@@ -118,6 +127,10 @@ def json_response(
     return Response(
         orjson.dumps(body), status_code=status, media_type="application/json", headers=headers
     )
+
+
+ErrorBodyFn = Callable[[GatewayFailure], dict[str, Any]]
+"""A dialect's error body: ``GatewayFailure`` -> the JSON the client gets."""
 
 
 class GatewayError(Exception):
@@ -174,16 +187,34 @@ Item = Chunk | TerminalResult
 
 
 class PromptListener(BaseListener):
-    """Queues the stream's chunks and terminal for one response; never blocks the producer."""
+    """Queues the stream's chunks and terminal for one response; never blocks the producer.
+
+    With ``follow(turn_id, execution_id)`` it takes only that execution's chunks and terminal
+    (an agent session's stream carries later turns too); until then it takes everything.
+    """
 
     def __init__(self, listener_id: str, *, max_queued: int = _MAX_QUEUED) -> None:
         super().__init__(listener_id)
         self._items: deque[Item] = deque()
         self._wakeup: anyio.Event | None = None
         self._max_queued = max_queued
+        self._target: tuple[str, str] | None = None
         self.overflowed = False
+        self.closed = False
+
+    def follow(self, turn_id: str, execution_id: str) -> None:
+        self._target = (turn_id, execution_id)
+        self._items = deque(
+            item
+            for item in self._items
+            if not isinstance(item, TerminalResult)
+            or (item.turn_id, item.execution_id) == self._target
+        )
 
     def on_chunk(self, event: StreamEvent) -> None:
+        target = self._target
+        if target is not None and (event.turn_id, event.execution_id) != target:
+            return
         if len(self._items) >= self._max_queued:
             self.overflowed = True
         else:
@@ -199,7 +230,13 @@ class PromptListener(BaseListener):
     async def on_error(self, result: TerminalResult) -> None:
         self._push(result)
 
+    def is_alive(self) -> bool:
+        return not self.closed
+
     def _push(self, result: TerminalResult) -> None:
+        target = self._target
+        if target is not None and (result.turn_id, result.execution_id) != target:
+            return
         self._items.append(result)
         self._wake()
 
@@ -221,6 +258,22 @@ class PromptListener(BaseListener):
         return items
 
 
+class GatewayStream(Protocol):
+    """What a ``PromptResponse`` serves: a started stream, read through its listener."""
+
+    conversation_id: str
+    listener: PromptListener
+
+    async def start(self) -> None:
+        """Start (or join) the stream; raises ``GatewayError`` or ``AdmissionError``."""
+
+    def abort(self, reason: str) -> bool:
+        """The response ends early (client gone, idle, slow client): stop or detach."""
+
+    async def close(self) -> None:
+        """The response is ending: settle (bounded) and drop what the request left behind."""
+
+
 class PromptStream:
     """A caller-owned, non-persisted stream of one gateway request."""
 
@@ -231,7 +284,7 @@ class PromptStream:
         self.conversation_id = f"gateway:{token}"
         self.listener = PromptListener(f"gateway:{token}")
 
-    def start(self) -> None:
+    async def start(self) -> None:
         """Start the stream in the manager (raises ``AdmissionError`` at shutdown)."""
         spec = self.spec
         request = TurnRequest(
@@ -298,28 +351,45 @@ class PromptResponse(Response):
 
     def __init__(
         self,
-        stream: PromptStream,
+        stream: GatewayStream,
         dialect: Dialect,
         *,
         streaming: bool,
         idle_timeout: float,
+        before_success: Callable[[], Awaitable[None]] | None = None,
+        on_end: Callable[[int], None] | None = None,
+        headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
         self.stream = stream
         self.dialect = dialect
         self.streaming = streaming
         self.idle_timeout = idle_timeout
+        self.before_success = before_success
+        self.on_end = on_end
+        self.extra_headers = dict(headers or {})
         self.committed = False
         self.disconnected = False
+        self.tokens = 0
         self._send: Send | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         self._send = send
         try:
-            self.stream.start()
+            await self._run(receive)
+        finally:
+            if self.on_end is not None:
+                self.on_end(self.tokens)
+
+    async def _run(self, receive: Receive) -> None:
+        try:
+            await self.stream.start()
         except AdmissionError as err:
             failure = GatewayFailure(503, "unavailable", str(err))
             await self._json(503, self.dialect.error_body(failure))
+            return
+        except GatewayError as err:
+            await self._json(err.failure.status, self.dialect.error_body(err.failure), err.headers)
             return
         try:
             async with anyio.create_task_group() as tg:
@@ -377,6 +447,8 @@ class PromptResponse(Response):
                         await self._start(200, SSE_HEADERS)  # meaningful chunks came first
                     await self._terminal(item, pending)
                     return
+                if item.get("type") == "message-metadata":
+                    self._count_tokens(item)
                 frames = dialect.feed(item)
                 if self.streaming:
                     pending.extend(frames)
@@ -394,9 +466,18 @@ class PromptResponse(Response):
                 await self._body(b"".join(pending), more=True)
                 pending.clear()
 
+    def _count_tokens(self, chunk: Chunk) -> None:
+        metadata = chunk.get("messageMetadata")
+        usage = metadata.get("usage") if isinstance(metadata, dict) else None
+        if isinstance(usage, dict):
+            used = int(usage.get("inputTokens") or 0) + int(usage.get("outputTokens") or 0)
+            self.tokens = max(self.tokens, used)
+
     async def _terminal(self, result: TerminalResult, pending: list[bytes]) -> None:
         await self.stream.close()  # settled and forgotten before the client hears the end
         if result.status == "success":
+            if self.before_success is not None:
+                await self.before_success()
             if not self.streaming:
                 await self._json(200, self.dialect.body())
                 return
@@ -422,16 +503,25 @@ class PromptResponse(Response):
         )
         await self._json(failure.status, self.dialect.error_body(failure))
 
-    async def _json(self, status: int, body: Mapping[str, Any]) -> None:
+    async def _json(
+        self, status: int, body: Mapping[str, Any], headers: Mapping[str, str] | None = None
+    ) -> None:
         data = orjson.dumps(body)
-        headers = {"content-type": "application/json", "content-length": str(len(data))}
-        await self._start(status, headers)
+        await self._start(
+            status,
+            {
+                **(headers or {}),
+                "content-type": "application/json",
+                "content-length": str(len(data)),
+            },
+        )
         await self._body(data, more=False)
 
     async def _start(self, status: int, headers: Mapping[str, str]) -> None:
         assert self._send is not None
         self.committed = True
-        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in headers.items()]
+        merged = {**self.extra_headers, **headers}
+        raw = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in merged.items()]
         await self._send({"type": "http.response.start", "status": status, "headers": raw})
 
     async def _body(self, data: bytes, *, more: bool) -> None:

@@ -4,6 +4,10 @@ A key is ``drp_`` followed by 32 random URL-safe characters. ``create`` returns 
 once; the database keeps its SHA-256 (hex) and a short ``prefix`` that listings show so a person
 can tell keys apart. ``verify`` looks a key up by its hash, refuses revoked keys and records
 ``last_used_at``. The plaintext is never stored, logged or put in an exception message.
+
+A key may carry scopes (``KeyScopes``): the models and agents it may use (None: any) and its
+requests-per-minute and tokens-per-day budgets (None: unlimited). The gateway enforces them
+(``drupe.gateway.limits``); this store only keeps them.
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from sqlalchemy import or_, select, update
 
 from drupe.errors import UsageError, ValidationError
 from drupe.persistence.clock import utc_now
-from drupe.persistence.records import ApiKeyRecord
+from drupe.persistence.records import ApiKeyRecord, KeyScopes
 from drupe.persistence.tables import ApiKeyRow
 from drupe.persistence.transaction import Transactions
 
@@ -49,7 +53,23 @@ def _record(row: ApiKeyRow) -> ApiKeyRecord:
         created_at=row.created_at,
         last_used_at=row.last_used_at,
         revoked_at=row.revoked_at,
+        allowed_models=tuple(row.allowed_models) if row.allowed_models is not None else None,
+        allowed_agents=tuple(row.allowed_agents) if row.allowed_agents is not None else None,
+        requests_per_minute=row.requests_per_minute,
+        tokens_per_day=row.tokens_per_day,
     )
+
+
+def _check_scopes(scopes: KeyScopes) -> None:
+    for label, budget in (
+        ("requests per minute", scopes.requests_per_minute),
+        ("tokens per day", scopes.tokens_per_day),
+    ):
+        if budget is not None and budget < 1:
+            raise ValidationError(f"{label} must be a positive integer, got {budget}")
+    for label, names in (("model", scopes.models), ("agent", scopes.agents)):
+        if names is not None and any(not name.strip() for name in names):
+            raise ValidationError(f"an allowed {label} id must not be empty")
 
 
 class ApiKeyStore:
@@ -58,10 +78,12 @@ class ApiKeyStore:
     def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
 
-    async def create(self, name: str) -> tuple[str, ApiKeyRecord]:
+    async def create(self, name: str, scopes: KeyScopes | None = None) -> tuple[str, ApiKeyRecord]:
         """Create a key; return ``(plaintext, record)``. The plaintext is not kept anywhere."""
         if not name.strip():
             raise ValidationError("an API key needs a non-empty name")
+        scopes = scopes or KeyScopes()
+        _check_scopes(scopes)
         plaintext = _new_key()
         row = ApiKeyRow(
             id=f"key_{uuid.uuid4().hex[:16]}",
@@ -71,6 +93,10 @@ class ApiKeyStore:
             created_at=utc_now(),
             last_used_at=None,
             revoked_at=None,
+            allowed_models=list(scopes.models) if scopes.models is not None else None,
+            allowed_agents=list(scopes.agents) if scopes.agents is not None else None,
+            requests_per_minute=scopes.requests_per_minute,
+            tokens_per_day=scopes.tokens_per_day,
         )
         async with self._transactions.write() as db:
             db.add(row)

@@ -32,6 +32,7 @@ from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
+from drupe.persistence.responses import ResponseStore
 from drupe.persistence.transaction import Sessions, Transactions
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
@@ -57,6 +58,7 @@ class Database:
     conversations: ConversationStore
     messages: MessageStore
     api_keys: ApiKeyStore
+    responses: ResponseStore
     agents: AgentStore
 
     @property
@@ -169,6 +171,7 @@ async def open_database(
             conversations=ConversationStore(transactions),
             messages=MessageStore(transactions, dialect=dialect),
             api_keys=ApiKeyStore(transactions),
+            responses=ResponseStore(transactions),
             agents=AgentStore(transactions),
         )
     finally:

@@ -19,11 +19,13 @@ __all__ = [
     "AgentSessionRecord",
     "ApiKeyRecord",
     "ConversationRecord",
+    "KeyScopes",
     "MessageRecord",
     "MessageRole",
     "MessageStatus",
     "NewMessage",
     "NewPlaceholder",
+    "StoredResponse",
     "TerminalStatus",
 ]
 
@@ -86,10 +88,38 @@ class ApiKeyRecord:
     created_at: datetime
     last_used_at: datetime | None
     revoked_at: datetime | None
+    allowed_models: tuple[str, ...] | None = None
+    """Model ids (``provider:*`` allowed) the key may use; None: any model."""
+    allowed_agents: tuple[str, ...] | None = None
+    """Agent ids the key may drive through the gateway; None: any agent."""
+    requests_per_minute: int | None = None
+    tokens_per_day: int | None = None
 
     @property
     def is_revoked(self) -> bool:
         return self.revoked_at is not None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class KeyScopes:
+    """What a new key may do: allowed models and agents (None: any) and its budgets."""
+
+    models: Sequence[str] | None = None
+    agents: Sequence[str] | None = None
+    requests_per_minute: int | None = None
+    tokens_per_day: int | None = None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class StoredResponse:
+    """A Responses-API response kept for ``previous_response_id`` and ``GET``."""
+
+    id: str
+    key_id: str | None
+    model: str
+    created_at: datetime
+    input_items: list[dict[str, Any]]
+    body: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -37,6 +37,7 @@ __all__ = [
     "ApiKeyRow",
     "Base",
     "ConversationRow",
+    "GatewayResponseRow",
     "JsonValue",
     "MessageRow",
     "UtcDateTime",
@@ -165,6 +166,27 @@ class ApiKeyRow(Base):
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    allowed_models: Mapped[list[str] | None] = mapped_column(JsonValue)
+    """Model ids (or ``provider:*`` patterns) this key may use; None: any."""
+    allowed_agents: Mapped[list[str] | None] = mapped_column(JsonValue)
+    """Agent ids this key may drive; None: any."""
+    requests_per_minute: Mapped[int | None] = mapped_column(Integer)
+    tokens_per_day: Mapped[int | None] = mapped_column(Integer)
+
+
+class GatewayResponseRow(Base):
+    """A stored OpenAI Responses-API response (``store: true``), owned by the key that made it."""
+
+    __tablename__ = "gateway_responses"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    key_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    model: Mapped[str] = mapped_column(String(255))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    input_items: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
+    """Every input item the response answered (the chain of earlier responses included)."""
+    body: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    """The ``response`` object as the API returned it."""
 
 
 class AgentRow(Base):

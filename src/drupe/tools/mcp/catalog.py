@@ -13,6 +13,7 @@ Contract:
   group; the catalog is an async context manager and nothing it starts outlives it.
 - Tool entries are named ``mcp__<server>__<tool>``; a server with ``require_approval`` gets entries
   with ``needs_approval`` set and ``defer='never'``.
+- ``call_tool_result`` answers the server's raw ``CallToolResult`` (for the gateway's MCP proxy).
 - ``status()`` / ``statistics()`` are snapshots for ``/api/mcp`` and ``drupe doctor``.
 """
 
@@ -348,6 +349,19 @@ class McpCatalog:
         A server inside its failure backoff is refused at once: a dead server never delays a
         turn. Failures and ``is_error`` results raise ``ToolError``.
         """
+        result = await self.call_tool_result(server_id, tool_name, arguments, timeout_s=timeout_s)
+        return call_result_value(result, what=f"MCP tool {tool_name!r} on {server_id!r}")
+
+    async def call_tool_result(
+        self,
+        server_id: str,
+        tool_name: str,
+        arguments: Mapping[str, Any],
+        *,
+        timeout_s: float | None = None,
+    ) -> types.CallToolResult:
+        """``call_tool``, answering the server's own ``CallToolResult`` (``is_error`` included:
+        the MCP proxy relays it as is). Connection failures raise ``ToolError``."""
         slot = self._slots.get(server_id)
         if slot is None:
             raise ToolError(f"unknown MCP server {server_id!r}")
@@ -369,8 +383,10 @@ class McpCatalog:
                 raise ToolError(
                     f"MCP server {server_id!r} is unavailable ({slot.cache.last_error})"
                 )
-        result = await connection.call_tool(tool_name, dict(arguments), timeout_s=timeout)
-        return call_result_value(result, what=f"MCP tool {tool_name!r} on {server_id!r}")
+        result: types.CallToolResult = await connection.call_tool(
+            tool_name, dict(arguments), timeout_s=timeout
+        )
+        return result
 
     # -- snapshots --------------------------------------------------------------------------
 

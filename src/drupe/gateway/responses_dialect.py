@@ -1,0 +1,461 @@
+"""The OpenAI Responses API dialect: UI chunks -> typed ``response.*`` events or one response.
+
+Every wire shape is built from the ``openai`` package's own models
+(``openai.types.responses``) and dumped as JSON; nothing here spells a field by hand that the
+SDK defines. A stream is ``event: <type>`` + ``data: <json>`` frames, each with a strictly
+increasing ``sequence_number``, in the documented order:
+
+``response.created`` -> ``response.in_progress`` -> per output item: ``response.output_item.added``
+-> (a message) ``response.content_part.added``, ``response.output_text.delta`` ...,
+``response.output_text.done``, ``response.content_part.done`` | (a function call)
+``response.function_call_arguments.delta`` ..., ``response.function_call_arguments.done`` |
+(reasoning) ``response.reasoning_text.delta`` ..., ``response.reasoning_text.done`` ->
+``response.output_item.done`` -> ``response.completed`` (or ``response.incomplete`` when the
+model hit ``max_output_tokens``). A failure after the commit is an ``error`` event followed by
+``response.failed`` (its ``response.error`` set). No ``[DONE]``: the Responses API has none.
+
+Only calls of tools the client declared become ``function_call`` items. Pure: no I/O.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+import orjson
+from openai.types.responses import (
+    FunctionTool,
+    Response,
+    ResponseCompletedEvent,
+    ResponseContentPartAddedEvent,
+    ResponseContentPartDoneEvent,
+    ResponseCreatedEvent,
+    ResponseErrorEvent,
+    ResponseFailedEvent,
+    ResponseFunctionCallArgumentsDeltaEvent,
+    ResponseFunctionCallArgumentsDoneEvent,
+    ResponseFunctionToolCall,
+    ResponseIncompleteEvent,
+    ResponseInProgressEvent,
+    ResponseOutputItemAddedEvent,
+    ResponseOutputItemDoneEvent,
+    ResponseOutputMessage,
+    ResponseOutputText,
+    ResponseReasoningItem,
+    ResponseReasoningTextDeltaEvent,
+    ResponseReasoningTextDoneEvent,
+    ResponseTextDeltaEvent,
+    ResponseTextDoneEvent,
+    ResponseUsage,
+)
+from openai.types.responses.response_reasoning_item import Content as ReasoningContent
+from pydantic import BaseModel
+
+from drupe.chunks.types import Chunk
+from drupe.gateway.openai_compat import openai_error_body
+from drupe.gateway.prompt import GatewayFailure
+from drupe.gateway.responses_input import ResponsesRequest
+
+__all__ = ["ResponsesDialect", "new_response_id"]
+
+_ERROR_CODES: Final[Mapping[int, str]] = {429: "rate_limit_exceeded", 400: "invalid_prompt"}
+
+
+def new_response_id() -> str:
+    return f"resp_{uuid.uuid4().hex}"
+
+
+def _frame(event: BaseModel) -> bytes:
+    data: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
+    kind = str(data["type"]).encode()
+    return b"event: " + kind + b"\ndata: " + orjson.dumps(data) + b"\n\n"
+
+
+@dataclass(slots=True)
+class _Item:
+    """One output item being built: a message, a function call or a reasoning item."""
+
+    kind: str
+    item_id: str
+    index: int
+    text: list[str] = field(default_factory=list)
+    call_id: str = ""
+    name: str = ""
+    done: bool = False
+
+    def model(self, *, status: str) -> BaseModel:
+        if self.kind == "message":
+            content = (
+                [ResponseOutputText(type="output_text", text="".join(self.text), annotations=[])]
+                if self.done
+                else []
+            )
+            return ResponseOutputMessage(
+                id=self.item_id,
+                type="message",
+                role="assistant",
+                status=status,  # type: ignore[arg-type]
+                content=content,  # type: ignore[arg-type]
+            )
+        if self.kind == "function_call":
+            return ResponseFunctionToolCall(
+                id=self.item_id,
+                type="function_call",
+                call_id=self.call_id,
+                name=self.name,
+                arguments="".join(self.text),
+                status=status,  # type: ignore[arg-type]
+            )
+        text = "".join(self.text)
+        return ResponseReasoningItem(
+            id=self.item_id,
+            type="reasoning",
+            summary=[],
+            content=[ReasoningContent(type="reasoning_text", text=text)] if self.done else [],
+            status=status,  # type: ignore[arg-type]
+        )
+
+
+class ResponsesDialect:
+    """Folds UI chunks into Responses API events (streaming) or one response body."""
+
+    def __init__(
+        self, request: ResponsesRequest, *, response_id: str, model: str | None = None
+    ) -> None:
+        self.request = request
+        self.model = model or request.model
+        self.id = response_id
+        self.created_at = time.time()
+        self.items: list[_Item] = []
+        self.open: dict[str, _Item] = {}
+        """Open items by UI id (text/reasoning part id, tool call id)."""
+        self.usage: Mapping[str, Any] = {}
+        self.finish_reason = "stop"
+        self.sequence = 0
+        self._started = False
+
+    # --- the response object ------------------------------------------------------------------
+
+    def response(self, status: str, *, error: GatewayFailure | None = None) -> Response:
+        request = self.request
+        incomplete = status == "incomplete"
+        return Response(
+            id=self.id,
+            object="response",
+            created_at=self.created_at,
+            completed_at=time.time() if status in ("completed", "incomplete") else None,
+            model=self.model,
+            status=status,  # type: ignore[arg-type]
+            output=[
+                item.model(status="completed" if item.done else "in_progress")  # type: ignore[misc]
+                for item in self.items
+            ]
+            if status != "in_progress"
+            else [],
+            instructions=request.instructions,
+            metadata=request.metadata or {},
+            temperature=request.temperature,
+            max_output_tokens=request.max_output_tokens,
+            parallel_tool_calls=request.parallel_tool_calls,
+            previous_response_id=request.previous_response_id,
+            tool_choice=request.tool_choice,  # type: ignore[arg-type]
+            tools=[FunctionTool(**spec) for spec in request.tool_specs],
+            usage=self._usage() if status != "in_progress" else None,
+            error=(
+                {"code": _ERROR_CODES.get(error.status, "server_error"), "message": error.message}  # type: ignore[arg-type]
+                if error is not None
+                else None
+            ),
+            incomplete_details={"reason": "max_output_tokens"} if incomplete else None,  # type: ignore[arg-type]
+        )
+
+    def _usage(self) -> ResponseUsage:
+        source = self.usage
+        prompt = int(source.get("inputTokens", 0) or 0)
+        completion = int(source.get("outputTokens", 0) or 0)
+        return ResponseUsage(
+            input_tokens=prompt,
+            input_tokens_details={"cached_tokens": int(source.get("cachedInputTokens") or 0)},  # type: ignore[arg-type]
+            output_tokens=completion,
+            output_tokens_details={"reasoning_tokens": int(source.get("reasoningTokens") or 0)},  # type: ignore[arg-type]
+            total_tokens=prompt + completion,
+        )
+
+    @property
+    def status(self) -> str:
+        return "incomplete" if self.finish_reason == "length" else "completed"
+
+    # --- events -------------------------------------------------------------------------------
+
+    def _seq(self) -> int:
+        self.sequence += 1
+        return self.sequence - 1
+
+    def _opening(self) -> list[bytes]:
+        if self._started:
+            return []
+        self._started = True
+        created = self.response("in_progress")
+        return [
+            _frame(
+                ResponseCreatedEvent(
+                    type="response.created", response=created, sequence_number=self._seq()
+                )
+            ),
+            _frame(
+                ResponseInProgressEvent(
+                    type="response.in_progress", response=created, sequence_number=self._seq()
+                )
+            ),
+        ]
+
+    def _add(
+        self, key: str, kind: str, prefix: str, *, call_id: str = "", name: str = ""
+    ) -> tuple[_Item, list[bytes]]:
+        item = _Item(
+            kind,
+            f"{prefix}_{uuid.uuid4().hex[:24]}",
+            len(self.items),
+            call_id=call_id,
+            name=name,
+        )
+        self.items.append(item)
+        self.open[key] = item
+        frames = [
+            _frame(
+                ResponseOutputItemAddedEvent(
+                    type="response.output_item.added",
+                    item=item.model(status="in_progress"),  # type: ignore[arg-type]
+                    output_index=item.index,
+                    sequence_number=self._seq(),
+                )
+            )
+        ]
+        if kind == "message":
+            frames.append(
+                _frame(
+                    ResponseContentPartAddedEvent(
+                        type="response.content_part.added",
+                        item_id=item.item_id,
+                        output_index=item.index,
+                        content_index=0,
+                        part=ResponseOutputText(type="output_text", text="", annotations=[]),
+                        sequence_number=self._seq(),
+                    )
+                )
+            )
+        return item, frames
+
+    def _close(self, key: str) -> list[bytes]:
+        item = self.open.pop(key, None)
+        if item is None:
+            return []
+        item.done = True
+        text = "".join(item.text)
+        item_id, index = item.item_id, item.index
+        frames: list[bytes] = []
+        if item.kind == "message":
+            frames.append(
+                _frame(
+                    ResponseTextDoneEvent(
+                        type="response.output_text.done",
+                        content_index=0,
+                        text=text,
+                        logprobs=[],
+                        sequence_number=self._seq(),
+                        item_id=item_id,
+                        output_index=index,
+                    )
+                )
+            )
+            frames.append(
+                _frame(
+                    ResponseContentPartDoneEvent(
+                        type="response.content_part.done",
+                        content_index=0,
+                        part=ResponseOutputText(type="output_text", text=text, annotations=[]),
+                        sequence_number=self._seq(),
+                        item_id=item_id,
+                        output_index=index,
+                    )
+                )
+            )
+        elif item.kind == "function_call":
+            frames.append(
+                _frame(
+                    ResponseFunctionCallArgumentsDoneEvent(
+                        type="response.function_call_arguments.done",
+                        arguments=text or "{}",
+                        sequence_number=self._seq(),
+                        item_id=item_id,
+                        output_index=index,
+                    )
+                )
+            )
+            if not text:
+                item.text.append("{}")
+        else:
+            frames.append(
+                _frame(
+                    ResponseReasoningTextDoneEvent(
+                        type="response.reasoning_text.done",
+                        content_index=0,
+                        text=text,
+                        sequence_number=self._seq(),
+                        item_id=item_id,
+                        output_index=index,
+                    )
+                )
+            )
+        frames.append(
+            _frame(
+                ResponseOutputItemDoneEvent(
+                    type="response.output_item.done",
+                    item=item.model(status="completed"),  # type: ignore[arg-type]
+                    output_index=item.index,
+                    sequence_number=self._seq(),
+                )
+            )
+        )
+        return frames
+
+    def _close_all(self, keep: str | None = None) -> list[bytes]:
+        frames: list[bytes] = []
+        for key in [k for k in self.open if k != keep]:
+            frames.extend(self._close(key))
+        return frames
+
+    def feed(self, chunk: Chunk) -> list[bytes]:
+        frames = self._opening()
+        kind = chunk.get("type")
+        if kind == "text-delta":
+            frames.extend(self._text(chunk, "message", "msg"))
+        elif kind == "reasoning-delta":
+            frames.extend(self._text(chunk, "reasoning", "rs"))
+        elif kind in ("text-end", "reasoning-end"):
+            frames.extend(self._close(f"{kind.split('-')[0]}:{chunk.get('id', '')}"))
+        elif kind == "tool-input-start":
+            frames.extend(self._call_start(chunk))
+        elif kind in ("tool-input-delta", "tool-input-available"):
+            frames.extend(self._call_arguments(chunk))
+        elif kind == "message-metadata":
+            metadata = chunk.get("messageMetadata")
+            usage = metadata.get("usage") if isinstance(metadata, dict) else None
+            if isinstance(usage, dict):
+                self.usage = usage
+        elif kind == "finish":
+            self.finish_reason = str(chunk.get("finishReason") or "stop")
+            frames.extend(self._close_all())
+        return frames
+
+    def _text(self, chunk: Chunk, kind: str, prefix: str) -> list[bytes]:
+        key = f"{'text' if kind == 'message' else 'reasoning'}:{chunk.get('id', '')}"
+        delta = str(chunk.get("delta", ""))
+        frames = self._close_all(keep=key)
+        item = self.open.get(key)
+        if item is None:
+            item, added = self._add(key, kind, prefix)
+            frames.extend(added)
+        item.text.append(delta)
+        if kind == "message":
+            event: BaseModel = ResponseTextDeltaEvent(
+                type="response.output_text.delta",
+                delta=delta,
+                logprobs=[],
+                sequence_number=self._seq(),
+                item_id=item.item_id,
+                output_index=item.index,
+                content_index=0,
+            )
+        else:
+            event = ResponseReasoningTextDeltaEvent(
+                type="response.reasoning_text.delta",
+                delta=delta,
+                sequence_number=self._seq(),
+                item_id=item.item_id,
+                output_index=item.index,
+                content_index=0,
+            )
+        frames.append(_frame(event))
+        return frames
+
+    def _call_start(self, chunk: Chunk) -> list[bytes]:
+        name = str(chunk.get("toolName", ""))
+        call_id = str(chunk.get("toolCallId", ""))
+        key = f"call:{call_id}"
+        if name not in self.request.declared_tools or key in self.open:
+            return []
+        frames = self._close_all()
+        _, added = self._add(key, "function_call", "fc", call_id=call_id, name=name)
+        return frames + added
+
+    def _call_arguments(self, chunk: Chunk) -> list[bytes]:
+        key = f"call:{chunk.get('toolCallId', '')}"
+        item = self.open.get(key)
+        if item is None:
+            return []
+        if chunk.get("type") == "tool-input-delta":
+            piece = str(chunk.get("inputTextDelta", ""))
+        elif not item.text:
+            piece = orjson.dumps(chunk.get("input") or {}).decode()
+        else:
+            return self._close(key)
+        frames: list[bytes] = []
+        if piece:
+            item.text.append(piece)
+            frames.append(
+                _frame(
+                    ResponseFunctionCallArgumentsDeltaEvent(
+                        type="response.function_call_arguments.delta",
+                        item_id=item.item_id,
+                        output_index=item.index,
+                        delta=piece,
+                        sequence_number=self._seq(),
+                    )
+                )
+            )
+        if chunk.get("type") == "tool-input-available":
+            frames.extend(self._close(key))
+        return frames
+
+    # --- terminals ----------------------------------------------------------------------------
+
+    def finish(self) -> list[bytes]:
+        frames = self._opening() + self._close_all()
+        response = self.response(self.status)
+        if response.status == "incomplete":
+            event: BaseModel = ResponseIncompleteEvent(
+                type="response.incomplete", response=response, sequence_number=self._seq()
+            )
+        else:
+            event = ResponseCompletedEvent(
+                type="response.completed", response=response, sequence_number=self._seq()
+            )
+        frames.append(_frame(event))
+        return frames
+
+    def body(self) -> dict[str, Any]:
+        self._close_all()
+        return self.response(self.status).model_dump(mode="json")
+
+    def error_body(self, failure: GatewayFailure) -> dict[str, Any]:
+        return openai_error_body(failure)
+
+    def error_frame(self, failure: GatewayFailure) -> bytes:
+        code = openai_error_body(failure)["error"]["code"] or "server_error"
+        error = ResponseErrorEvent(
+            type="error",
+            code=code,
+            message=failure.message,
+            param=None,
+            sequence_number=self._seq(),
+        )
+        failed = ResponseFailedEvent(
+            type="response.failed",
+            response=self.response("failed", error=failure),
+            sequence_number=self._seq(),
+        )
+        return _frame(error) + _frame(failed)
