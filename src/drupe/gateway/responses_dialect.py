@@ -52,6 +52,7 @@ from openai.types.responses import (
     ResponseUsage,
 )
 from openai.types.responses.response_reasoning_item import Content as ReasoningContent
+from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
 from drupe.chunks.types import Chunk
@@ -178,9 +179,13 @@ class ResponsesDialect:
         completion = int(source.get("outputTokens", 0) or 0)
         return ResponseUsage(
             input_tokens=prompt,
-            input_tokens_details={"cached_tokens": int(source.get("cachedInputTokens") or 0)},  # type: ignore[arg-type]
+            input_tokens_details=InputTokensDetails(
+                cached_tokens=int(source.get("cachedInputTokens") or 0), cache_write_tokens=0
+            ),
             output_tokens=completion,
-            output_tokens_details={"reasoning_tokens": int(source.get("reasoningTokens") or 0)},  # type: ignore[arg-type]
+            output_tokens_details=OutputTokensDetails(
+                reasoning_tokens=int(source.get("reasoningTokens") or 0)
+            ),
             total_tokens=prompt + completion,
         )
 
