@@ -186,16 +186,59 @@ def _with_keys(settings: Settings, action: Any) -> Any:
         raise fail(str(err)) from err
 
 
+def _id_list(value: str | None) -> list[str] | None:
+    if value is None:
+        return None
+    return [item.strip() for item in value.split(",") if item.strip()]
+
+
+def _scope_summary(record: Any) -> str:
+    shown = []
+    if record.allowed_models is not None:
+        shown.append("models " + ",".join(record.allowed_models))
+    if record.allowed_agents is not None:
+        shown.append("agents " + ",".join(record.allowed_agents))
+    if record.requests_per_minute is not None:
+        shown.append(f"{record.requests_per_minute} req/min")
+    if record.tokens_per_day is not None:
+        shown.append(f"{record.tokens_per_day} tokens/day")
+    return "; ".join(shown) or "any model or agent, no budget"
+
+
 @keys_app.command("create")
 def keys_create(
     name: Annotated[str, typer.Argument(help="What the key is for.")],
+    models: Annotated[
+        str | None,
+        typer.Option(
+            "--models", help="Comma-separated model ids the key may use ('provider:*' allowed)."
+        ),
+    ] = None,
+    agents: Annotated[
+        str | None, typer.Option("--agents", help="Comma-separated agent ids the key may drive.")
+    ] = None,
+    rpm: Annotated[
+        int | None, typer.Option("--rpm", min=1, help="Requests per minute (429 above).")
+    ] = None,
+    tpd: Annotated[
+        int | None, typer.Option("--tpd", min=1, help="Tokens per UTC day (429 above).")
+    ] = None,
     database_url: DatabaseUrl = None,
     data_dir: DataDir = None,
 ) -> None:
     """Create a gateway API key and print it (once: only its hash is stored)."""
+    from drupe.persistence.records import KeyScopes
+
     settings = settings_from_options(database_url=database_url, data_dir=data_dir)
-    plaintext, record = _with_keys(settings, lambda keys: keys.create(name))
+    scopes = KeyScopes(
+        models=_id_list(models),
+        agents=_id_list(agents),
+        requests_per_minute=rpm,
+        tokens_per_day=tpd,
+    )
+    plaintext, record = _with_keys(settings, lambda keys: keys.create(name, scopes))
     console.print(f"created key [bold]{record.id}[/bold] ({escape(record.name)})")
+    console.print(f"scope: {escape(_scope_summary(record))}")
     console.print("Store it now, it is not shown again:")
     print(plaintext)
 
@@ -215,7 +258,8 @@ def keys_list(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> Non
         )
         console.print(
             f"{r.id}  {r.prefix}…  {escape(r.name)}  created "
-            f"{r.created_at.isoformat(timespec='seconds')}  {used}  {state}",
+            f"{r.created_at.isoformat(timespec='seconds')}  {used}  {state}  "
+            f"[{escape(_scope_summary(r))}]",
             soft_wrap=True,
         )
 

@@ -1,0 +1,187 @@
+"""Per-key scopes and budgets: keys made by ``drupe keys create --models/--agents/--rpm/--tpd``,
+enforced on every dialect (403 outside the scope, 429 with ``Retry-After`` over budget)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anthropic
+import anyio
+import httpx
+import openai
+import pytest
+from typer.testing import CliRunner
+
+from drupe.cli.main import app
+from drupe.gateway.limits import KeyLimiter, check_scope
+from drupe.persistence.records import ApiKeyRecord
+from tests.gateway.compat.conftest import open_gateway
+
+runner = CliRunner()
+DAY = 86_400.0
+
+
+async def cli_key(tmp_path: Path, *options: str) -> str:
+    result = await anyio.to_thread.run_sync(
+        runner.invoke, app, ["keys", "create", "scoped", *options, "--data-dir", str(tmp_path)]
+    )
+    assert result.exit_code == 0, result.output
+    assert "scope:" in result.output
+    key: str = result.output.strip().splitlines()[-1]
+    return key
+
+
+def chat(model: str, text: str = "hello there") -> dict[str, object]:
+    return {"model": model, "messages": [{"role": "user", "content": text}]}
+
+
+async def test_a_key_limited_to_models_gets_403_elsewhere(tmp_path: Path) -> None:
+    key = await cli_key(tmp_path, "--models", "scripted:echo,fake:*")
+    async with open_gateway(tmp_path) as gw, gw.openai(key=key) as client:
+        allowed = await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+        with pytest.raises(openai.PermissionDeniedError) as chat_refused:
+            await client.chat.completions.create(**chat("scripted:lorem"))  # type: ignore[call-overload]
+        with pytest.raises(openai.PermissionDeniedError):
+            await client.responses.create(model="scripted:lorem", input="x")
+        async with anthropic.AsyncAnthropic(
+            base_url=f"{gw.url}/scripted", api_key=key, max_retries=0
+        ) as claude:
+            pinned_ok = await claude.messages.create(
+                model="echo", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+            )
+            with pytest.raises(anthropic.PermissionDeniedError) as pinned:
+                await claude.messages.create(
+                    model="lorem", max_tokens=5, messages=[{"role": "user", "content": "x"}]
+                )
+    assert allowed.choices[0].message.content == "You said: hello there"
+    assert chat_refused.value.status_code == 403
+    assert "may not use model 'scripted:lorem'" in chat_refused.value.message
+    assert chat_refused.value.body["type"] == "permission_error"  # type: ignore[index]
+    assert pinned_ok.content[0].text == "You said: x"  # type: ignore[union-attr]
+    assert pinned.value.status_code == 403
+    assert pinned.value.body["error"]["type"] == "permission_error"  # type: ignore[index]
+
+
+async def test_requests_per_minute_over_budget_is_429_with_retry_after(tmp_path: Path) -> None:
+    key = await cli_key(tmp_path, "--rpm", "2")
+    headers = {"authorization": f"Bearer {key}"}
+    async with (
+        open_gateway(tmp_path) as gw,
+        httpx.AsyncClient(base_url=gw.url, headers=headers) as http,
+    ):
+        first = await http.post("/v1/chat/completions", json=chat("scripted:echo"))
+        second = await http.post("/v1/responses", json={"model": "scripted:echo", "input": "x"})
+        third = await http.post("/v1/chat/completions", json=chat("scripted:echo"))
+        async with gw.openai(key=key) as client:
+            with pytest.raises(openai.RateLimitError) as caught:
+                await client.responses.create(model="scripted:echo", input="x")
+        unlimited = await http.post(
+            "/v1/chat/completions",
+            json=chat("scripted:echo"),
+            headers={"authorization": f"Bearer {gw.key}"},
+        )
+    assert (first.status_code, second.status_code, unlimited.status_code) == (200, 200, 200)
+    assert third.status_code == 429
+    assert 1 <= int(third.headers["retry-after"]) <= 60
+    error = third.json()["error"]
+    assert error["type"] == "rate_limit_error" and error["code"] == "rate_limit_exceeded"
+    assert "2 requests per minute" in error["message"]
+    assert caught.value.response.headers["retry-after"].isdigit()
+
+
+async def test_tokens_per_day_budget_refuses_the_next_request(tmp_path: Path) -> None:
+    key = await cli_key(tmp_path, "--tpd", "5")
+    async with open_gateway(tmp_path) as gw, gw.openai(key=key) as client:
+        first = await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+    assert first.usage is not None and first.usage.total_tokens == 6  # 2 in, 4 out: over 5
+    assert "token budget exhausted: 6 of 5 tokens per day" in caught.value.message
+    assert 1 <= int(caught.value.response.headers["retry-after"]) <= DAY
+
+
+async def test_a_key_limited_to_agents_sees_and_drives_only_those(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw:
+        workspace = tmp_path / "ws"
+        workspace.mkdir()
+        agents = gw.runtime.db.agents
+        mine = await agents.create_agent(
+            name="mine", driver_type="inprocess", model_id="scripted:echo", workspace=str(workspace)
+        )
+        other = await agents.create_agent(
+            name="other",
+            driver_type="inprocess",
+            model_id="scripted:echo",
+            workspace=str(workspace),
+        )
+        key = await cli_key(tmp_path, "--agents", mine.id, "--models", "none:none")
+        async with gw.openai(key=key) as client:
+            listed = await client.get("/agents", cast_to=object)
+            reply = await client.chat.completions.create(**chat(f"agent:{mine.id}"))  # type: ignore[call-overload]
+            with pytest.raises(openai.PermissionDeniedError) as refused:
+                await client.chat.completions.create(**chat(f"agent:{other.id}"))  # type: ignore[call-overload]
+            with pytest.raises(openai.PermissionDeniedError):
+                await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+    assert [a["id"] for a in listed["data"]] == [mine.id]  # type: ignore[index]
+    assert reply.choices[0].message.content == "You said: hello there"
+    assert f"may not use agent {other.id!r}" in refused.value.message
+    assert (await gw.runtime.db.agents.list_sessions(other.id)) == []
+
+
+def test_bad_budgets_are_refused_by_the_cli(tmp_path: Path) -> None:
+    result = runner.invoke(app, ["keys", "create", "x", "--rpm", "0", "--data-dir", str(tmp_path)])
+    assert result.exit_code != 0
+    assert "--rpm" in result.output
+
+
+# --- the pure budget book, with an injected clock -------------------------------------------------
+
+
+def record(
+    rpm: int | None = None, tpd: int | None = None, models: tuple[str, ...] | None = None
+) -> ApiKeyRecord:
+    from datetime import UTC, datetime
+
+    return ApiKeyRecord(
+        id="key_1",
+        name="k",
+        prefix="drp_x",
+        created_at=datetime(2026, 1, 1, tzinfo=UTC),
+        last_used_at=None,
+        revoked_at=None,
+        allowed_models=models,
+        requests_per_minute=rpm,
+        tokens_per_day=tpd,
+    )
+
+
+def test_the_request_window_slides_and_says_how_long_to_wait() -> None:
+    book, key = KeyLimiter(), record(rpm=2)
+    start = 10 * DAY + 100.0
+    assert book.admit(key, start) is None
+    assert book.admit(key, start + 20) is None
+    assert book.admit(key, start + 30) == (30, "rate limit: 2 requests per minute")
+    assert book.admit(key, start + 59.5) == (1, "rate limit: 2 requests per minute")
+    assert book.admit(key, start + 60) is None  # the first stamp left the window
+    assert book.admit(key, start + 61)[0] == 19  # type: ignore[index]
+
+
+def test_the_token_day_resets_at_utc_midnight() -> None:
+    book, key = KeyLimiter(), record(tpd=100)
+    noon = 10 * DAY + DAY / 2
+    assert book.admit(key, noon) is None
+    book.charge(key, 150, noon)
+    assert book.admit(key, noon + 1) == (
+        int(DAY / 2) - 1,
+        "token budget exhausted: 150 of 100 tokens per day",
+    )
+    assert book.admit(key, 11 * DAY) is None
+    assert book.tokens_today("key_1", 11 * DAY) == 0
+
+
+def test_model_scope_patterns() -> None:
+    key = record(models=("scripted:echo", "fake:*"))
+    assert check_scope(key, "scripted:echo") is None
+    assert check_scope(key, "fake:anything") is None
+    assert check_scope(key, "scripted:lorem") == "this API key may not use model 'scripted:lorem'"
+    assert check_scope(record(), "any:model") is None
