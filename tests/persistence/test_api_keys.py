@@ -9,6 +9,7 @@ from sqlalchemy import text
 
 from drupe.errors import UsageError, ValidationError
 from drupe.persistence import Database
+from drupe.persistence.records import KeyScopes
 
 
 async def test_keys_are_stored_hashed(database: Database) -> None:
@@ -63,3 +64,39 @@ async def test_revoke_by_id_or_prefix(database: Database) -> None:
         await database.api_keys.revoke("drp_missing")
     with pytest.raises(ValidationError):
         await database.api_keys.create("  ")
+
+
+async def test_scopes_and_budgets_are_kept_with_the_key(database: Database) -> None:
+    scopes = KeyScopes(
+        models=["scripted:echo", "fake:*"], agents=["a1"], requests_per_minute=5, tokens_per_day=9
+    )
+    plaintext, created = await database.api_keys.create("scoped", scopes)
+    verified = await database.api_keys.verify(plaintext)
+    assert verified is not None
+    assert verified.allowed_models == ("scripted:echo", "fake:*")
+    assert verified.allowed_agents == ("a1",)
+    assert (verified.requests_per_minute, verified.tokens_per_day) == (5, 9)
+    _, plain = await database.api_keys.create("plain")
+    assert (plain.allowed_models, plain.allowed_agents) == (None, None)
+    assert (plain.requests_per_minute, plain.tokens_per_day) == (None, None)
+    with pytest.raises(ValidationError, match="requests per minute must be a positive"):
+        await database.api_keys.create("bad", KeyScopes(requests_per_minute=0))
+    assert created.id == verified.id
+
+
+async def test_stored_responses_belong_to_their_key(database: Database) -> None:
+    body = {"id": "resp_1", "object": "response", "output": []}
+    await database.responses.put(
+        response_id="resp_1", key_id="key_a", model="m:x", input_items=[{"role": "user"}], body=body
+    )
+    await database.responses.put(
+        response_id="resp_2", key_id=None, model="m:x", input_items=[], body={}
+    )
+    mine = await database.responses.get("resp_1", "key_a")
+    assert mine is not None and mine.body == body and mine.input_items == [{"role": "user"}]
+    assert await database.responses.get("resp_1", "key_b") is None
+    assert await database.responses.get("resp_1", None) is None
+    assert await database.responses.get("resp_2", None) is not None
+    assert await database.responses.delete("resp_1", "key_b") is False
+    assert await database.responses.delete("resp_1", "key_a") is True
+    assert await database.responses.get("resp_1", "key_a") is None

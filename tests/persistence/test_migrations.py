@@ -22,7 +22,15 @@ class Target(Protocol):
     connect_args: dict[str, Any]
 
 
-TABLES = {"alembic_version", "agent_sessions", "agents", "api_keys", "conversations", "messages"}
+TABLES = {
+    "alembic_version",
+    "agent_sessions",
+    "agents",
+    "api_keys",
+    "conversations",
+    "gateway_responses",
+    "messages",
+}
 
 
 def _table_names(conn: Connection) -> set[str]:
