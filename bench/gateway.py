@@ -10,8 +10,10 @@ Three servers, each its own process on loopback, all started by this script in o
   separate venv ``bench/.venv/litellm`` (created on first use; never the project's venv).
 
 The client (this process, httpx with keep-alive) sends the same chat request directly to the
-upstream, through Drupe and through LiteLLM, interleaved round by round (the order rotates), one
-request at a time, non-streaming and streaming (latency = until the last byte). A request's
+upstream, through Drupe and through LiteLLM, and the same prompt to Drupe's Responses API
+(``POST /v1/responses``, ``store: false``: the dialect, not the database write, is measured;
+target ``drupe_responses``, whose overhead is against the same direct chat completion),
+interleaved round by round (the order rotates), one request at a time, non-streaming and streaming (latency = until the last byte). A request's
 overhead is its latency through a proxy minus the direct latency of the same round. A second
 phase runs a few concurrent clients per target and compares median latencies.
 
@@ -20,6 +22,8 @@ phase runs a few concurrent clients per target and compares median latencies.
 
 The last line is one JSON object: ``drupe_p50_ms``, ``drupe_p99_ms``, ``litellm_p50_ms``,
 ``litellm_p99_ms``, ``ratio_p50``, ``ratio_p99`` (Drupe / LiteLLM; goal P4: <= 0.5), plus
+``drupe_responses_p50_ms``, ``drupe_responses_p99_ms`` (Responses-API overhead against direct)
+and ``responses_vs_chat_p50`` (its p50 overhead / the chat route's), plus
 per-mode and concurrent figures. When LiteLLM cannot be installed or started, its figures are
 null and ``litellm_error`` says why; Drupe's figures are still measured.
 """
@@ -195,6 +199,8 @@ class Target:
     model: str
     key: str
     pid: int
+    api: str = "chat"
+    """``chat`` (``/chat/completions``) or ``responses`` (``/responses``, Drupe only)."""
     client: httpx.AsyncClient = field(init=False)
 
     def open(self) -> None:
@@ -206,19 +212,24 @@ class Target:
         )
 
     async def request(self, stream: bool) -> float:
-        body = {
+        path = "/chat/completions"
+        body: dict[str, Any] = {
             "model": self.model,
             "messages": [{"role": "user", "content": "Say something."}],
             "stream": stream,
         }
+        if self.api == "responses":
+            path = "/responses"
+            body = {"model": self.model, "input": "Say something.", "stream": stream}
+            body["store"] = False
         start = time.perf_counter()
         if stream:
-            async with self.client.stream("POST", "/chat/completions", json=body) as response:
+            async with self.client.stream("POST", path, json=body) as response:
                 async for _ in response.aiter_raw():
                     pass
                 status = response.status_code
         else:
-            response = await self.client.post("/chat/completions", json=body)
+            response = await self.client.post(path, json=body)
             status = response.status_code
         elapsed = time.perf_counter() - start
         if status != 200:
@@ -325,6 +336,14 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
                 drupe_key,
                 drupe.process.pid,
             ),
+            Target(
+                "drupe_responses",
+                f"http://127.0.0.1:{drupe_port}/v1",
+                "fake:fake",
+                drupe_key,
+                drupe.process.pid,
+                api="responses",
+            ),
         ]
         if litellm is not None:
             started = time.monotonic()
@@ -375,7 +394,8 @@ async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[s
             pooled[name] += overhead
             figures[f"{name}_p50_ms"] = _ms(_percentile(overhead, 50))
             figures[f"{name}_p99_ms"] = _ms(_percentile(overhead, 99))
-        # Server CPU per request: a figure that the machine's other load barely moves.
+        # Server CPU per request: a figure that the machine's other load barely moves. (Drupe's
+        # two targets share one process: each shows that process's CPU per round.)
         figures.update({f"{name}_cpu_ms_per_request": _ms(cpu[name]) for name in cpu})
         modes[mode] = figures
 
@@ -395,6 +415,13 @@ async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[s
     drupe = pooled["drupe"]
     summary["drupe_p50_ms"] = _ms(_percentile(drupe, 50))
     summary["drupe_p99_ms"] = _ms(_percentile(drupe, 99))
+    responses = pooled["drupe_responses"]
+    summary["drupe_responses_p50_ms"] = _ms(_percentile(responses, 50))
+    summary["drupe_responses_p99_ms"] = _ms(_percentile(responses, 99))
+    chat_p50 = _percentile(drupe, 50)
+    summary["responses_vs_chat_p50"] = (
+        round(_percentile(responses, 50) / chat_p50, 3) if chat_p50 > 0 else None
+    )
     if "litellm" in pooled:
         litellm = pooled["litellm"]
         summary["litellm_p50_ms"] = _ms(_percentile(litellm, 50))
