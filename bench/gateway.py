@@ -13,9 +13,10 @@ The client (this process, httpx with keep-alive) sends the same chat request dir
 upstream, through Drupe and through LiteLLM, and the same prompt to Drupe's Responses API
 (``POST /v1/responses``, ``store: false``: the dialect, not the database write, is measured;
 target ``drupe_responses``, whose overhead is against the same direct chat completion),
-interleaved round by round (the order rotates), one request at a time, non-streaming and streaming (latency = until the last byte). A request's
-overhead is its latency through a proxy minus the direct latency of the same round. A second
-phase runs a few concurrent clients per target and compares median latencies.
+interleaved round by round (the order rotates), one request at a time, non-streaming and
+streaming (latency = until the last byte). A request's overhead is its latency through a proxy
+minus the direct latency of the same round. A second phase runs a few concurrent clients per
+target and compares median latencies.
 
     python bench/gateway.py --quick   # <= 60 s once LiteLLM is installed
     python bench/gateway.py           # more rounds, more concurrency
