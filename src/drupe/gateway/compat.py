@@ -20,31 +20,35 @@ key's scope (403) and budgets (429 with ``Retry-After``) (``drupe.gateway.access
 
 Each request is validated here (body size and shape, model id) and any refusal is the dialect's
 error JSON with a 4xx status; nothing has started then. A valid request becomes one
-``PromptResponse`` (see ``drupe.gateway.prompt``), which starts the caller-owned stream and
+``PromptResponse`` (see ``drupe.gateway.prompt_response``), which starts the caller-owned stream and
 commits the HTTP response on the first meaningful chunk. Every route raises ``GatewayError``
 for refusals; ``GatewayRoute`` renders it, so this router needs no app-level exception handler.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Coroutine
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
 from fastapi import APIRouter, Depends, Request, Response
-from fastapi.routing import APIRoute
 
-from drupe.errors import ConfigError
 from drupe.gateway import mcp_proxy, responses
 from drupe.gateway.access import GatewayAccess
-from drupe.gateway.agent_turns import agent_turn, is_agent_model
+from drupe.gateway.agent_turns import is_agent_model
 from drupe.gateway.anthropic_compat import (
     AnthropicDialect,
     anthropic_error_body,
     anthropic_model_object,
     anthropic_models_body,
     parse_messages_request,
+)
+from drupe.gateway.dialect_routes import (
+    ErrorBody,
+    GatewayRoute,
+    check_model,
+    read_json,
+    refusal,
+    respond,
 )
 from drupe.gateway.openai_compat import (
     OpenAIDialect,
@@ -54,13 +58,8 @@ from drupe.gateway.openai_compat import (
     parse_chat_request,
 )
 from drupe.gateway.prompt import (
-    Dialect,
     GatewayError,
     GatewayFailure,
-    GatewayStream,
-    PromptResponse,
-    PromptSpec,
-    PromptStream,
     json_response,
 )
 from drupe.persistence.records import ApiKeyRecord
@@ -68,24 +67,7 @@ from drupe.persistence.records import ApiKeyRecord
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["GatewayRoute", "build_router", "read_json", "refusal"]
-
-ErrorBody = Callable[[GatewayFailure], dict[str, Any]]
-
-
-class GatewayRoute(APIRoute):
-    """An ``APIRoute`` that turns a ``GatewayError`` into the dialect's error response."""
-
-    def get_route_handler(self) -> Callable[[Request], Coroutine[Any, Any, Response]]:
-        handler = super().get_route_handler()
-
-        async def route(request: Request) -> Response:
-            try:
-                return await handler(request)
-            except GatewayError as err:
-                return err.response()
-
-        return route
+__all__ = ["GatewayRoute", "build_router"]
 
 
 def _schema(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -116,70 +98,6 @@ _MESSAGES_BODY: Final = _schema(
         "tools": {"type": "array", "items": {"type": "object"}},
     },
 )
-
-
-def refusal(error_body: ErrorBody) -> Callable[[str], GatewayError]:
-    def invalid(message: str) -> GatewayError:
-        return GatewayError(GatewayFailure(400, "invalid_request", message), error_body)
-
-    return invalid
-
-
-async def read_json(request: Request, runtime: Runtime, error_body: ErrorBody) -> Any:
-    limit = runtime.settings.limits.max_body_bytes
-    too_large = GatewayError(
-        GatewayFailure(413, "too_large", f"the request body is larger than {limit} bytes"),
-        error_body,
-    )
-    declared = request.headers.get("content-length", "")
-    if declared.isdigit() and int(declared) > limit:
-        raise too_large
-    raw = await request.body()
-    if len(raw) > limit:
-        raise too_large
-    try:
-        return orjson.loads(raw)
-    except orjson.JSONDecodeError:
-        raise refusal(error_body)("the request body is not valid JSON") from None
-
-
-def check_model(runtime: Runtime, model_id: str, error_body: ErrorBody) -> None:
-    """404 for a model id the registry cannot resolve (agent models are resolved later)."""
-    if is_agent_model(model_id):
-        return
-    try:
-        runtime.models.resolve(model_id)
-    except ConfigError as err:
-        raise GatewayError(GatewayFailure(404, "not_found", str(err)), error_body) from None
-
-
-async def respond(
-    runtime: Runtime,
-    spec: PromptSpec,
-    dialect: Dialect,
-    error_body: ErrorBody,
-    *,
-    stream: bool,
-    on_end: Callable[[int], None] | None = None,
-    before_success: Callable[[], Coroutine[Any, Any, None]] | None = None,
-) -> PromptResponse:
-    """The response of one prompt: a gateway stream, or a turn of an agent session."""
-    source: GatewayStream
-    headers: dict[str, str] = {}
-    if is_agent_model(spec.model_id):
-        turn = await agent_turn(runtime, spec.model_id, spec.messages, error_body)
-        source, headers["x-drupe-session-id"] = turn.stream, turn.session_id
-    else:
-        source = PromptStream(runtime, spec)
-    return PromptResponse(
-        source,
-        dialect,
-        streaming=stream,
-        idle_timeout=runtime.settings.gateway_idle_timeout,
-        before_success=before_success,
-        on_end=on_end,
-        headers=headers,
-    )
 
 
 def _is_anthropic(request: Request) -> bool:

@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fastapi import APIRouter, Request, Response
 
 from drupe.gateway.agent_turns import is_agent_model
+from drupe.gateway.dialect_routes import check_model, read_json, refusal, respond
 from drupe.gateway.openai_compat import openai_error_body
 from drupe.gateway.prompt import GatewayError, GatewayFailure, json_response
 from drupe.gateway.responses_dialect import ResponsesDialect, new_response_id
@@ -92,8 +93,6 @@ def _output_as_input(body: dict[str, Any]) -> list[dict[str, Any]]:
 
 def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_dep: Any) -> None:
     """Add the Responses API routes to the gateway ``router``."""
-    from drupe.gateway.compat import check_model, read_json, refusal, respond
-
     store = runtime.db.responses
 
     @router.post(

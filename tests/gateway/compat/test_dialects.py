@@ -8,7 +8,8 @@ import pytest
 
 from drupe.gateway.anthropic_compat import AnthropicDialect, parse_messages_request
 from drupe.gateway.openai_compat import OpenAIDialect, parse_chat_request
-from drupe.gateway.prompt import GatewayFailure, failure_of_terminal
+from drupe.gateway.prompt import GatewayFailure
+from drupe.gateway.prompt_response import failure_of_terminal
 from drupe.streaming.listeners.base import TerminalResult
 
 
