@@ -22,7 +22,6 @@ from __future__ import annotations
 import time
 import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from typing import Any, Final
 
 import orjson
@@ -37,21 +36,17 @@ from openai.types.responses import (
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
     ResponseFunctionCallArgumentsDoneEvent,
-    ResponseFunctionToolCall,
     ResponseIncompleteEvent,
     ResponseInProgressEvent,
     ResponseOutputItemAddedEvent,
     ResponseOutputItemDoneEvent,
-    ResponseOutputMessage,
     ResponseOutputText,
-    ResponseReasoningItem,
     ResponseReasoningTextDeltaEvent,
     ResponseReasoningTextDoneEvent,
     ResponseTextDeltaEvent,
     ResponseTextDoneEvent,
     ResponseUsage,
 )
-from openai.types.responses.response_reasoning_item import Content as ReasoningContent
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
 from pydantic import BaseModel
 
@@ -59,6 +54,7 @@ from drupe.chunks.types import Chunk
 from drupe.gateway.openai_compat import openai_error_body
 from drupe.gateway.prompt import GatewayFailure
 from drupe.gateway.responses_input import ResponsesRequest
+from drupe.gateway.responses_items import OutputItem
 
 __all__ = ["ResponsesDialect", "new_response_id"]
 
@@ -75,51 +71,6 @@ def _frame(event: BaseModel) -> bytes:
     return b"event: " + kind + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
-@dataclass(slots=True)
-class _Item:
-    """One output item being built: a message, a function call or a reasoning item."""
-
-    kind: str
-    item_id: str
-    index: int
-    text: list[str] = field(default_factory=list)
-    call_id: str = ""
-    name: str = ""
-    done: bool = False
-
-    def model(self, *, status: str) -> BaseModel:
-        if self.kind == "message":
-            content = (
-                [ResponseOutputText(type="output_text", text="".join(self.text), annotations=[])]
-                if self.done
-                else []
-            )
-            return ResponseOutputMessage(
-                id=self.item_id,
-                type="message",
-                role="assistant",
-                status=status,  # type: ignore[arg-type]
-                content=content,  # type: ignore[arg-type]
-            )
-        if self.kind == "function_call":
-            return ResponseFunctionToolCall(
-                id=self.item_id,
-                type="function_call",
-                call_id=self.call_id,
-                name=self.name,
-                arguments="".join(self.text),
-                status=status,  # type: ignore[arg-type]
-            )
-        text = "".join(self.text)
-        return ResponseReasoningItem(
-            id=self.item_id,
-            type="reasoning",
-            summary=[],
-            content=[ReasoningContent(type="reasoning_text", text=text)] if self.done else [],
-            status=status,  # type: ignore[arg-type]
-        )
-
-
 class ResponsesDialect:
     """Folds UI chunks into Responses API events (streaming) or one response body."""
 
@@ -130,8 +81,8 @@ class ResponsesDialect:
         self.model = model or request.model
         self.id = response_id
         self.created_at = time.time()
-        self.items: list[_Item] = []
-        self.open: dict[str, _Item] = {}
+        self.items: list[OutputItem] = []
+        self.open: dict[str, OutputItem] = {}
         """Open items by UI id (text/reasoning part id, tool call id)."""
         self.usage: Mapping[str, Any] = {}
         self.finish_reason = "stop"
@@ -219,8 +170,8 @@ class ResponsesDialect:
 
     def _add(
         self, key: str, kind: str, prefix: str, *, call_id: str = "", name: str = ""
-    ) -> tuple[_Item, list[bytes]]:
-        item = _Item(
+    ) -> tuple[OutputItem, list[bytes]]:
+        item = OutputItem(
             kind,
             f"{prefix}_{uuid.uuid4().hex[:24]}",
             len(self.items),
