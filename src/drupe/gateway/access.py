@@ -69,10 +69,12 @@ class GatewayAccess:
     ) -> None:
         """Refuse a model or agent outside the key's scope (403), or a key over budget (429)."""
         agent_id = await self.agent_of(model_id)
-        if agent_id is not None:
+        if agent_id is None:
+            refusal = check_scope(record, model_id)
+        elif agent_id:
             refusal = check_agent_scope(record, agent_id)
         else:
-            refusal = check_scope(record, model_id)
+            refusal = None  # an unknown session: the turn answers 404
         if refusal is not None:
             raise GatewayError(GatewayFailure(403, "forbidden", refusal), error_body)
         self.check_budget(record, error_body)

@@ -50,6 +50,7 @@ from drupe.gateway.dialect_routes import (
     refusal,
     respond,
 )
+from drupe.gateway.limits import check_agent_scope
 from drupe.gateway.openai_compat import (
     OpenAIDialect,
     model_object,
@@ -205,7 +206,6 @@ def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> AP
 
     @router.get("/v1/agents", summary="List the agents this key may drive")
     async def list_agents(key: ApiKeyRecord | None = openai_key) -> Response:
-        allowed = key.allowed_agents if key is not None else None
         records = await runtime.db.agents.list_agents()
         data = [
             {
@@ -218,7 +218,7 @@ def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> AP
                 "created": int(record.created_at.timestamp()),
             }
             for record in records
-            if allowed is None or record.id in allowed or "*" in allowed
+            if check_agent_scope(key, record.id) is None
         ]
         return json_response(200, {"object": "list", "data": data})
 

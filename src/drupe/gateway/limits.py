@@ -3,8 +3,9 @@ requests-per-minute and tokens-per-day budgets.
 
 * ``check_scope(record, model_id)`` -> None or the refusal message (403). A model is allowed when
   the key lists it exactly, or lists ``provider:*`` for its provider; an ``agent:<id>`` or
-  ``agent-session:<id>`` model is checked against the key's agents instead (a session by its
-  agent's id, resolved by the caller).
+  ``agent-session:<id>`` model is checked against the key's agents instead
+  (``check_agent_scope``; a session by its agent's id, resolved by the caller). A key limited
+  to some models drives no agent unless its agents are listed too.
 * ``KeyLimiter`` is a pure, clock-injected budget book. ``admit(key, now)`` counts one request
   against a sliding 60-second window and answers the seconds to wait when the key is over
   either budget (``Retry-After``); ``charge(key, tokens, now)`` adds the tokens a finished
@@ -44,10 +45,19 @@ def check_scope(record: ApiKeyRecord | None, model_id: str) -> str | None:
 
 
 def check_agent_scope(record: ApiKeyRecord | None, agent_id: str) -> str | None:
-    """Why ``record`` may not drive agent ``agent_id`` (None: it may)."""
-    if record is None or record.allowed_agents is None:
+    """Why ``record`` may not drive agent ``agent_id`` (None: it may).
+
+    A key limited to some models drives no agent unless its agents are named too (an agent
+    would otherwise be a way around the model list).
+    """
+    if record is None:
         return None
-    if agent_id in record.allowed_agents or "*" in record.allowed_agents:
+    allowed = record.allowed_agents
+    if allowed is None:
+        if record.allowed_models is None:
+            return None
+        return "this API key is limited to some models and may drive no agent"
+    if agent_id in allowed or "*" in allowed:
         return None
     return f"this API key may not use agent {agent_id!r}"
 

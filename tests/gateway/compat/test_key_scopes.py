@@ -3,6 +3,7 @@ enforced on every dialect (403 outside the scope, 429 with ``Retry-After`` over 
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import anthropic
@@ -13,7 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from drupe.cli.main import app
-from drupe.gateway.limits import KeyLimiter, check_scope
+from drupe.gateway.limits import KeyLimiter, check_agent_scope, check_scope
 from drupe.persistence.records import ApiKeyRecord
 from tests.gateway.compat.conftest import open_gateway
 
@@ -177,6 +178,16 @@ def test_the_token_day_resets_at_utc_midnight() -> None:
     )
     assert book.admit(key, 11 * DAY) is None
     assert book.tokens_today("key_1", 11 * DAY) == 0
+
+
+def test_a_key_limited_to_models_drives_no_agent_unless_named() -> None:
+    assert check_agent_scope(record(), "a1") is None
+    assert check_agent_scope(record(models=("m:x",)), "a1") == (
+        "this API key is limited to some models and may drive no agent"
+    )
+    named = replace(record(models=("m:x",)), allowed_agents=("a1",))
+    assert check_agent_scope(named, "a1") is None
+    assert check_agent_scope(named, "a2") == "this API key may not use agent 'a2'"
 
 
 def test_model_scope_patterns() -> None:
