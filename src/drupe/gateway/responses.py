@@ -13,6 +13,7 @@ A request runs on the same non-persisting prompt path as the other dialects
 * ``GET /v1/responses/{id}`` returns the stored response object; ``DELETE`` removes it
   (``{"id", "object": "response.deleted", "deleted": true}``). Unknown or another key's: 404.
 
+The dialect (``openai.types.responses``) is imported by the first request, never at boot.
 An agent model (``agent:<id>``, ``agent-session:<id>``) runs an agent-session turn and answers
 in this dialect; a chain there is refused (the session keeps the history).
 """
@@ -27,7 +28,6 @@ from drupe.gateway.agent_turns import is_agent_model
 from drupe.gateway.dialect_routes import check_model, read_json, refusal, respond
 from drupe.gateway.openai_compat import openai_error_body
 from drupe.gateway.prompt import GatewayError, GatewayFailure, json_response
-from drupe.gateway.responses_dialect import ResponsesDialect, new_response_id
 from drupe.gateway.responses_input import parse_responses_request
 from drupe.persistence.records import ApiKeyRecord
 
@@ -119,6 +119,10 @@ def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_d
             history = [*previous.input_items, *_output_as_input(previous.body)]
         spec = parsed.spec(parsed.model, history, fail)
         await access.admit(key, parsed.model, openai_error_body)
+        # The openai package's types cost a noticeable import: paid by the first request, not
+        # by the server's boot (P7).
+        from drupe.gateway.responses_dialect import ResponsesDialect, new_response_id
+
         dialect = ResponsesDialect(parsed, response_id=new_response_id())
 
         async def save() -> None:

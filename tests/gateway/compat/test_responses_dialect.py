@@ -4,6 +4,8 @@ frame's shape), in the documented order."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import orjson
@@ -176,3 +178,15 @@ def test_tool_choice_forces_a_named_function_and_none_hides_the_tools() -> None:
     assert hidden.tools == [] and hidden.tool_specs == [
         {**TOOL, "description": None, "strict": False}
     ]
+
+
+def test_building_the_gateway_router_imports_neither_openai_nor_mcp() -> None:
+    """Boot (P7) does not pay for the openai types or the MCP SDK: the first request does."""
+    script = (
+        "import sys\n"
+        "import drupe.gateway.app, drupe.gateway.compat\n"
+        "print(sorted(m for m in ('openai', 'mcp') if m in sys.modules))\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
