@@ -88,6 +88,9 @@ class ResponsesDialect:
         self.finish_reason = "stop"
         self.sequence = 0
         self._started = False
+        self._settled: list[bytes] = []
+        """Closing frames of items a ``body()`` call closed, for ``finish`` to send."""
+        self._final: Response | None = None
 
     # --- the response object ------------------------------------------------------------------
 
@@ -379,9 +382,17 @@ class ResponsesDialect:
 
     # --- terminals ----------------------------------------------------------------------------
 
+    def _final_response(self) -> Response:
+        """The finished response, built once (the stored body and ``response.completed``
+        carry the same object); items still open are closed first."""
+        if self._final is None:
+            self._settled += self._opening() + self._close_all()
+            self._final = self.response(self.status)
+        return self._final
+
     def finish(self) -> list[bytes]:
-        frames = self._opening() + self._close_all()
-        response = self.response(self.status)
+        response = self._final_response()
+        frames, self._settled = self._settled, []
         if response.status == "incomplete":
             event: BaseModel = ResponseIncompleteEvent(
                 type="response.incomplete", response=response, sequence_number=self._seq()
@@ -394,8 +405,8 @@ class ResponsesDialect:
         return frames
 
     def body(self) -> dict[str, Any]:
-        self._close_all()
-        return self.response(self.status).model_dump(mode="json")
+        body: dict[str, Any] = self._final_response().model_dump(mode="json")
+        return body
 
     def error_body(self, failure: GatewayFailure) -> dict[str, Any]:
         return openai_error_body(failure)

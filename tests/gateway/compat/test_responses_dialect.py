@@ -98,6 +98,21 @@ def test_reasoning_text_a_call_and_a_length_finish_make_an_incomplete_response()
     assert d.body()["status"] == "incomplete"
 
 
+def test_a_body_taken_before_finish_loses_no_closing_event() -> None:
+    d = dialect()
+    raw = d.feed({"type": "text-delta", "id": "t", "delta": "no finish chunk came"})
+    body = d.body()  # what the store keeps, taken before the success frames
+    events = frames(raw + d.finish())
+    assert [e.type for e in events][-4:] == [
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    assert [e.sequence_number for e in events] == list(range(len(events)))
+    assert events[-1].response.model_dump(mode="json") == body
+
+
 def test_an_error_after_output_is_an_error_event_then_response_failed() -> None:
     d = dialect()
     raw = d.feed({"type": "text-delta", "id": "t", "delta": "part"})
