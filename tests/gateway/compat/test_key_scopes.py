@@ -3,6 +3,7 @@ enforced on every dialect (403 outside the scope, 429 with ``Retry-After`` over 
 
 from __future__ import annotations
 
+import copy
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,6 +12,8 @@ import anyio
 import httpx
 import openai
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from typer.testing import CliRunner
 
 from drupe.cli.main import app
@@ -196,3 +199,24 @@ def test_model_scope_patterns() -> None:
     assert check_scope(key, "fake:anything") is None
     assert check_scope(key, "scripted:lorem") == "this API key may not use model 'scripted:lorem'"
     assert check_scope(record(), "any:model") is None
+
+
+@given(
+    rpm=st.integers(min_value=1, max_value=5),
+    gaps=st.lists(st.floats(min_value=0, max_value=40, allow_nan=False), max_size=40),
+)
+def test_no_sixty_second_window_admits_more_than_the_budget(rpm: int, gaps: list[float]) -> None:
+    book, key = KeyLimiter(), record(rpm=rpm)
+    now, admitted = 5 * DAY, []
+    for gap in gaps:
+        now += gap
+        over = book.admit(key, now)
+        if over is None:
+            admitted.append(now)
+        else:
+            retry_after, _ = over
+            assert 1 <= retry_after <= 60
+            # the refusal is honest: waiting that long gets the request in
+            assert KeyLimiter.admit(copy.deepcopy(book), key, now + retry_after) is None
+    for start in admitted:
+        assert sum(1 for t in admitted if start <= t < start + 60) <= rpm
