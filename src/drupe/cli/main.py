@@ -259,7 +259,7 @@ def keys_list(database_url: DatabaseUrl = None, data_dir: DataDir = None) -> Non
         console.print(
             f"{r.id}  {r.prefix}…  {escape(r.name)}  created "
             f"{r.created_at.isoformat(timespec='seconds')}  {used}  {state}  "
-            f"[{escape(_scope_summary(r))}]",
+            f"scope: {escape(_scope_summary(r))}",
             soft_wrap=True,
         )
 

@@ -132,6 +132,18 @@ async def test_a_key_limited_to_agents_sees_and_drives_only_those(tmp_path: Path
     assert (await gw.runtime.db.agents.list_sessions(other.id)) == []
 
 
+def test_keys_list_shows_each_keys_scope(tmp_path: Path) -> None:
+    options = ["--models", "a:x, b:*", "--rpm", "3", "--data-dir", str(tmp_path)]
+    created = runner.invoke(app, ["keys", "create", "scoped", *options])
+    plain = runner.invoke(app, ["keys", "create", "plain", "--data-dir", str(tmp_path)])
+    listed = runner.invoke(app, ["keys", "list", "--data-dir", str(tmp_path)])
+    assert created.exit_code == plain.exit_code == listed.exit_code == 0
+    assert "scope: models a:x,b:*; 3 req/min" in created.output
+    lines = listed.output.splitlines()
+    assert any("scoped" in line and "models a:x,b:*; 3 req/min" in line for line in lines)
+    assert any("plain" in line and "any model or agent, no budget" in line for line in lines)
+
+
 def test_bad_budgets_are_refused_by_the_cli(tmp_path: Path) -> None:
     result = runner.invoke(app, ["keys", "create", "x", "--rpm", "0", "--data-dir", str(tmp_path)])
     assert result.exit_code != 0
