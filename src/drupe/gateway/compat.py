@@ -50,7 +50,7 @@ from drupe.gateway.dialect_routes import (
     refusal,
     respond,
 )
-from drupe.gateway.limits import check_agent_scope
+from drupe.gateway.limits import check_agent_scope, check_scope
 from drupe.gateway.openai_compat import (
     OpenAIDialect,
     model_object,
@@ -114,28 +114,27 @@ def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> AP
     anthropic_auth = access.auth(anthropic_error_body, allow_x_api_key=True)
     openai_key, anthropic_key = Depends(openai_auth), Depends(anthropic_auth)
 
-    async def either_key(request: Request) -> ApiKeyRecord | None:
+    async def either_auth(request: Request) -> ApiKeyRecord | None:
         if _is_anthropic(request):
             return await anthropic_auth(request)
         return await openai_auth(request)
 
+    either_key = Depends(either_auth)
+
     @router.get(
         "/v1/models",
-        dependencies=[Depends(either_key)],
         summary="List models (OpenAI shape; Anthropic shape with an anthropic-version header)",
     )
-    async def list_models(request: Request) -> Response:
-        models = runtime.models.list_models()
+    async def list_models(request: Request, key: ApiKeyRecord | None = either_key) -> Response:
+        models = [m for m in runtime.models.list_models() if check_scope(key, m.id) is None]
         if _is_anthropic(request):
             return json_response(200, anthropic_models_body(models))
         return json_response(200, models_body(models))
 
-    @router.get(
-        "/v1/models/{model_id:path}",
-        dependencies=[Depends(either_key)],
-        summary="Retrieve one model",
-    )
-    async def get_model(request: Request, model_id: str) -> Response:
+    @router.get("/v1/models/{model_id:path}", summary="Retrieve one model")
+    async def get_model(
+        request: Request, model_id: str, key: ApiKeyRecord | None = either_key
+    ) -> Response:
         anthropic = _is_anthropic(request)
         error_body = anthropic_error_body if anthropic else openai_error_body
         if is_agent_model(model_id):
@@ -144,6 +143,9 @@ def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> AP
                 error_body,
             )
         check_model(runtime, model_id, error_body)
+        refusal_message = check_scope(key, model_id)
+        if refusal_message is not None:
+            raise GatewayError(GatewayFailure(403, "forbidden", refusal_message), error_body)
         labels = {info.id: info.label for info in runtime.models.list_models()}
         if anthropic:
             return json_response(200, anthropic_model_object(model_id, labels.get(model_id)))

@@ -43,6 +43,9 @@ async def test_a_key_limited_to_models_gets_403_elsewhere(tmp_path: Path) -> Non
     key = await cli_key(tmp_path, "--models", "scripted:echo,fake:*")
     async with open_gateway(tmp_path) as gw, gw.openai(key=key) as client:
         allowed = await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+        listed = [model.id async for model in client.models.list()]
+        with pytest.raises(openai.PermissionDeniedError):
+            await client.models.retrieve("scripted:lorem")
         with pytest.raises(openai.PermissionDeniedError) as chat_refused:
             await client.chat.completions.create(**chat("scripted:lorem"))  # type: ignore[call-overload]
         with pytest.raises(openai.PermissionDeniedError):
@@ -58,6 +61,7 @@ async def test_a_key_limited_to_models_gets_403_elsewhere(tmp_path: Path) -> Non
                     model="lorem", max_tokens=5, messages=[{"role": "user", "content": "x"}]
                 )
     assert allowed.choices[0].message.content == "You said: hello there"
+    assert listed == ["scripted:echo"]  # only what the key may use (no fake:* model here)
     assert chat_refused.value.status_code == 403
     assert "may not use model 'scripted:lorem'" in chat_refused.value.message
     assert chat_refused.value.body["type"] == "permission_error"  # type: ignore[index]
