@@ -42,6 +42,7 @@ from drupe.sessions.reducer import reduce
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
+    CompactionEnded,
     DeliverBuffer,
     DropBuffer,
     DropQueued,
@@ -85,6 +86,8 @@ __all__ = ["DEFAULT_IDLE_TTL", "AgentSessionHost", "SessionEntry"]
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL = 300.0
+DEFAULT_COMPACTION_BOUND = 600.0
+"""Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
 _Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
 
 
@@ -100,6 +103,8 @@ class SessionEntry:
     last_resume_token: str | None = None
     token_hydrated: bool = False
     idle_scope: anyio.CancelScope | None = None
+    compaction_scope: anyio.CancelScope | None = None
+    """The running compaction's time bound (``DEFAULT_COMPACTION_BOUND``)."""
     approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
     """approval id -> (tool call id, headless turn)."""
     context_usage: Mapping[str, Any] | None = None
@@ -125,6 +130,7 @@ class AgentSessionHost:
         messages: MessageStore,
         task_group: anyio.abc.TaskGroup | None = None,
         idle_ttl: float = DEFAULT_IDLE_TTL,
+        compaction_bound: float = DEFAULT_COMPACTION_BOUND,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.manager = manager
@@ -134,6 +140,7 @@ class AgentSessionHost:
         self.lookup = SessionLookup(agents)
         self._tg = task_group
         self.idle_ttl = idle_ttl
+        self.compaction_bound = compaction_bound
         self._sleep = sleep
         self.entries: dict[str, SessionEntry] = {}
         self.connections = ConnectionKeeper(self)
@@ -330,6 +337,7 @@ class AgentSessionHost:
                 case LogInvalid(event=name, reason=reason):
                     self._note(entry, f"invalid {name}: {reason}")
         self._sync_idle(entry)
+        self._sync_compaction_bound(entry)
         if entry.waiting and not is_busy(entry.state):
             error = {"name": "FollowUpDropped", "message": "the follow-up will not be answered"}
             self.task_group.start_soon(self.launcher.fail_waiting, entry, error)
@@ -409,6 +417,32 @@ class AgentSessionHost:
             )
         return resolved
 
+    # --- compaction bound ----------------------------------------------------------------------
+
+    def _sync_compaction_bound(self, entry: SessionEntry) -> None:
+        compacting = entry.state.compacting
+        if compacting and entry.compaction_scope is None:
+            scope = entry.compaction_scope = anyio.CancelScope()
+            self.task_group.start_soon(self._compaction_timer, entry, scope)
+        elif not compacting and entry.compaction_scope is not None:
+            entry.compaction_scope.cancel()
+            entry.compaction_scope = None
+
+    async def _compaction_timer(self, entry: SessionEntry, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._sleep(self.compaction_bound)
+        if scope.cancel_called or entry.compaction_scope is not scope:
+            return
+        entry.compaction_scope = None
+        self._note(entry, f"compaction did not end within {self.compaction_bound:.0f} s")
+        self.apply(entry, CompactionEnded(None))
+
+    def settle_compaction(self, entry: SessionEntry, reason: str) -> None:
+        """End a compaction nothing else will end (the turn or the connection ended)."""
+        if entry.state.compacting:
+            self._note(entry, f"compaction settled: {reason}")
+            self.apply(entry, CompactionEnded(None))
+
     # --- idle ---------------------------------------------------------------------------------
 
     def _sync_idle(self, entry: SessionEntry) -> None:
@@ -455,9 +489,10 @@ class AgentSessionHost:
             return
         await self.stop(session_id)
         await self.connections.close_now(entry, "session deleted")
-        if entry.idle_scope is not None:
-            entry.idle_scope.cancel()
-            entry.idle_scope = None
+        for scope in (entry.idle_scope, entry.compaction_scope):
+            if scope is not None:
+                scope.cancel()
+        entry.idle_scope = entry.compaction_scope = None
         if self.entries.get(session_id) is entry:
             del self.entries[session_id]
 

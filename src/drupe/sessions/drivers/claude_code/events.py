@@ -16,8 +16,10 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   its ``slash_commands`` (and ``commands_changed``) -> ``SupportedCommands`` when they change;
 * ``status: compacting`` -> ``CompactionStart``; ``compact_boundary`` -> ``CompactionComplete``
   with an anchor; ``compact_result: success`` with no boundary before the next model call or the
-  result -> anchor-less ``CompactionComplete`` (exactly one complete per compaction);
-  ``compact_result: failed`` -> ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
+  result -> anchor-less ``CompactionComplete``; a compaction still open at the result settles
+  anchor-less too, and one open when the runtime dies fails (exactly one end per compaction);
+  ``compact_result: failed``, or a ``compact_error`` without ``compact_result: success``, ->
+  ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
 * each finished top-level model message -> ``UsageEvent`` (its own usage);
 * ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
   injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
@@ -109,6 +111,8 @@ class Translator:
     turn_active: bool = False
     commands: tuple[str, ...] | None = None
     compaction_settle_pending: bool = False
+    compacting: bool = False
+    """A compaction started (``status: compacting``) and has not ended yet."""
     denied: set[str] = field(default_factory=set)
     steps: StepChunker = field(default_factory=StepChunker)
     _message: dict[str, Any] = field(default_factory=dict)
@@ -280,19 +284,21 @@ class Translator:
         elif message.subtype == "commands_changed":
             out += self._commands(data.get("commands"))
         elif message.subtype == "status":
-            if data.get("status") == "compacting":
+            if data.get("status") == "compacting" and not self.compacting:
+                self.compacting = True
                 out.append(CompactionStart())
             result = data.get("compact_result")
-            if result == "success":
+            error = data.get("compact_error")
+            if result == "failed" or (error and result != "success"):
+                # A ``compact_error`` fails the compaction even without ``compact_result``.
+                out += self._fail_compaction(str(error or "compaction failed"))
+            elif result == "success":
                 self.compaction_settle_pending = True
-            elif result == "failed":
-                self.compaction_settle_pending = False
-                error = data.get("compact_error") or "compaction failed"
-                out.append(CompactionError(str(error)))
             elif data.get("status") == "requesting":
                 out += self._settle_compaction()
         elif message.subtype == "compact_boundary":
             self.compaction_settle_pending = False
+            self.compacting = False
             out.append(CompactionComplete(_anchor(data, float(self.clock()))))
         elif message.subtype == "api_retry":
             out.append(ApiRetry({k: v for k, v in data.items() if k not in _RETRY_NOISE}))
@@ -314,16 +320,24 @@ class Translator:
         self.resume_token = session_id
         return [ResumeToken(session_id)]
 
-    def _settle_compaction(self) -> list[RuntimeEvent]:
-        if not self.compaction_settle_pending:
+    def _settle_compaction(self, *, ending: bool = False) -> list[RuntimeEvent]:
+        """Settle a compaction that succeeded without a boundary (``ending``: the turn or the
+        connection ends, so any compaction still open settles now, anchor-less)."""
+        if not (self.compaction_settle_pending or (ending and self.compacting)):
             return []
         self.compaction_settle_pending = False
+        self.compacting = False
         return [CompactionComplete()]
+
+    def _fail_compaction(self, error: str) -> list[RuntimeEvent]:
+        self.compaction_settle_pending = False
+        self.compacting = False
+        return [CompactionError(error)]
 
     # -- the end of a turn ------------------------------------------------------------------
 
     def _result(self, result: ResultMessage) -> list[RuntimeEvent]:
-        out = self._settle_compaction()
+        out = self._settle_compaction(ending=True)
         out += self._token(result.session_id)
         if not self._ours():
             return out  # no turn, or the end of a turn the runtime started itself
@@ -349,10 +363,15 @@ class Translator:
         return out
 
     def abandon_turn(self, error: Mapping[str, Any]) -> list[RuntimeEvent]:
-        """The runtime died mid-turn: close open parts, return steers, and emit ``error``."""
+        """The runtime died mid-turn: close open parts, return steers, and emit ``error``.
+
+        An open compaction fails with it (nothing will ever end it on this connection)."""
+        out: list[RuntimeEvent] = []
+        if self.compacting or self.compaction_settle_pending:
+            out += self._fail_compaction(str(error.get("message") or "the runtime ended"))
         if not self.turn_active:
-            return []
-        out = self._chunks(*self.steps.close_step())
+            return out
+        out += self._chunks(*self.steps.close_step())
         undelivered = self.steers.end_turn()
         if undelivered:
             out.append(SteerUndelivered(undelivered))
