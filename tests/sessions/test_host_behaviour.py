@@ -102,7 +102,9 @@ async def test_stop_pauses_the_turn_closes_the_connection_and_drops_the_queue(en
     await env.manager.wait_settled(cid)
 
 
-async def test_stop_during_a_roll_abandons_it(env: Env) -> None:
+async def test_stop_during_a_steer_roll_ends_as_a_user_stop_keeping_the_partial(
+    env: Env,
+) -> None:
     sid = await env.new_session()
     cid = f"agent-session:{sid}"
     watcher = Watcher()
@@ -111,29 +113,36 @@ async def test_stop_during_a_roll_abandons_it(env: Env) -> None:
     await conn.wait_sends(1)
     conn.emit_chunks(text_turn(first.placeholder_ids[0], ["a"]))
     await conn.wait_consumed()
-    await env.submit(sid, "steer")
+    steer = await env.submit(sid, "steer")
     await conn.wait_redirects(1)
+    late = await env.submit(sid, "a second steer")  # folded after the boundary: dropped
     watcher.hold = anyio.Event()
-    conn.boundary()
-    conn.emit_chunks(text_turn("a2", ["buffered"])[:4])
+    conn.boundary(conn.redirects[0])
+    conn.emit_chunks(text_turn("a2", ["buffered"])[1:5])
     await watcher.wait_terminals(1)
     await conn.wait_consumed()
     assert isinstance(env.entry(sid).state.execution, Transition)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(env.host.stop, sid)  # nothing live to abort: the roll is abandoned
+        tg.start_soon(env.host.stop, sid)  # nothing live to abort: A2 is latched paused
         await env.wait_for(lambda: env.entry(sid).state.connection == "disconnected")
         execution = env.entry(sid).state.execution
-        assert isinstance(execution, Transition) and execution.abandoned
+        assert isinstance(execution, Transition) and execution.terminal == ("paused", None)
         watcher.hold.set()
     await env.manager.wait_settled(cid)
     await env.wait_for(lambda: env.entry(sid).state.execution == Idle())
     await conn.closed.wait()
     rows = await env.rows(sid)
-    assert [(r.role, r.status) for r in rows] == [
-        ("user", "success"),
-        ("assistant", "success"),
-        ("user", "success"),
-    ]
+    by_id = {r.id: r for r in rows}
+    a2 = next(r for r in rows if r.role == "assistant" and r.parent_id == steer.user_message_id)
+    # The stop ends A2 like a chat stop: the buffered partial is kept, the row is paused.
+    assert a2.status == "paused" and text_of(a2) == "buffered", (env.entry(sid).log, a2.parts)
+    assert [t.status for t in watcher.terminals] == ["success", "paused"]
+    assert watcher.terminals[1].is_conversation_done is True
+    # The steer folded after the boundary is dropped visibly: its row stays unanswered.
+    assert by_id[late.user_message_id].status == "success"
+    assert not [r for r in rows if r.parent_id == late.user_message_id]
+    assert any("dropped follow-ups" in line and "stopped" in line for line in env.entry(sid).log)
+    assert not env.host.is_busy(sid)
 
 
 async def test_validation_refuses_before_writing(env: Env, tmp_path: Path) -> None:

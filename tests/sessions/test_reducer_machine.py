@@ -84,6 +84,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.closed: dict[str, str] = {}
         """turn id -> status of its stream's end (CloseStream, or the manager's stop)."""
         self.held_terminated = 0
+        self.stopped_roll: list[int] | None = None
+        """The buffer of a roll stopped before its continuation opened."""
+        self.stopped_turns: dict[str, list[int]] = {}
+        """Continuation turn id -> the buffer it must deliver before it closes ``paused``."""
 
     # --- shell -----------------------------------------------------------------------------
 
@@ -98,6 +102,11 @@ class SessionMachine(RuleBasedStateMachine):
                 case CloseStream(turn_id=turn_id, status=status):
                     assert turn_id not in self.closed, "a turn's stream closed twice"
                     self.closed[turn_id] = status
+                    if turn_id in self.stopped_turns:
+                        # A stopped roll ends as a user stop, with its buffered partial.
+                        assert status == "paused", status
+                        kept = self.delivered_by_turn.get(turn_id, [])
+                        assert kept == self.stopped_turns[turn_id], kept
                 case DropBuffer(chunks=chunks):
                     self.dropped_chunks.extend(c["seq"] for c in chunks)
                 case DropQueued(items=items):
@@ -106,6 +115,8 @@ class SessionMachine(RuleBasedStateMachine):
                         self.dropped_follow_ups.add(item.user_message_id)
                 case _:
                     pass
+        if not isinstance(self.state.execution, Transition):
+            self.stopped_roll = None
         return effects
 
     def _deliver(self, turn_id: str, chunks: list[dict[str, Any]]) -> None:
@@ -127,9 +138,13 @@ class SessionMachine(RuleBasedStateMachine):
 
     def _create(self, turn: TurnInfo, via: str) -> None:
         before = self.state
+        stopped = self.stopped_roll if via == "steer-continuation" else None
         self.apply(TurnCreated(turn, via))  # type: ignore[arg-type]
         execution = self.state.execution
         created = isinstance(execution, TurnExec) and execution.turn.turn_id == turn.turn_id
+        if created and stopped is not None:
+            self.stopped_turns[turn.turn_id] = stopped
+            event("stopped roll continued")
         if self.state is not before and created:
             assert all(t in self.confirmed for t in self.created), "two live turns"
             self.created.append(turn.turn_id)
@@ -208,7 +223,12 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(keep_queue=st.booleans())
     def stop(self, keep_queue: bool) -> None:
         execution = self.state.execution
+        if isinstance(execution, Transition) and execution.terminal is None:
+            self.stopped_roll = [c["seq"] for c in execution.buffer]
         self.apply(Stopped(keep_queue=keep_queue))
+        if isinstance(execution, Transition) and execution.terminal is None:
+            after = self.state.execution
+            assert isinstance(after, Transition) and after.terminal == ("paused", None)
         # The manager cancels a running source: the turn ends paused.
         if isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
             self.closed[execution.turn.turn_id] = "paused"
@@ -344,6 +364,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert isinstance(self.state.execution, Idle), self.state
         assert not self.state.queue and self.state.launch == "idle"
         assert all(t in self.confirmed for t in self.created)
+        assert all(self.closed[t] == "paused" for t in self.stopped_turns)
         self.no_follow_up_lost()
         self.chunks_once_and_in_order()
 

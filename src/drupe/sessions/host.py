@@ -49,6 +49,7 @@ from drupe.sessions.state import (
     Event,
     FollowUp,
     Forward,
+    Idle,
     IdleExpired,
     LaunchTarget,
     LogInvalid,
@@ -86,6 +87,8 @@ __all__ = ["DEFAULT_IDLE_TTL", "AgentSessionHost", "SessionEntry"]
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL = 300.0
+_STOP_ROLL_BOUND_S = 10.0
+"""How long ``stop`` waits for a stopped roll's continuation to settle (then it aborts it)."""
 DEFAULT_COMPACTION_BOUND = 600.0
 """Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
 _Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
@@ -269,6 +272,11 @@ class AgentSessionHost:
                     if item[1] == "error":
                         error = dict(item[2] or {})
                         raise DriverError(str(error.get("message") or "the agent runtime failed"))
+                    if item[1] == "paused":
+                        # The user stopped the session during the roll: this continuation
+                        # delivered what was buffered and now ends as a user stop.
+                        self.manager.abort(entry.conversation_id, "user-stop")
+                        raise DriverError("the session was stopped")
                     return
         except DriverError:
             finished = True
@@ -300,12 +308,18 @@ class AgentSessionHost:
             return False
         rolling = isinstance(entry.state.execution, Transition)
         if rolling:
-            # Nothing is live during a roll (A1a ended, A2 not started): abandon it now.
+            # Nothing is live during a roll (A1a ended, A2 not started): A2 is latched
+            # ``paused``; it still gets its row with what was buffered (see the reducer).
             self.apply(entry, Stopped())
+            # A2 ends by itself once it delivered the buffer; aborting it would lose that.
+            with anyio.move_on_after(_STOP_ROLL_BOUND_S):
+                while not isinstance(entry.state.execution, Idle):
+                    await entry.changed.wait()
+                return True
         aborted = await self.manager.abort_and_drain(entry.conversation_id)
         if not aborted and not rolling:
             self.apply(entry, Stopped())
-        return aborted
+        return aborted or rolling
 
     # --- runtime events ---------------------------------------------------------------------
 

@@ -154,11 +154,7 @@ def reduce(state: SessionState, event: Event) -> Result:
                     return replace(
                         state, execution=replace(execution, buffer=(*execution.buffer, chunk))
                     ), []
-            if (
-                isinstance(execution, Transition)
-                and execution.terminal is None
-                and not execution.abandoned
-            ):
+            if isinstance(execution, Transition) and execution.terminal is None:
                 return replace(
                     state, execution=replace(execution, buffer=(*execution.buffer, chunk))
                 ), []
@@ -256,16 +252,15 @@ def reduce(state: SessionState, event: Event) -> Result:
                 if execution.terminal is None:
                     ended = replace(ended, terminal=("paused", None))
                 stopped = replace(stopped, execution=ended)
-            if isinstance(execution, Transition) and not execution.abandoned:
-                if execution.source_settled:
-                    return _abandon(stopped, execution, effects, "stopped")
-                lost = (*execution.inputs, *execution.folded)
-                if execution.buffer:
-                    effects.append(DropBuffer(execution.buffer, "stopped"))
-                if lost:
-                    effects.append(DropQueued(lost, "stopped"))
-                quiet = Transition(source=execution.source, inputs=(), abandoned=True)
-                return replace(stopped, execution=quiet), effects
+            if isinstance(execution, Transition) and execution.terminal is None:
+                # A user stop during the roll: A2 still gets its row, with what was buffered,
+                # and ends ``paused`` (the continuation opens, delivers the buffer, closes).
+                if execution.folded and keep_queue:
+                    stopped = replace(stopped, queue=_ordered(execution.folded, stopped.queue))
+                elif execution.folded:
+                    effects.append(DropQueued(execution.folded, "stopped"))
+                ended_roll = replace(execution, folded=(), terminal=("paused", None))
+                return replace(stopped, execution=ended_roll), effects
             stopped, launched = _maybe_launch(stopped)
             return stopped, [*effects, *launched]
         case IdleExpired():
@@ -295,7 +290,7 @@ def _runtime_terminal(
 ) -> Result:
     execution = state.execution
     if isinstance(execution, Transition):
-        if execution.terminal is not None or execution.abandoned:
+        if execution.terminal is not None:
             return _invalid(state, event, "a second runtime terminal during the roll")
         # It ends the continuation A2: latched, delivered after the buffer when A2 opens.
         latched = replace(execution, terminal=(status, error))
@@ -330,14 +325,6 @@ def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Stat
     if isinstance(execution, Transition) and execution.source.turn_id == turn_id:
         if execution.source_settled:
             return _invalid(state, event, "the roll's source settled twice")
-        if execution.abandoned:
-            idle, launched = _maybe_launch(replace(state, execution=Idle(), last_terminal=status))
-            held: list[Effect] = (
-                [TerminateHeld({"name": "Stopped", "message": "the session was stopped"})]
-                if status == "success"
-                else []
-            )
-            return idle, [*held, *launched]
         if status != "success":
             return _abandon(replace(state, last_terminal=status), execution, [], "roll abandoned")
         settled = replace(

@@ -137,8 +137,6 @@ class Transition:
     headless: bool = False
     terminal: tuple[Status, Mapping[str, Any] | None] | None = None
     folded: tuple[FollowUp, ...] = ()
-    abandoned: bool = False
-    """Stopped while A1a was still settling: no continuation; idle once A1a settles."""
     kind: Literal["steer-transition"] = "steer-transition"
 
 
@@ -400,7 +398,7 @@ def will_continue(state: SessionState) -> bool:
         state.compacting
         or bool(state.queue)
         or state.launch != "idle"
-        or (isinstance(state.execution, Transition) and not state.execution.abandoned)
+        or isinstance(state.execution, Transition)
     )
 
 
