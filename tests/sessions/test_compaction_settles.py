@@ -103,5 +103,6 @@ def test_translator_fails_an_open_compaction_when_the_runtime_dies() -> None:
 
 def test_a_repeated_compacting_status_starts_one_compaction() -> None:
     translator = fresh()
-    compacting = SystemMessage("status", {"type": "system", "subtype": "status", "status": "compacting"})
+    data = {"type": "system", "subtype": "status", "status": "compacting"}
+    compacting = SystemMessage("status", data)
     assert run(translator, [compacting, compacting]) == [CompactionStart()]

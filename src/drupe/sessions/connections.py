@@ -2,11 +2,12 @@
 
 * ``ensure`` is single-flight: concurrent callers share one in-flight connect. A connect first
   waits until every close of the session's earlier connections has finished (a session never
-  has two runtimes, e.g. two CLI processes, at once). A cold connect passes the newest resume token (the in-memory one, else the persisted one). A live connection
-  is reconciled against the wanted target, EXCEPT during a roll or under an admitted streaming
-  turn (then it is returned as is). After every await the link's identity is re-checked, so a
-  verdict about a connection that was replaced meanwhile is ignored. ``current``/``patched`` ->
-  use it; ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
+  has two runtimes, e.g. two CLI processes, at once). A cold connect passes the newest resume
+  token (the in-memory one, else the persisted one). A live connection is reconciled against
+  the wanted target, EXCEPT during a roll or under an admitted streaming turn (then it is
+  returned as is). After every await the link's identity is re-checked, so a verdict about a
+  connection that was replaced meanwhile is ignored. ``current``/``patched`` -> use it;
+  ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
 * One reader task per connection translates runtime events into reducer events. If the runtime
   goes away by itself, a turn that was still running ends ``error``.
 * A compaction always ends: on its own end event, on the turn's terminal, when the connection
@@ -190,9 +191,7 @@ class ConnectionKeeper:
             closed = self._closing_event(entry.session_id)
             self.host.task_group.start_soon(self._close_detached, entry, link, closed)
 
-    async def _close_detached(
-        self, entry: SessionEntry, link: _Link, closed: anyio.Event
-    ) -> None:
+    async def _close_detached(self, entry: SessionEntry, link: _Link, closed: anyio.Event) -> None:
         try:
             await _close(link.connection)
         finally:
