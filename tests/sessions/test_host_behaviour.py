@@ -246,3 +246,44 @@ async def test_a_runtime_that_dies_mid_turn_ends_the_turn_in_error(env: Env) -> 
     rows = await env.rows(sid)
     assert rows[1].status == "error" and text_of(rows[1]) == "partial"
     assert env.entry(sid).state.connection == "disconnected"
+
+
+async def test_a_new_connection_waits_until_the_stopped_runtime_has_closed(env: Env) -> None:
+    """Issue 8 point 1: a session never has two runtimes (e.g. two CLI processes) at once."""
+    sid = await env.new_session()
+    first = await env.submit(sid, "one")
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["partial"])[:4])
+    await conn.wait_consumed()
+    gate = anyio.Event()
+    real_close = conn.close
+
+    async def slow_close() -> None:
+        await gate.wait()  # the old runtime takes its time to exit
+        await real_close()
+
+    conn.close = slow_close  # type: ignore[method-assign]
+    stopped = anyio.Event()
+
+    async def stop() -> None:
+        await env.host.stop(sid)
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop)
+        await env.wait_for(lambda: env.entry(sid).state.connection == "disconnected")
+        watcher = Watcher()
+        tg.start_soon(env.submit, sid, "two", [watcher])
+        await env.wait_for(lambda: env.entry(sid).state.connection == "connecting")
+        # Stop has not returned and no second runtime was started while the first lives.
+        assert not stopped.is_set()
+        assert env.driver.connects == 1
+        gate.set()
+        second = await env.driver.wait_connections(2)
+        assert conn.closed.is_set()
+        await second.wait_sends(1)
+        second.emit_text("x", ["fresh"])
+        await watcher.wait_terminals(1)
+    assert stopped.is_set()
+    await env.manager.wait_settled(f"agent-session:{sid}")

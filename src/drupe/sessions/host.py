@@ -89,6 +89,8 @@ log = logging.getLogger(__name__)
 DEFAULT_IDLE_TTL = 300.0
 _STOP_ROLL_BOUND_S = 10.0
 """How long ``stop`` waits for a stopped roll's continuation to settle (then it aborts it)."""
+_STOP_CLOSE_BOUND_S = 20.0
+"""How long ``stop`` waits for the stopped runtime's connection to close."""
 DEFAULT_COMPACTION_BOUND = 600.0
 """Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
 _Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
@@ -315,10 +317,14 @@ class AgentSessionHost:
             with anyio.move_on_after(_STOP_ROLL_BOUND_S):
                 while not isinstance(entry.state.execution, Idle):
                     await entry.changed.wait()
-                return True
-        aborted = await self.manager.abort_and_drain(entry.conversation_id)
+        aborted = False
+        if not isinstance(entry.state.execution, Idle) or not rolling:
+            aborted = await self.manager.abort_and_drain(entry.conversation_id)
         if not aborted and not rolling:
             self.apply(entry, Stopped())
+        # Return only once the runtime is gone: a stopped CLI calls the model no more.
+        with anyio.move_on_after(_STOP_CLOSE_BOUND_S):
+            await self.connections.wait_closed(session_id)
         return aborted or rolling
 
     # --- runtime events ---------------------------------------------------------------------

@@ -26,11 +26,12 @@ import logging
 import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import Process, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import (
     ClaudeAgentOptions,
@@ -91,6 +92,8 @@ class ClaudeCodeConnection:
         target: ConnectTarget,
         resume_token: str | None,
         close_timeout_s: float = 10.0,
+        interrupt_timeout_s: float = 3.0,
+        exit_grace_s: float = 2.0,
     ) -> None:
         self.steers = SteerHolder()
         self.translator = Translator(
@@ -99,6 +102,11 @@ class ClaudeCodeConnection:
         self.frozen = target
         """The configuration the CLI was spawned with; hot patches update it."""
         self._close_timeout_s = close_timeout_s
+        self._interrupt_timeout_s = interrupt_timeout_s
+        self._exit_grace_s = exit_grace_s
+        self._turn_changed = anyio.Event()
+        self.process: Process | None = None
+        """The CLI process (set once connected; for the escalation and for tests)."""
         options.can_use_tool = self._can_use_tool
         hooks = dict(options.hooks or {})
         hooks["PreToolUse"] = [
@@ -136,6 +144,7 @@ class ClaudeCodeConnection:
         except Exception as exc:
             self._finish()
             raise DriverError(f"the Claude Code CLI did not start: {exc}") from exc
+        self.process = _process_of(client)
         try:
             task_status.started()
             async with anyio.create_task_group() as tg:
@@ -146,14 +155,32 @@ class ClaudeCodeConnection:
         finally:
             self._closing = True
             with anyio.CancelScope(shield=True):
-                try:
-                    await client.disconnect()
-                except Exception as exc:
-                    log.warning("claude-code disconnect failed: %s", exc)
+                await self._disconnect(client)
                 self._finish()
+
+    async def _disconnect(self, client: ClaudeSDKClient) -> None:
+        """Disconnect; escalate SIGTERM then SIGKILL when the CLI has not exited in time."""
+        process = self.process
+        async with anyio.create_task_group() as tg:
+            if process is not None:
+                tg.start_soon(_escalate, process, self._exit_grace_s)
+            try:
+                await client.disconnect()
+            except Exception as exc:
+                log.warning("claude-code disconnect failed: %s", exc)
+            if process is not None and process.returncode is None:
+                with anyio.move_on_after(self._exit_grace_s * 2):
+                    await process.wait()
+            tg.cancel_scope.cancel()
+        if process is not None and process.returncode is None:
+            with suppress(ProcessLookupError):
+                process.kill()
+            with anyio.move_on_after(self._exit_grace_s):
+                await process.wait()
 
     def _finish(self) -> None:
         self._closing = True
+        self._turn_changed.set()
         self._deny_pending("the connection closed")
         for command in self._commands:
             if not command.done.is_set():
@@ -168,6 +195,8 @@ class ClaudeCodeConnection:
             async for message in client.receive_messages():
                 events = self.translator.feed(message)
                 self._emit_all(events)
+                if not self.translator.turn_active:
+                    self._turn_changed.set()
                 for call_id in self.translator.available:
                     self._tool_event(call_id).set()
                 if any(isinstance(e, ErrorEvent) for e in events):
@@ -335,13 +364,35 @@ class ClaudeCodeConnection:
         return True
 
     async def close(self) -> None:
-        self._closing = True
+        """Stop the CLI: interrupt a running turn and let it settle (bounded), then disconnect
+        (stdin EOF; SIGTERM, then SIGKILL, when it does not exit within ``exit_grace_s``)."""
         if self._finished.is_set():
+            self._closing = True
             return
         self._deny_pending("the connection closed")
-        self._stop.set()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
-            await self._finished.wait()
+        with anyio.CancelScope(shield=True):
+            if not self._closing and self.translator.turn_active:
+                await self._interrupt()
+            self._closing = True
+            self._stop.set()
+            with anyio.move_on_after(self._close_timeout_s):
+                await self._finished.wait()
+
+    async def _interrupt(self) -> None:
+        """The SDK's interrupt: the CLI ends its turn and calls the model no more."""
+
+        async def call(client: ClaudeSDKClient) -> None:
+            await client.interrupt()
+
+        with anyio.move_on_after(self._interrupt_timeout_s):
+            try:
+                await self._call(call)
+            except Exception as exc:
+                log.warning("claude-code interrupt failed: %s", exc)
+                return
+            while self.translator.turn_active and self.alive:
+                changed = self._turn_changed = anyio.Event()
+                await changed.wait()
 
     # -- approvals --------------------------------------------------------------------------
 
@@ -389,3 +440,20 @@ class ClaudeCodeConnection:
 
 def _replace(target: ConnectTarget, **changes: Any) -> ConnectTarget:
     return replace(target, **changes)
+
+
+def _process_of(client: ClaudeSDKClient) -> Process | None:
+    """The CLI child process of a connected client (the SDK keeps it on its transport)."""
+    process = getattr(getattr(client, "_transport", None), "_process", None)
+    return process if isinstance(process, Process) else None
+
+
+async def _escalate(process: Process, grace_s: float) -> None:
+    """SIGTERM after ``grace_s``, SIGKILL after another ``grace_s`` (cancelled once it exits)."""
+    for signal_it in (process.terminate, process.kill):
+        await anyio.sleep(grace_s)
+        if process.returncode is not None:
+            return
+        log.warning("the Claude Code CLI did not exit in time: %s", signal_it.__name__)
+        with suppress(ProcessLookupError):
+            signal_it()

@@ -66,6 +66,10 @@ class ClaudeCodeConfig:
     warm_ttl_s: float = 300.0
     connect_timeout_s: float = 60.0
     close_timeout_s: float = 10.0
+    interrupt_timeout_s: float = 3.0
+    """Stop: how long the interrupt of a running turn may take to settle before the close."""
+    exit_grace_s: float = 2.0
+    """After stdin EOF: SIGTERM when the CLI has not exited after this, SIGKILL after twice."""
     extra_args: Mapping[str, str | None] = field(default_factory=dict)
 
 
@@ -228,6 +232,8 @@ class ClaudeCodeDriver:
             target=target,
             resume_token=connect_input.resume_token,
             close_timeout_s=self.config.close_timeout_s,
+            interrupt_timeout_s=self.config.interrupt_timeout_s,
+            exit_grace_s=self.config.exit_grace_s,
         )
         with anyio.fail_after(self.config.connect_timeout_s):
             await self._tg.start(self._own, connection)
