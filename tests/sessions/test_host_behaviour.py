@@ -8,10 +8,13 @@ import anyio
 import pytest
 
 from drupe.errors import UnknownConversationError, ValidationError
+from drupe.gateway.agent_schemas import runtime_json
 from drupe.sessions.drivers.base import (
     CompactionComplete,
     CompactionStart,
+    ContextUsage,
     SessionInfo,
+    SupportedCommands,
     TurnComplete,
 )
 from drupe.sessions.state import Idle, Transition
@@ -287,3 +290,39 @@ async def test_a_new_connection_waits_until_the_stopped_runtime_has_closed(env: 
         await watcher.wait_terminals(1)
     assert stopped.is_set()
     await env.manager.wait_settled(f"agent-session:{sid}")
+
+
+async def test_context_usage_and_commands_are_published_when_they_change(env: Env) -> None:
+    """Issue 8 point 4: the REST session state holds them; the stream gets a data chunk on
+    each change (transient: never stored in the answer)."""
+    sid = await env.new_session()
+    watcher = Watcher()
+    first = await env.submit(sid, "hi", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    usage = {"totalTokens": 1200, "maxTokens": 200000, "percentage": 0.6}
+    conn.emit(SupportedCommands(("compact", "review")), ContextUsage(usage))
+    conn.emit(SupportedCommands(("compact", "review")), ContextUsage(dict(usage)))
+    conn.emit_text(first.placeholder_ids[0], ["ok"])
+    await watcher.wait_terminals(1)
+    await env.manager.wait_settled(f"agent-session:{sid}")
+    state = [e.chunk for e in watcher.events if e.chunk["type"].startswith("data-")]
+    assert state == [
+        {
+            "type": "data-session-commands",
+            "id": "data-session-commands",
+            "data": {"commands": ["compact", "review"]},
+            "transient": True,
+        },
+        {
+            "type": "data-context-usage",
+            "id": "data-context-usage",
+            "data": usage,
+            "transient": True,
+        },
+    ]
+    shown = runtime_json(env.entry(sid))
+    assert shown["commands"] == ["compact", "review"]
+    assert shown["contextUsage"] is not None
+    rows = await env.rows(sid)
+    assert not [p for p in rows[1].parts if p["type"].startswith("data-")]

@@ -10,6 +10,9 @@
   ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
 * One reader task per connection translates runtime events into reducer events. If the runtime
   goes away by itself, a turn that was still running ends ``error``.
+* Context usage and supported slash commands are kept on the entry (the REST session state)
+  and, when they change, announced to the live turn as transient ``data-context-usage`` /
+  ``data-session-commands`` chunks (dropped with a log when no turn is live).
 * A compaction always ends: on its own end event, on the turn's terminal, when the connection
   ends, or after the host's ``compaction_bound`` (the session is never left ``compacting``).
 Never: reconnect from the reader, or close a connection the host did not decide to close.
@@ -291,11 +294,16 @@ class ConnectionKeeper:
                 log.warning("compaction of session %r failed: %s", entry.session_id, error)
                 host.apply(entry, CompactionEnded(None))
             case ContextUsage(usage=usage):
-                entry.context_usage = dict(usage)
+                if dict(usage) != entry.context_usage:
+                    entry.context_usage = dict(usage)
+                    self.route_chunk(entry, _state_chunk("data-context-usage", dict(usage)))
             case ToolApprovalRequest(request=request):
                 await self._approval(entry, link, request.approval_id, request.tool_call_id)
             case SupportedCommands(commands=commands):
-                entry.commands = tuple(commands)
+                if tuple(commands) != entry.commands:
+                    entry.commands = tuple(commands)
+                    data = {"commands": list(commands)}
+                    self.route_chunk(entry, _state_chunk("data-session-commands", data))
             case UsageEvent() | ApiRetry():
                 pass
 
@@ -322,6 +330,12 @@ class ConnectionKeeper:
                 "toolCallId": tool_call_id,
             },
         )
+
+
+def _state_chunk(kind: str, data: dict[str, Any]) -> Chunk:
+    """A transient data chunk that tells subscribers the session's state changed (never
+    stored in the message; the REST session state holds the newest value)."""
+    return {"type": kind, "id": kind, "data": data, "transient": True}
 
 
 def _protected(entry: SessionEntry) -> bool:

@@ -257,3 +257,50 @@ async def test_stop_ends_the_cli_and_the_next_turn_sees_only_what_was_streamed(
     assert model_texts and all(t.strip() in streamed for t in model_texts), texts
     assert "an answer nobody saw" not in str(api.requests[-1])
     assert text_of(rows[-1]).strip() == "fresh answer"
+
+
+async def test_provider_retries_reach_subscribers_and_context_usage_is_published(
+    tmp_path: Path,
+) -> None:
+    """Issue 8 point 4: the CLI's ``api_retry`` becomes transient ``data-retry`` chunks, and
+    the session's context usage and slash commands reach the entry (REST) and the stream."""
+    calls = {"n": 0}
+
+    def script(body: dict[str, Any]) -> Reply:
+        calls["n"] += 1
+        return Reply(status=429) if calls["n"] == 1 else Reply(text="after the retry")
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        sid = (await env.db.agents.create_session(agent.id)).id
+        watcher = Watcher()
+        with anyio.fail_after(DEADLINE_S):
+            await env.submit(sid, "hi", [watcher])
+            end = await watcher.wait_terminals(1)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+        entry = env.entry(sid)
+        rows = await env.rows(sid)
+
+    assert end.status == "success"
+    kinds = [e.chunk["type"] for e in watcher.events]
+    retry = next(e.chunk for e in watcher.events if e.chunk["type"] == "data-retry")
+    assert retry["transient"] is True and retry["data"]["statusCode"] == 429
+    assert retry["data"]["attempt"] == 2
+    assert kinds.index("data-retry") < kinds.index("text-delta")
+    assert entry.context_usage is not None and entry.context_usage["maxTokens"] > 0
+    assert "data-context-usage" in kinds and "data-session-commands" in kinds
+    assert entry.commands and "compact" in entry.commands
+    # Transient state chunks never enter the stored answer.
+    assert {p["type"] for p in rows[-1].parts} <= {"text", "step-start"}
+    assert text_of(rows[-1]).strip() == "after the retry"

@@ -403,6 +403,19 @@ def test_compaction_failure_and_api_retry() -> None:
     assert events == [
         CompactionStart(),
         CompactionError("too big"),
+        ChunkEvent(
+            {
+                "type": "data-retry",
+                "data": {
+                    "attempt": 2,
+                    "maxAttempts": 4,
+                    "delayMs": None,
+                    "statusCode": None,
+                    "message": None,
+                },
+                "transient": True,
+            }
+        ),
         ApiRetry({"attempt": 1, "max_retries": 3}),
     ]
 

@@ -47,10 +47,12 @@ from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
     ConnectTarget,
+    ContextUsage,
     ErrorEvent,
     ReconcileVerdict,
     RuntimeEvent,
     ToolApprovalRequest,
+    TurnComplete,
     UserInput,
 )
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
@@ -62,6 +64,7 @@ __all__ = ["ClaudeCodeConnection"]
 log = logging.getLogger(__name__)
 
 _TOOL_READY_TIMEOUT_S = 5.0
+_CONTEXT_USAGE_TIMEOUT_S = 2.0
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
 
 ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
@@ -194,6 +197,14 @@ class ClaudeCodeConnection:
         try:
             async for message in client.receive_messages():
                 events = self.translator.feed(message)
+                ends = [i for i, e in enumerate(events) if isinstance(e, TurnComplete)]
+                if ends:
+                    # The session's context usage, published before the turn's end.
+                    self._emit_all(events[: ends[0]])
+                    usage = await self._fetch_context_usage(client)
+                    if usage is not None:
+                        self._emit_all([ContextUsage(usage)])
+                    events = events[ends[0] :]
                 self._emit_all(events)
                 if not self.translator.turn_active:
                     self._turn_changed.set()
@@ -337,6 +348,14 @@ class ClaudeCodeConnection:
                 log.warning("claude-code hot patch failed: %s", exc)
                 return "failed"
             return "patched" if patched else "current"
+
+    async def _fetch_context_usage(self, client: ClaudeSDKClient) -> dict[str, Any] | None:
+        with anyio.move_on_after(_CONTEXT_USAGE_TIMEOUT_S):
+            try:
+                return dict(await client.get_context_usage() or {})
+            except Exception as exc:
+                log.debug("claude-code context usage unavailable: %s", exc)
+        return None
 
     async def context_usage(self) -> dict[str, Any] | None:
         """The CLI's context-window breakdown (``get_context_usage``); None when unavailable."""

@@ -19,7 +19,8 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   result -> anchor-less ``CompactionComplete``; a compaction still open at the result settles
   anchor-less too, and one open when the runtime dies fails (exactly one end per compaction);
   ``compact_result: failed``, or a ``compact_error`` without ``compact_result: success``, ->
-  ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
+  ``CompactionError``; ``api_retry`` -> a transient ``data-retry`` chunk (the agent loop's
+  shape: the try that comes next, of ``max_retries + 1``) during a turn, and ``ApiRetry``;
 * each finished top-level model message -> ``UsageEvent`` (its own usage);
 * ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
   injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
@@ -81,9 +82,28 @@ from drupe.sessions.drivers.claude_code.usage import (
     usage_metadata,
 )
 
-__all__ = ["Translator"]
+__all__ = ["Translator", "retry_chunk"]
 
 _RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
+
+
+def retry_chunk(retry: Mapping[str, Any]) -> Chunk:
+    """The CLI's ``api_retry`` as the agent loop's transient ``data-retry`` chunk."""
+    attempt = retry.get("attempt")
+    max_retries = retry.get("max_retries")
+    error = retry.get("error")
+    message = error.get("message") if isinstance(error, Mapping) else error
+    return {
+        "type": "data-retry",
+        "data": {
+            "attempt": int(attempt) + 1 if isinstance(attempt, int) else None,
+            "maxAttempts": int(max_retries) + 1 if isinstance(max_retries, int) else None,
+            "delayMs": retry.get("retry_delay_ms"),
+            "statusCode": retry.get("error_status"),
+            "message": str(message) if message is not None else None,
+        },
+        "transient": True,
+    }
 
 
 def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
@@ -301,7 +321,10 @@ class Translator:
             self.compacting = False
             out.append(CompactionComplete(_anchor(data, float(self.clock()))))
         elif message.subtype == "api_retry":
-            out.append(ApiRetry({k: v for k, v in data.items() if k not in _RETRY_NOISE}))
+            retry = {k: v for k, v in data.items() if k not in _RETRY_NOISE}
+            if self.turn_active:
+                out += self._chunks(retry_chunk(retry))
+            out.append(ApiRetry(retry))
         return out
 
     def _commands(self, commands: object) -> list[RuntimeEvent]:
