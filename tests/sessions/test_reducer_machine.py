@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from drupe.sessions.reducer import reduce
 from drupe.sessions.state import (
+    CloseConnection,
     CloseStream,
     CompactionEnded,
     CompactionStarted,
@@ -62,6 +63,8 @@ from drupe.sessions.state import (
     turn_config,
 )
 
+BUFFER_LIMIT = 4
+"""Small, so the machine reaches the overflow policy."""
 CONFIG = turn_config("m1")
 OTHER = turn_config("m2")
 
@@ -69,7 +72,8 @@ OTHER = turn_config("m2")
 class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.state = SessionState()
+        self.state = SessionState(buffer_limit=BUFFER_LIMIT)
+        self.overflowed = False
         self.ids = itertools.count(1)
         self.seq = itertools.count(1)
         self.emitted: list[int] = []
@@ -107,8 +111,18 @@ class SessionMachine(RuleBasedStateMachine):
                         assert status == "paused", status
                         kept = self.delivered_by_turn.get(turn_id, [])
                         assert kept == self.stopped_turns[turn_id], kept
-                case DropBuffer(chunks=chunks):
+                case DropBuffer(chunks=chunks, reason=reason):
                     self.dropped_chunks.extend(c["seq"] for c in chunks)
+                    if reason == "buffer overflow":
+                        # The turn ends visibly: an error terminal is latched, the runtime
+                        # connection is closed.
+                        execution = self.state.execution
+                        assert isinstance(execution, TurnExec | Transition)
+                        assert execution.terminal is not None
+                        assert execution.terminal[0] == "error"
+                        assert self.state.connection == "disconnected"
+                        assert any(isinstance(e, CloseConnection) for e in effects)
+                        self.overflowed = True
                 case DropQueued(items=items):
                     for item in items:
                         assert item.user_message_id not in self.dropped_follow_ups
@@ -192,6 +206,8 @@ class SessionMachine(RuleBasedStateMachine):
         seq = next(self.seq)
         self.emitted.append(seq)
         self.apply(RuntimeChunk({"type": "text-delta", "id": "t", "delta": "x", "seq": seq}))
+        if self.overflowed:
+            event("buffer overflow")
 
     @rule(status=st.sampled_from(["success", "success", "error"]))
     def runtime_terminal(self, status: str) -> None:
@@ -312,6 +328,7 @@ class SessionMachine(RuleBasedStateMachine):
         execution = self.state.execution
         if isinstance(execution, TurnExec | Transition):
             buffered = [c["seq"] for c in execution.buffer]
+            assert len(buffered) <= BUFFER_LIMIT, "a buffer grew past its bound"
         accounted = sorted(self.delivered + self.dropped_chunks + buffered)
         assert accounted == self.emitted, (accounted, self.emitted)
 

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from drupe.chunks.types import Chunk
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
@@ -151,13 +152,9 @@ def reduce(state: SessionState, event: Event) -> Result:
                 if execution.phase == "open":
                     return state, [Forward(execution.turn.turn_id, chunk)]
                 if execution.phase == "unopened" and execution.terminal is None:
-                    return replace(
-                        state, execution=replace(execution, buffer=(*execution.buffer, chunk))
-                    ), []
+                    return _buffer(state, execution, chunk)
             if isinstance(execution, Transition) and execution.terminal is None:
-                return replace(
-                    state, execution=replace(execution, buffer=(*execution.buffer, chunk))
-                ), []
+                return _buffer(state, execution, chunk)
             return state, [DropBuffer((chunk,), "no live turn")]
         case RuntimeTerminal(status=status, error=error):
             return _runtime_terminal(state, event, status, error)
@@ -283,6 +280,26 @@ def reduce(state: SessionState, event: Event) -> Result:
                 return state, []
             return replace(state, connection="disconnected"), []
     return _invalid(state, event, "unknown event")
+
+
+def _buffer(state: SessionState, execution: TurnExec | Transition, chunk: Chunk) -> Result:
+    """Buffer ``chunk`` for a stream that is not open yet, within ``buffer_limit``."""
+    if len(execution.buffer) < state.buffer_limit:
+        buffered = replace(execution, buffer=(*execution.buffer, chunk))
+        return replace(state, execution=buffered), []
+    error = {
+        "name": "BufferOverflow",
+        "message": f"more than {state.buffer_limit} chunks arrived before the answer's stream "
+        "opened; the turn was ended",
+    }
+    overflowed = replace(execution, terminal=("error", error))
+    closed = replace(state, execution=overflowed, connection="disconnected")
+    ended, effects = _requeue_folded(closed)
+    return ended, [
+        DropBuffer((chunk,), "buffer overflow"),
+        CloseConnection("buffer overflow"),
+        *effects,
+    ]
 
 
 def _runtime_terminal(

@@ -15,6 +15,10 @@ State:
 * ``connection``: ``disconnected`` | ``connecting`` | ``connected`` with the attempt id;
 * ``compacting`` and ``last_terminal``.
 
+Bounds: a buffer holds at most ``buffer_limit`` chunks; one more latches an ``error`` terminal
+(``BufferOverflow``, delivered when the stream opens), drops the chunk and closes the
+connection, so the overflow ends the turn visibly instead of growing memory.
+
 Rules: a session is busy while compacting, launching, queueing or executing (never "is a stream
 live"). Only ``TurnTerminal`` (persistence confirmed) returns the execution to idle, and only
 then may a successor launch. A chunk is routed to exactly one place: the open turn, a buffer,
@@ -158,6 +162,9 @@ class SessionState:
     attempt: int = 0
     compacting: bool = False
     last_terminal: Status | None = None
+    buffer_limit: int = 10_000
+    """The most chunks a buffer (before a stream opens, or during a roll) holds; the next one
+    ends the turn ``error`` (``BufferOverflow``) and closes the connection."""
 
 
 # --- events --------------------------------------------------------------------------------

@@ -43,6 +43,7 @@ from claude_agent_sdk import (
 )
 
 from drupe.errors import DriverError
+from drupe.sessions.drivers.approvals import PendingApprovals
 from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
@@ -75,14 +76,6 @@ class _Command:
     call: ClientCall
     done: anyio.Event = field(default_factory=anyio.Event)
     error: BaseException | None = None
-
-
-@dataclass(slots=True)
-class _Approval:
-    tool_call_id: str
-    done: anyio.Event = field(default_factory=anyio.Event)
-    approved: bool = False
-    reason: str | None = None
 
 
 class ClaudeCodeConnection:
@@ -124,7 +117,7 @@ class ClaudeCodeConnection:
         self._cmd_send: MemoryObjectSendStream[_Command]
         self._cmd_recv: MemoryObjectReceiveStream[_Command]
         self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(math.inf)
-        self._approvals: dict[str, _Approval] = {}
+        self._approvals = PendingApprovals()
         self._tools_seen: dict[str, anyio.Event] = {}
         self._headless = False
         self._closing = False
@@ -184,7 +177,7 @@ class ClaudeCodeConnection:
     def _finish(self) -> None:
         self._closing = True
         self._turn_changed.set()
-        self._deny_pending("the connection closed")
+        self._approvals.deny_all("the connection closed")
         for command in self._commands:
             if not command.done.is_set():
                 command.error = DriverError("the Claude Code connection closed during a call")
@@ -374,13 +367,7 @@ class ClaudeCodeConnection:
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None
     ) -> bool:
-        pending = self._approvals.get(approval_id)
-        if pending is None or pending.done.is_set():
-            return False
-        pending.approved = approved
-        pending.reason = reason
-        pending.done.set()
-        return True
+        return self._approvals.respond(approval_id, approved=approved, reason=reason)
 
     async def close(self) -> None:
         """Stop the CLI: interrupt a running turn and let it settle (bounded), then disconnect
@@ -388,7 +375,7 @@ class ClaudeCodeConnection:
         if self._finished.is_set():
             self._closing = True
             return
-        self._deny_pending("the connection closed")
+        self._approvals.deny_all("the connection closed")
         with anyio.CancelScope(shield=True):
             if not self._closing and self.translator.turn_active:
                 await self._interrupt()
@@ -415,13 +402,6 @@ class ClaudeCodeConnection:
 
     # -- approvals --------------------------------------------------------------------------
 
-    def _deny_pending(self, reason: str) -> None:
-        for pending in self._approvals.values():
-            if not pending.done.is_set():
-                pending.approved = False
-                pending.reason = reason
-                pending.done.set()
-
     async def _can_use_tool(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
     ) -> PermissionResultAllow | PermissionResultDeny:
@@ -438,7 +418,7 @@ class ClaudeCodeConnection:
             with anyio.move_on_after(_TOOL_READY_TIMEOUT_S):
                 await self._tool_event(call_id).wait()
         approval_id = f"approval-{uuid.uuid4().hex}"
-        pending = self._approvals[approval_id] = _Approval(call_id)
+        pending = self._approvals.open(approval_id, call_id)
         request = ApprovalRequest(
             approval_id=approval_id, tool_call_id=call_id, tool_name=tool_name, input=tool_input
         )
@@ -446,10 +426,7 @@ class ClaudeCodeConnection:
         # ``tool-output-denied``): one emitter for every driver, so nothing is sent twice.
         events: list[RuntimeEvent] = [ToolApprovalRequest(request)]
         self._emit_all(events)
-        try:
-            await pending.done.wait()
-        finally:
-            self._approvals.pop(approval_id, None)
+        await self._approvals.wait(approval_id, pending)
         if pending.approved:
             return PermissionResultAllow()
         if top_level:
