@@ -20,7 +20,6 @@ Contract:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -82,11 +81,23 @@ if TYPE_CHECKING:
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.records import TerminalStatus
 
-__all__ = ["DEFAULT_IDLE_TTL", "AgentSessionHost", "SessionEntry"]
+__all__ = [
+    "DEFAULT_IDLE_TTL",
+    "MAX_ENTRIES",
+    "MAX_TURN_CHANNEL",
+    "AgentSessionHost",
+    "SessionEntry",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL = 300.0
+MAX_TURN_CHANNEL = 65_536
+"""Chunks routed to a turn's stream and not yet read by the stream manager; one more ends the
+turn ``error`` and closes the runtime connection."""
+MAX_ENTRIES = 10_000
+"""Session entries kept in memory; past it the least recently used idle, disconnected entry is
+forgotten (its state is persisted); when none is, a new session's turn is refused."""
 _STOP_ROLL_BOUND_S = 10.0
 """How long ``stop`` waits for a stopped roll's continuation to settle (then it aborts it)."""
 _STOP_CLOSE_BOUND_S = 20.0
@@ -105,6 +116,8 @@ class SessionEntry:
     info: SessionInfo
     state: SessionState = field(default_factory=SessionState)
     channels: dict[str, MemoryObjectSendStream[_Item]] = field(default_factory=dict)
+    overflowed: set[str] = field(default_factory=set)
+    """Turns whose stream overflowed (they end ``error``)."""
     last_resume_token: str | None = None
     token_hydrated: bool = False
     idle_scope: anyio.CancelScope | None = None
@@ -148,6 +161,8 @@ class AgentSessionHost:
         self.compaction_bound = compaction_bound
         self._sleep = sleep
         self.entries: dict[str, SessionEntry] = {}
+        self.max_entries = MAX_ENTRIES
+        self.turn_channel_limit = MAX_TURN_CHANNEL
         self.connections = ConnectionKeeper(self)
         self.launcher = Launcher(self)
         self._seq = 0
@@ -178,16 +193,29 @@ class AgentSessionHost:
     # --- turns ------------------------------------------------------------------------------
 
     def ensure_entry(self, info: SessionInfo) -> SessionEntry:
-        entry = self.entries.get(info.session_id)
-        if entry is None:
+        entry = self.entries.pop(info.session_id, None)
+        if entry is not None:
+            self.entries[info.session_id] = entry  # most recently used last
+        else:
+            self._make_room()
             entry = self.entries[info.session_id] = SessionEntry(
                 session_id=info.session_id,
                 conversation_id=f"agent-session:{info.session_id}",
                 info=info,
             )
-        else:
-            entry.info = info
+        entry.info = info
         return entry
+
+    def _make_room(self) -> None:
+        """Keep ``entries`` within ``MAX_ENTRIES`` (see its docstring)."""
+        while len(self.entries) >= self.max_entries:
+            victim = next((e for e in self.entries.values() if _forgettable(e)), None)
+            if victim is None:
+                raise DriverError(
+                    f"too many active agent sessions (the limit is {self.max_entries})"
+                )
+            log.info("forgetting the idle session entry %r (entry limit)", victim.session_id)
+            del self.entries[victim.session_id]
 
     def begin_turn(self, info: SessionInfo, turn: TurnInfo) -> list[Listener]:
         """Register a fresh turn on an idle session; returns its runtime listeners."""
@@ -248,7 +276,7 @@ class AgentSessionHost:
         if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
             raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
         turn = current.turn
-        send, receive = anyio.create_memory_object_stream[_Item](math.inf)
+        send, receive = anyio.create_memory_object_stream[_Item](self.turn_channel_limit)
         entry.channels[turn_id] = send
         send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
         finished = False
@@ -280,6 +308,13 @@ class AgentSessionHost:
                         self.manager.abort(entry.conversation_id, "user-stop")
                         raise DriverError("the session was stopped")
                     return
+            if turn_id in entry.overflowed:
+                # The turn's stream fell MAX_TURN_CHANNEL chunks behind: end it visibly.
+                finished = True
+                entry.overflowed.discard(turn_id)
+                await self.connections.close_now(entry, "turn stream overflow")
+                limit = self.turn_channel_limit
+                raise DriverError(f"the answer fell more than {limit} chunks behind; it was ended")
         except DriverError:
             finished = True
             raise
@@ -369,7 +404,13 @@ class AgentSessionHost:
         if channel is None:
             self._note(entry, f"turn {turn_id!r} has no open stream; {item[0]} dropped")
             return
-        channel.send_nowait(item)
+        try:
+            channel.send_nowait(item)
+        except anyio.WouldBlock:
+            self._note(entry, f"turn {turn_id!r} overflowed its stream; it ends in error")
+            entry.overflowed.add(turn_id)
+            entry.channels.pop(turn_id, None)
+            channel.close()
 
     def _note(self, entry: SessionEntry, text: str) -> None:
         log.info("session %r: %s", entry.session_id, text)
@@ -520,6 +561,18 @@ class AgentSessionHost:
         """Close every connection (shutdown)."""
         for entry in list(self.entries.values()):
             await self.connections.close_now(entry, "shutdown")
+
+
+def _forgettable(entry: SessionEntry) -> bool:
+    return (
+        not is_busy(entry.state)
+        and entry.state.connection == "disconnected"
+        and not entry.channels
+        and not entry.waiting
+        and not entry.approvals
+        and entry.idle_scope is None
+        and entry.compaction_scope is None
+    )
 
 
 def _error(err: BaseException) -> dict[str, Any]:

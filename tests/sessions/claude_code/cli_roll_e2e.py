@@ -230,7 +230,7 @@ async def test_stop_ends_the_cli_and_the_next_turn_sees_only_what_was_streamed(
         with anyio.fail_after(DEADLINE_S):
             await env.submit(sid, "go", [watcher])
             await first.held.wait()
-            await watcher.wait_chunk("text-delta")
+            await watcher.wait_text("step one")
             assert len(_cli_processes()) == 1
             await env.host.stop(sid)
             # Stop returned: the old CLI process is gone, so it can call the API no more.

@@ -4,8 +4,9 @@ Ownership: ONE owning task (``run``, started in the driver's task group) enters 
 ``ClaudeSDKClient``, reads its messages, and performs every client call (``query``,
 ``set_model``, ``set_permission_mode``) from a command stream; it exits the client exactly once.
 No other task touches the client (the SDK's internal task group is bound to the task that
-connected it). ``events()`` yields the runtime events the owner puts into an unbounded memory
-stream, and ends when the connection is closed or the CLI goes away.
+connected it). ``events()`` yields the runtime events the owner puts into its bounded
+``EventOutbox`` (an overflow ends the connection with an error), and ends when the connection
+is closed or the CLI goes away. Commands are bounded too (``_MAX_COMMANDS`` in flight).
 
 Steering goes through the connection's ``SteerHolder`` (``redirect`` stashes, the ``PreToolUse``
 hook injects). Approvals: the SDK's ``can_use_tool`` callback registers a pending decision here,
@@ -23,7 +24,6 @@ owning task once the connection is up (it becomes an ``error`` event and the end
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import suppress
@@ -59,6 +59,7 @@ from drupe.sessions.drivers.base import (
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
 from drupe.sessions.drivers.claude_code.events import Translator
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+from drupe.sessions.drivers.outbox import EventOutbox
 
 __all__ = ["ClaudeCodeConnection"]
 
@@ -66,6 +67,8 @@ log = logging.getLogger(__name__)
 
 _TOOL_READY_TIMEOUT_S = 5.0
 _CONTEXT_USAGE_TIMEOUT_S = 2.0
+_MAX_COMMANDS = 64
+"""Client calls queued for the owning task at once (each caller waits for its own)."""
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
 
 ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
@@ -111,12 +114,10 @@ class ClaudeCodeConnection:
         ]
         options.hooks = hooks
         self._options = options
-        self._out_send: MemoryObjectSendStream[RuntimeEvent]
-        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
-        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._outbox = EventOutbox()
         self._cmd_send: MemoryObjectSendStream[_Command]
         self._cmd_recv: MemoryObjectReceiveStream[_Command]
-        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(math.inf)
+        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(_MAX_COMMANDS)
         self._approvals = PendingApprovals()
         self._tools_seen: dict[str, anyio.Event] = {}
         self._headless = False
@@ -182,7 +183,7 @@ class ClaudeCodeConnection:
             if not command.done.is_set():
                 command.error = DriverError("the Claude Code connection closed during a call")
                 command.done.set()
-        self._out_send.close()
+        self._outbox.close()
         self._cmd_send.close()
         self._finished.set()
 
@@ -239,6 +240,8 @@ class ClaudeCodeConnection:
         self._commands.add(command)
         try:
             self._cmd_send.send_nowait(command)
+        except anyio.WouldBlock as exc:
+            raise DriverError(f"more than {_MAX_COMMANDS} CLI calls in flight") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise DriverError("the Claude Code connection is closed") from exc
         await command.done.wait()
@@ -247,9 +250,9 @@ class ClaudeCodeConnection:
 
     def _emit_all(self, events: list[RuntimeEvent]) -> None:
         for event in events:
-            try:
-                self._out_send.send_nowait(event)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not self._outbox.put(event):
+                if self._outbox.overflowed:
+                    self._stop.set()  # the host read too slowly: this connection ends
                 return
 
     def _tool_event(self, call_id: str) -> anyio.Event:
@@ -266,13 +269,8 @@ class ClaudeCodeConnection:
     # -- Connection -------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
-        # The receive side is never closed here: a reader may stop early and iterate again
-        # (a fresh ``events()``) until the connection's end closes the send side.
-        try:
-            async for event in self._out_recv:
-                yield event
-        except anyio.ClosedResourceError:
-            return
+        async for event in self._outbox.events():
+            yield event
 
     async def send(self, user_input: UserInput) -> None:
         if self._closing:

@@ -33,15 +33,13 @@ Must never: run two turns at once, hand a steer out twice or lose one, or raise 
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing, suppress
+from contextlib import aclosing
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from drupe.agent.hooks import Hooks, StepResult, TurnContext
 from drupe.agent.loop import AgentRunner
@@ -75,6 +73,7 @@ from drupe.sessions.drivers.inprocess.turn_run import (
     serialize_error,
     worth_keeping,
 )
+from drupe.sessions.drivers.outbox import EventOutbox
 from drupe.tools.base import ToolEntry
 
 __all__ = ["InProcessConnection"]
@@ -135,9 +134,7 @@ class InProcessConnection:
         self._context_window = context_window
         self._context_tokens: int | None = None
         """Tokens of the last model request (its input plus its output): the context size."""
-        self._out_send: MemoryObjectSendStream[RuntimeEvent]
-        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
-        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._outbox = EventOutbox()
         self._turn: TurnRun | None = None
         self._approvals = PendingApprovals()
         self._closed = False
@@ -147,9 +144,8 @@ class InProcessConnection:
     async def events(self) -> AsyncIterator[RuntimeEvent]:
         # The receive side is never closed here: a reader that stops early (or a second call
         # after close) must not break the stream; it ends once ``close`` closed the send side.
-        with suppress(anyio.ClosedResourceError, anyio.EndOfStream):
-            async for event in self._out_recv:
-                yield event
+        async for event in self._outbox.events():
+            yield event
 
     async def send(self, user_input: UserInput) -> None:
         if self._closed:
@@ -210,15 +206,14 @@ class InProcessConnection:
             run.scope.cancel()
             with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
                 await run.done.wait()
-        self._out_send.close()
+        self._outbox.close()
         if self._on_close is not None:
             self._on_close(self)
 
     # -- the turn task --------------------------------------------------------------------------
 
     def _emit(self, event: RuntimeEvent) -> None:
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._out_send.send_nowait(event)
+        self._outbox.put(event)
 
     def _set_token(self, message: UIMessage) -> None:
         token = message.get("id")
