@@ -47,6 +47,7 @@ from drupe.sessions.state import (
     RedirectAccepted,
     RuntimeChunk,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     SessionState,
     SteerBoundaryReached,
     SteerUndeliveredInputs,
@@ -188,6 +189,28 @@ class SessionMachine(RuleBasedStateMachine):
             self.apply(QueueFollowUp(item))
 
     @rule()
+    def runtime_turn(self) -> None:
+        """The runtime begins a turn by itself (same busy rules as any turn)."""
+        before = self.state
+        n = next(self.ids)
+        turn = TurnInfo(
+            turn_id=f"t{n}",
+            assistant_message_id=f"a{n}",
+            user_message_id="",
+            config=CONFIG,
+            message={"id": "", "role": "user", "parts": []},
+            pre_admitted=True,
+            runtime=True,
+        )
+        effects = self.apply(RuntimeTurnStarted(turn))
+        if is_busy(before):
+            assert self.state == before, "a runtime turn never interrupts a busy session"
+            return
+        assert self.state.launch == "scheduled" and self.state.launch_target == "runtime-turn"
+        assert [type(e).__name__ for e in effects] == ["ScheduleLaunch"]
+        event("runtime turn")
+
+    @rule()
     def steer_live(self) -> None:
         """A follow-up while a turn streams, which the runtime accepts."""
         self.submit(redirect_ok=True, same_config=True, open_now=True)
@@ -268,6 +291,13 @@ class SessionMachine(RuleBasedStateMachine):
             self.apply(LaunchFailed(target, clear_queue=False, error={"name": "E"}))
             return
         execution = self.state.execution
+        if target == "runtime-turn":
+            if not (isinstance(execution, TurnExec) and execution.turn.runtime):
+                self.apply(LaunchAbandoned(target))  # stopped while its row was saved
+                return
+            self._create(execution.turn, "runtime-turn")
+            event("runtime turn launched")
+            return
         if target == "queued-turn":
             if not self.state.queue:
                 self.apply(LaunchAbandoned(target))

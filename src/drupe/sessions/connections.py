@@ -43,6 +43,7 @@ from drupe.sessions.drivers.base import (
     ErrorEvent,
     ResumeToken,
     RuntimeEvent,
+    RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
     SupportedCommands,
@@ -304,6 +305,8 @@ class ConnectionKeeper:
                     entry.commands = tuple(commands)
                     data = {"commands": list(commands)}
                     self.route_chunk(entry, _state_chunk("data-session-commands", data))
+            case RuntimeTurnStart():
+                host.runtime_turn_started(entry)
             case UsageEvent() | ApiRetry():
                 pass
 

@@ -30,6 +30,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
+from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
@@ -55,6 +56,7 @@ from drupe.sessions.state import (
     QueueFollowUp,
     RedirectAccepted,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
     SessionState,
@@ -70,6 +72,7 @@ from drupe.sessions.state import (
     TurnTerminal,
     can_redirect,
     is_busy,
+    turn_config,
     will_continue,
 )
 from drupe.streaming.listeners.base import Listener, serialize_error
@@ -263,6 +266,21 @@ class AgentSessionHost:
             return "queued"
         self.apply(entry, QueueFollowUp(item))
         return "queued"
+
+    def runtime_turn_started(self, entry: SessionEntry) -> None:
+        """The runtime began a turn by itself: it gets its own assistant row (no user row),
+        streamed and persisted like any turn, under the same busy and queue rules."""
+        model_id = entry.info.model_id
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=new_message_id(),
+            user_message_id="",
+            config=turn_config(model_id),
+            message={"id": "", "role": "user", "parts": []},
+            pre_admitted=True,
+            runtime=True,
+        )
+        self.apply(entry, RuntimeTurnStarted(turn))
 
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
         entry = self.entries.get(session_id)

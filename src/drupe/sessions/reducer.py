@@ -39,6 +39,7 @@ from drupe.sessions.state import (
     Result,
     RuntimeChunk,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
     SessionState,
@@ -127,11 +128,30 @@ def reduce(state: SessionState, event: Event) -> Result:
                 launch="idle",
                 launch_target=None,
             ), []
+        case RuntimeTurnStarted(turn=turn):
+            if is_busy(state) or not (turn.runtime and turn.pre_admitted):
+                # Busy: the runtime's chunks find no live turn and are dropped (logged).
+                return _invalid(state, event, "a runtime-initiated turn on a busy session")
+            started = TurnExec(turn=turn, admission="admitted")
+            return replace(
+                state, execution=started, launch="scheduled", launch_target="runtime-turn"
+            ), [ScheduleLaunch("runtime-turn")]
+        case TurnCreated(turn=turn, via="runtime-turn"):
+            if not (
+                state.launch == "running"
+                and state.launch_target == "runtime-turn"
+                and isinstance(execution, TurnExec)
+                and execution.turn.turn_id == turn.turn_id
+                and execution.phase == "unopened"
+            ):
+                return _invalid(state, event, "no running runtime-turn launch for this turn")
+            return replace(state, launch="idle", launch_target=None), []
         case TurnStreamOpened(turn_id=turn_id):
             if not (
                 isinstance(execution, TurnExec)
                 and execution.turn.turn_id == turn_id
                 and execution.phase == "unopened"
+                and state.launch_target != "runtime-turn"  # its row is not saved yet
             ):
                 return _invalid(state, event, "no unopened turn with this id")
             effects: list[Effect] = []
@@ -238,6 +258,16 @@ def reduce(state: SessionState, event: Event) -> Result:
                 and stopped.launch_target == "queued-turn"
             ):
                 stopped = replace(stopped, launch="idle", launch_target=None)
+            if stopped.launch_target == "runtime-turn" and isinstance(execution, TurnExec):
+                # A runtime turn whose row is not saved yet: nothing was streamed; it ends here
+                # (a running launch finds it gone and abandons).
+                if execution.buffer:
+                    effects.append(DropBuffer(execution.buffer, "stopped"))
+                stopped = replace(stopped, execution=Idle())
+                if stopped.launch == "scheduled":
+                    stopped = replace(stopped, launch="idle", launch_target=None)
+                stopped, launched = _maybe_launch(stopped)
+                return stopped, [*effects, *launched]
             if isinstance(execution, TurnExec):
                 if execution.folded and keep_queue:
                     # The runtime was torn down under them: they go back, first in line.
@@ -394,6 +424,12 @@ def _launch_failed(
         return _invalid(state, event, "no running launch for this target")
     base = replace(state, launch="idle", launch_target=None, last_terminal="error")
     effects: list[Effect] = [TerminateHeld(error)]
+    if target == "runtime-turn":
+        execution = state.execution
+        if isinstance(execution, TurnExec) and execution.buffer:
+            effects.append(DropBuffer(execution.buffer, "runtime turn failed to launch"))
+        rest, launched = _maybe_launch(replace(base, execution=Idle()))
+        return rest, [*effects, *launched]
     if target == "steer-continuation":
         execution = state.execution
         if isinstance(execution, Transition):

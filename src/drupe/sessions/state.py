@@ -10,8 +10,10 @@ State:
   ``Transition`` (the steer-boundary roll: the source turn A1a is closing, chunks are buffered
   for the continuation A2);
 * ``queue``: follow-ups waiting for their own turn;
-* ``launch``: ``idle`` | ``scheduled`` | ``running``, target ``queued-turn`` or
-  ``steer-continuation`` (single-flight: at most one launch per session);
+* ``launch``: ``idle`` | ``scheduled`` | ``running``, target ``queued-turn``,
+  ``steer-continuation`` or ``runtime-turn`` (a turn the runtime started by itself: its
+  ``TurnExec`` exists at once, buffering, while its row is saved; single-flight: at most one
+  launch per session);
 * ``connection``: ``disconnected`` | ``connecting`` | ``connected`` with the attempt id;
 * ``compacting`` and ``last_terminal``.
 
@@ -58,6 +60,7 @@ __all__ = [
     "RedirectAccepted",
     "RuntimeChunk",
     "RuntimeTerminal",
+    "RuntimeTurnStarted",
     "ScheduleLaunch",
     "SessionOnIdle",
     "SessionState",
@@ -80,7 +83,7 @@ __all__ = [
 ]
 
 Status = Literal["success", "paused", "error"]
-LaunchTarget = Literal["queued-turn", "steer-continuation"]
+LaunchTarget = Literal["queued-turn", "steer-continuation", "runtime-turn"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -115,6 +118,8 @@ class TurnInfo:
     pre_admitted: bool = False
     """A steer continuation: the runtime is already answering; nothing is sent."""
     steer: bool = False
+    runtime: bool = False
+    """A turn the runtime started by itself: no user row, nothing is sent (pre-admitted)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -175,7 +180,14 @@ class TurnCreated:
     """A turn exists (fresh begin, a launched queued turn, or the roll's continuation)."""
 
     turn: TurnInfo
-    via: Literal["fresh", "queued-turn", "steer-continuation"] = "fresh"
+    via: Literal["fresh", "queued-turn", "steer-continuation", "runtime-turn"] = "fresh"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeTurnStarted:
+    """The runtime began a turn by itself; ``turn`` is its (runtime, pre-admitted) turn."""
+
+    turn: TurnInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -287,6 +299,7 @@ class ConnectionLost:
 
 Event = (
     TurnCreated
+    | RuntimeTurnStarted
     | TurnStreamOpened
     | TurnAdmitted
     | RuntimeChunk

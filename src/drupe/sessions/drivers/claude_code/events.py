@@ -29,10 +29,12 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   the result's metadata then carries the rest of the turn (A2's share).
 
 The driver emits no ``start``/``finish`` chunks: the host frames each turn (its turn stream
-emits ``start`` with the row's message id, and ``finish`` at the terminal). Chunks and results
-that arrive with no active turn are dropped, and so are those of a turn the CLI started on its
-own (a background subagent's): the CLI stamps what it answers with ``user_message_uuid(s)``,
-and a turn started by ``send`` only takes what answers its own message's uuid.
+emits ``start`` with the row's message id; the stream manager fans out ``finish`` at the
+terminal). A top-level ``message_start`` with no active turn is a turn the CLI began by itself
+(it reports a background subagent's result): ``RuntimeTurnStart``, then that turn is
+translated like any other, up to its result. While a turn started by ``send`` runs, the CLI
+stamps what it answers with ``user_message_uuid(s)``, and the turn only takes what answers its
+own message's uuid (a background turn finishing meanwhile is dropped).
 
 Must never: do I/O, or raise on an unknown message (unknown shapes are ignored).
 """
@@ -66,6 +68,7 @@ from drupe.sessions.drivers.base import (
     ErrorEvent,
     ResumeToken,
     RuntimeEvent,
+    RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
     SupportedCommands,
@@ -172,9 +175,17 @@ class Translator:
         if isinstance(message, StreamEvent | AssistantMessage | ResultMessage):
             self._note_answering(message)
         if isinstance(message, StreamEvent):
-            if message.parent_tool_use_id is not None or not self._ours():
+            if message.parent_tool_use_id is not None:
                 return []
-            return self._stream_event(message.event)
+            started: list[RuntimeEvent] = []
+            if not self.turn_active and message.event.get("type") == "message_start":
+                # The CLI began a turn by itself (e.g. to report a background subagent).
+                answering = self._answering[0] if self._answering else None
+                self.begin_turn(answering)
+                started.append(RuntimeTurnStart())
+            if not self._ours():
+                return []
+            return started + self._stream_event(message.event)
         if isinstance(message, AssistantMessage):
             if message.parent_tool_use_id is None and self._ours():
                 for block in message.content:
