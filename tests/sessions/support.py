@@ -76,6 +76,11 @@ class Watcher(BaseListener):
             await self._changed.wait()
         return next(e for e in reversed(self.events) if e.chunk.get("type") == chunk_type)
 
+    async def wait_text(self, fragment: str) -> None:
+        """Wait until the streamed text contains ``fragment``."""
+        while fragment not in "".join(self.texts()):
+            await self._changed.wait()
+
     async def on_done(self, result: TerminalResult) -> None:
         await self._record(result)
 

@@ -8,10 +8,13 @@ import anyio
 import pytest
 
 from drupe.errors import UnknownConversationError, ValidationError
+from drupe.gateway.agent_schemas import runtime_json
 from drupe.sessions.drivers.base import (
     CompactionComplete,
     CompactionStart,
+    ContextUsage,
     SessionInfo,
+    SupportedCommands,
     TurnComplete,
 )
 from drupe.sessions.state import Idle, Transition
@@ -102,7 +105,9 @@ async def test_stop_pauses_the_turn_closes_the_connection_and_drops_the_queue(en
     await env.manager.wait_settled(cid)
 
 
-async def test_stop_during_a_roll_abandons_it(env: Env) -> None:
+async def test_stop_during_a_steer_roll_ends_as_a_user_stop_keeping_the_partial(
+    env: Env,
+) -> None:
     sid = await env.new_session()
     cid = f"agent-session:{sid}"
     watcher = Watcher()
@@ -111,29 +116,36 @@ async def test_stop_during_a_roll_abandons_it(env: Env) -> None:
     await conn.wait_sends(1)
     conn.emit_chunks(text_turn(first.placeholder_ids[0], ["a"]))
     await conn.wait_consumed()
-    await env.submit(sid, "steer")
+    steer = await env.submit(sid, "steer")
     await conn.wait_redirects(1)
+    late = await env.submit(sid, "a second steer")  # folded after the boundary: dropped
     watcher.hold = anyio.Event()
-    conn.boundary()
-    conn.emit_chunks(text_turn("a2", ["buffered"])[:4])
+    conn.boundary(conn.redirects[0])
+    conn.emit_chunks(text_turn("a2", ["buffered"])[1:5])
     await watcher.wait_terminals(1)
     await conn.wait_consumed()
     assert isinstance(env.entry(sid).state.execution, Transition)
     async with anyio.create_task_group() as tg:
-        tg.start_soon(env.host.stop, sid)  # nothing live to abort: the roll is abandoned
+        tg.start_soon(env.host.stop, sid)  # nothing live to abort: A2 is latched paused
         await env.wait_for(lambda: env.entry(sid).state.connection == "disconnected")
         execution = env.entry(sid).state.execution
-        assert isinstance(execution, Transition) and execution.abandoned
+        assert isinstance(execution, Transition) and execution.terminal == ("paused", None)
         watcher.hold.set()
     await env.manager.wait_settled(cid)
     await env.wait_for(lambda: env.entry(sid).state.execution == Idle())
     await conn.closed.wait()
     rows = await env.rows(sid)
-    assert [(r.role, r.status) for r in rows] == [
-        ("user", "success"),
-        ("assistant", "success"),
-        ("user", "success"),
-    ]
+    by_id = {r.id: r for r in rows}
+    a2 = next(r for r in rows if r.role == "assistant" and r.parent_id == steer.user_message_id)
+    # The stop ends A2 like a chat stop: the buffered partial is kept, the row is paused.
+    assert a2.status == "paused" and text_of(a2) == "buffered", (env.entry(sid).log, a2.parts)
+    assert [t.status for t in watcher.terminals] == ["success", "paused"]
+    assert watcher.terminals[1].is_conversation_done is True
+    # The steer folded after the boundary is dropped visibly: its row stays unanswered.
+    assert by_id[late.user_message_id].status == "success"
+    assert not [r for r in rows if r.parent_id == late.user_message_id]
+    assert any("dropped follow-ups" in line and "stopped" in line for line in env.entry(sid).log)
+    assert not env.host.is_busy(sid)
 
 
 async def test_validation_refuses_before_writing(env: Env, tmp_path: Path) -> None:
@@ -237,3 +249,80 @@ async def test_a_runtime_that_dies_mid_turn_ends_the_turn_in_error(env: Env) -> 
     rows = await env.rows(sid)
     assert rows[1].status == "error" and text_of(rows[1]) == "partial"
     assert env.entry(sid).state.connection == "disconnected"
+
+
+async def test_a_new_connection_waits_until_the_stopped_runtime_has_closed(env: Env) -> None:
+    """Issue 8 point 1: a session never has two runtimes (e.g. two CLI processes) at once."""
+    sid = await env.new_session()
+    first = await env.submit(sid, "one")
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    conn.emit_chunks(text_turn(first.placeholder_ids[0], ["partial"])[:4])
+    await conn.wait_consumed()
+    gate = anyio.Event()
+    real_close = conn.close
+
+    async def slow_close() -> None:
+        await gate.wait()  # the old runtime takes its time to exit
+        await real_close()
+
+    conn.close = slow_close  # type: ignore[method-assign]
+    stopped = anyio.Event()
+
+    async def stop() -> None:
+        await env.host.stop(sid)
+        stopped.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(stop)
+        await env.wait_for(lambda: env.entry(sid).state.connection == "disconnected")
+        watcher = Watcher()
+        tg.start_soon(env.submit, sid, "two", [watcher])
+        await env.wait_for(lambda: env.entry(sid).state.connection == "connecting")
+        # Stop has not returned and no second runtime was started while the first lives.
+        assert not stopped.is_set()
+        assert env.driver.connects == 1
+        gate.set()
+        second = await env.driver.wait_connections(2)
+        assert conn.closed.is_set()
+        await second.wait_sends(1)
+        second.emit_text("x", ["fresh"])
+        await watcher.wait_terminals(1)
+    assert stopped.is_set()
+    await env.manager.wait_settled(f"agent-session:{sid}")
+
+
+async def test_context_usage_and_commands_are_published_when_they_change(env: Env) -> None:
+    """Issue 8 point 4: the REST session state holds them; the stream gets a data chunk on
+    each change (transient: never stored in the answer)."""
+    sid = await env.new_session()
+    watcher = Watcher()
+    first = await env.submit(sid, "hi", [watcher])
+    conn = await env.driver.wait_connections(1)
+    await conn.wait_sends(1)
+    usage = {"totalTokens": 1200, "maxTokens": 200000, "percentage": 0.6}
+    conn.emit(SupportedCommands(("compact", "review")), ContextUsage(usage))
+    conn.emit(SupportedCommands(("compact", "review")), ContextUsage(dict(usage)))
+    conn.emit_text(first.placeholder_ids[0], ["ok"])
+    await watcher.wait_terminals(1)
+    await env.manager.wait_settled(f"agent-session:{sid}")
+    state = [e.chunk for e in watcher.events if e.chunk["type"].startswith("data-")]
+    assert state == [
+        {
+            "type": "data-session-commands",
+            "id": "data-session-commands",
+            "data": {"commands": ["compact", "review"]},
+            "transient": True,
+        },
+        {
+            "type": "data-context-usage",
+            "id": "data-context-usage",
+            "data": usage,
+            "transient": True,
+        },
+    ]
+    shown = runtime_json(env.entry(sid))
+    assert shown["commands"] == ["compact", "review"]
+    assert shown["contextUsage"] is not None
+    rows = await env.rows(sid)
+    assert not [p for p in rows[1].parts if p["type"].startswith("data-")]

@@ -24,6 +24,7 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from drupe.sessions.reducer import reduce
 from drupe.sessions.state import (
+    CloseConnection,
     CloseStream,
     CompactionEnded,
     CompactionStarted,
@@ -46,6 +47,7 @@ from drupe.sessions.state import (
     RedirectAccepted,
     RuntimeChunk,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     SessionState,
     SteerBoundaryReached,
     SteerUndeliveredInputs,
@@ -62,6 +64,8 @@ from drupe.sessions.state import (
     turn_config,
 )
 
+BUFFER_LIMIT = 4
+"""Small, so the machine reaches the overflow policy."""
 CONFIG = turn_config("m1")
 OTHER = turn_config("m2")
 
@@ -69,7 +73,8 @@ OTHER = turn_config("m2")
 class SessionMachine(RuleBasedStateMachine):
     def __init__(self) -> None:
         super().__init__()
-        self.state = SessionState()
+        self.state = SessionState(buffer_limit=BUFFER_LIMIT)
+        self.overflowed = False
         self.ids = itertools.count(1)
         self.seq = itertools.count(1)
         self.emitted: list[int] = []
@@ -84,6 +89,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.closed: dict[str, str] = {}
         """turn id -> status of its stream's end (CloseStream, or the manager's stop)."""
         self.held_terminated = 0
+        self.stopped_roll: list[int] | None = None
+        """The buffer of a roll stopped before its continuation opened."""
+        self.stopped_turns: dict[str, list[int]] = {}
+        """Continuation turn id -> the buffer it must deliver before it closes ``paused``."""
 
     # --- shell -----------------------------------------------------------------------------
 
@@ -98,14 +107,31 @@ class SessionMachine(RuleBasedStateMachine):
                 case CloseStream(turn_id=turn_id, status=status):
                     assert turn_id not in self.closed, "a turn's stream closed twice"
                     self.closed[turn_id] = status
-                case DropBuffer(chunks=chunks):
+                    if turn_id in self.stopped_turns:
+                        # A stopped roll ends as a user stop, with its buffered partial.
+                        assert status == "paused", status
+                        kept = self.delivered_by_turn.get(turn_id, [])
+                        assert kept == self.stopped_turns[turn_id], kept
+                case DropBuffer(chunks=chunks, reason=reason):
                     self.dropped_chunks.extend(c["seq"] for c in chunks)
+                    if reason == "buffer overflow":
+                        # The turn ends visibly: an error terminal is latched, the runtime
+                        # connection is closed.
+                        execution = self.state.execution
+                        assert isinstance(execution, TurnExec | Transition)
+                        assert execution.terminal is not None
+                        assert execution.terminal[0] == "error"
+                        assert self.state.connection == "disconnected"
+                        assert any(isinstance(e, CloseConnection) for e in effects)
+                        self.overflowed = True
                 case DropQueued(items=items):
                     for item in items:
                         assert item.user_message_id not in self.dropped_follow_ups
                         self.dropped_follow_ups.add(item.user_message_id)
                 case _:
                     pass
+        if not isinstance(self.state.execution, Transition):
+            self.stopped_roll = None
         return effects
 
     def _deliver(self, turn_id: str, chunks: list[dict[str, Any]]) -> None:
@@ -127,9 +153,13 @@ class SessionMachine(RuleBasedStateMachine):
 
     def _create(self, turn: TurnInfo, via: str) -> None:
         before = self.state
+        stopped = self.stopped_roll if via == "steer-continuation" else None
         self.apply(TurnCreated(turn, via))  # type: ignore[arg-type]
         execution = self.state.execution
         created = isinstance(execution, TurnExec) and execution.turn.turn_id == turn.turn_id
+        if created and stopped is not None:
+            self.stopped_turns[turn.turn_id] = stopped
+            event("stopped roll continued")
         if self.state is not before and created:
             assert all(t in self.confirmed for t in self.created), "two live turns"
             self.created.append(turn.turn_id)
@@ -159,6 +189,28 @@ class SessionMachine(RuleBasedStateMachine):
             self.apply(QueueFollowUp(item))
 
     @rule()
+    def runtime_turn(self) -> None:
+        """The runtime begins a turn by itself (same busy rules as any turn)."""
+        before = self.state
+        n = next(self.ids)
+        turn = TurnInfo(
+            turn_id=f"t{n}",
+            assistant_message_id=f"a{n}",
+            user_message_id="",
+            config=CONFIG,
+            message={"id": "", "role": "user", "parts": []},
+            pre_admitted=True,
+            runtime=True,
+        )
+        effects = self.apply(RuntimeTurnStarted(turn))
+        if is_busy(before):
+            assert self.state == before, "a runtime turn never interrupts a busy session"
+            return
+        assert self.state.launch == "scheduled" and self.state.launch_target == "runtime-turn"
+        assert [type(e).__name__ for e in effects] == ["ScheduleLaunch"]
+        event("runtime turn")
+
+    @rule()
     def steer_live(self) -> None:
         """A follow-up while a turn streams, which the runtime accepts."""
         self.submit(redirect_ok=True, same_config=True, open_now=True)
@@ -177,6 +229,8 @@ class SessionMachine(RuleBasedStateMachine):
         seq = next(self.seq)
         self.emitted.append(seq)
         self.apply(RuntimeChunk({"type": "text-delta", "id": "t", "delta": "x", "seq": seq}))
+        if self.overflowed:
+            event("buffer overflow")
 
     @rule(status=st.sampled_from(["success", "success", "error"]))
     def runtime_terminal(self, status: str) -> None:
@@ -208,7 +262,12 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(keep_queue=st.booleans())
     def stop(self, keep_queue: bool) -> None:
         execution = self.state.execution
+        if isinstance(execution, Transition) and execution.terminal is None:
+            self.stopped_roll = [c["seq"] for c in execution.buffer]
         self.apply(Stopped(keep_queue=keep_queue))
+        if isinstance(execution, Transition) and execution.terminal is None:
+            after = self.state.execution
+            assert isinstance(after, Transition) and after.terminal == ("paused", None)
         # The manager cancels a running source: the turn ends paused.
         if isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
             self.closed[execution.turn.turn_id] = "paused"
@@ -232,6 +291,13 @@ class SessionMachine(RuleBasedStateMachine):
             self.apply(LaunchFailed(target, clear_queue=False, error={"name": "E"}))
             return
         execution = self.state.execution
+        if target == "runtime-turn":
+            if not (isinstance(execution, TurnExec) and execution.turn.runtime):
+                self.apply(LaunchAbandoned(target))  # stopped while its row was saved
+                return
+            self._create(execution.turn, "runtime-turn")
+            event("runtime turn launched")
+            return
         if target == "queued-turn":
             if not self.state.queue:
                 self.apply(LaunchAbandoned(target))
@@ -292,6 +358,7 @@ class SessionMachine(RuleBasedStateMachine):
         execution = self.state.execution
         if isinstance(execution, TurnExec | Transition):
             buffered = [c["seq"] for c in execution.buffer]
+            assert len(buffered) <= BUFFER_LIMIT, "a buffer grew past its bound"
         accounted = sorted(self.delivered + self.dropped_chunks + buffered)
         assert accounted == self.emitted, (accounted, self.emitted)
 
@@ -344,6 +411,7 @@ class SessionMachine(RuleBasedStateMachine):
         assert isinstance(self.state.execution, Idle), self.state
         assert not self.state.queue and self.state.launch == "idle"
         assert all(t in self.confirmed for t in self.created)
+        assert all(self.closed[t] == "paused" for t in self.stopped_turns)
         self.no_follow_up_lost()
         self.chunks_once_and_in_order()
 

@@ -269,7 +269,9 @@ async def test_scenario_11_pending_approval_pins_the_ring() -> None:
         assert ring.dropped == 0 and len(ring) == 14
         src.released.set()
         await manager.wait_settled("c")
-        assert len(ring) == 3 and ring.dropped == 13
+        # 16 entries: the 15 chunks and the ``finish`` published at the terminal.
+        assert len(ring) == 3 and ring.dropped == 13 + 1
+        assert ring.chunks()[-1] == {"type": "finish"}
 
 
 @pytest.mark.parametrize("stream_config", [StreamConfig(grace_period=0.3)])

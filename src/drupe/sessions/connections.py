@@ -1,13 +1,20 @@
 """``ConnectionKeeper``: a session's runtime connection, its reader, and ``ensure`` (§6.7).
 
-* ``ensure`` is single-flight: concurrent callers share one in-flight connect. A cold connect
-  passes the newest resume token (the in-memory one, else the persisted one). A live connection
-  is reconciled against the wanted target, EXCEPT during a roll or under an admitted streaming
-  turn (then it is returned as is). After every await the link's identity is re-checked, so a
-  verdict about a connection that was replaced meanwhile is ignored. ``current``/``patched`` ->
-  use it; ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
+* ``ensure`` is single-flight: concurrent callers share one in-flight connect. A connect first
+  waits until every close of the session's earlier connections has finished (a session never
+  has two runtimes, e.g. two CLI processes, at once). A cold connect passes the newest resume
+  token (the in-memory one, else the persisted one). A live connection is reconciled against
+  the wanted target, EXCEPT during a roll or under an admitted streaming turn (then it is
+  returned as is). After every await the link's identity is re-checked, so a verdict about a
+  connection that was replaced meanwhile is ignored. ``current``/``patched`` -> use it;
+  ``rebuild``/``failed`` -> close and connect again; ``invalid`` -> close, raise.
 * One reader task per connection translates runtime events into reducer events. If the runtime
   goes away by itself, a turn that was still running ends ``error``.
+* Context usage and supported slash commands are kept on the entry (the REST session state)
+  and, when they change, announced to the live turn as transient ``data-context-usage`` /
+  ``data-session-commands`` chunks (dropped with a log when no turn is live).
+* A compaction always ends: on its own end event, on the turn's terminal, when the connection
+  ends, or after the host's ``compaction_bound`` (the session is never left ``compacting``).
 Never: reconnect from the reader, or close a connection the host did not decide to close.
 """
 
@@ -36,6 +43,7 @@ from drupe.sessions.drivers.base import (
     ErrorEvent,
     ResumeToken,
     RuntimeEvent,
+    RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
     SupportedCommands,
@@ -95,6 +103,8 @@ class ConnectionKeeper:
         self.host = host
         self._links: dict[str, _Link] = {}
         self._connecting: dict[str, anyio.Event] = {}
+        self._closing: dict[str, list[anyio.Event]] = {}
+        """Closes in flight per session (a new connection waits for them: one runtime each)."""
         self._attempts = 0
         self._anchors = 0
         self.connects = 0
@@ -143,6 +153,8 @@ class ConnectionKeeper:
         attempt = self._attempts
         self.host.apply(entry, ConnectionStarted(attempt))
         try:
+            # Never two runtimes for one session: the previous one must have exited first.
+            await self.wait_closed(sid)
             if entry.last_resume_token is None and not entry.token_hydrated:
                 entry.last_resume_token = await self.host.lookup.latest_resume_token(sid)
             entry.token_hydrated = True
@@ -180,15 +192,48 @@ class ConnectionKeeper:
         link = self._links.pop(entry.session_id, None)
         if link is not None:
             log.info("closing the connection of session %r (%s)", entry.session_id, reason)
-            self.host.task_group.start_soon(_close, link.connection)
+            closed = self._closing_event(entry.session_id)
+            self.host.task_group.start_soon(self._close_detached, entry, link, closed)
+
+    async def _close_detached(self, entry: SessionEntry, link: _Link, closed: anyio.Event) -> None:
+        try:
+            await _close(link.connection)
+        finally:
+            self._closed(entry.session_id, closed)
+        if entry.session_id not in self._links:
+            self.host.settle_compaction(entry, "the connection closed")
 
     async def close_now(self, entry: SessionEntry, reason: str) -> None:
         link = self._links.pop(entry.session_id, None)
         if link is None:
             return
         log.info("closing the connection of session %r (%s)", entry.session_id, reason)
+        closed = self._closing_event(entry.session_id)
         self.host.apply(entry, ConnectionLost(link.attempt))
-        await _close(link.connection)
+        self.host.settle_compaction(entry, "the connection closed")
+        try:
+            await _close(link.connection)
+        finally:
+            self._closed(entry.session_id, closed)
+
+    def _closing_event(self, session_id: str) -> anyio.Event:
+        """Mark a close in flight: no new connection of the session starts until it is done."""
+        closed = anyio.Event()
+        self._closing.setdefault(session_id, []).append(closed)
+        return closed
+
+    def _closed(self, session_id: str, closed: anyio.Event) -> None:
+        closed.set()
+        pending = [e for e in self._closing.get(session_id, ()) if e is not closed]
+        if pending:
+            self._closing[session_id] = pending
+        else:
+            self._closing.pop(session_id, None)
+
+    async def wait_closed(self, session_id: str) -> None:
+        """Wait until every close of the session's previous connections has finished."""
+        while self._closing.get(session_id):
+            await self._closing[session_id][0].wait()
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -209,8 +254,13 @@ class ConnectionKeeper:
             if self._links.get(entry.session_id) is link:
                 del self._links[entry.session_id]
                 self.host.apply(entry, ConnectionLost(link.attempt))
+                self.host.settle_compaction(entry, "the connection ended")
                 self.host.runtime_failed(entry, failure)
-                await _close(link.connection)
+                closed = self._closing_event(entry.session_id)
+                try:
+                    await _close(link.connection)
+                finally:
+                    self._closed(entry.session_id, closed)
 
     def route_chunk(self, entry: SessionEntry, chunk: Chunk) -> None:
         self.host.apply(entry, RuntimeChunk(chunk))
@@ -224,8 +274,10 @@ class ConnectionKeeper:
                 entry.last_resume_token = token
                 entry.token_hydrated = True
             case TurnComplete():
+                host.settle_compaction(entry, "the turn ended")
                 host.apply(entry, RuntimeTerminal("success"))
             case ErrorEvent(error=error):
+                host.settle_compaction(entry, "the turn failed")
                 host.apply(entry, RuntimeTerminal("error", dict(error)))
             case SteerUndelivered(inputs=inputs):
                 host.apply(entry, SteerUndeliveredInputs(tuple(i.message["id"] for i in inputs)))
@@ -243,11 +295,18 @@ class ConnectionKeeper:
                 log.warning("compaction of session %r failed: %s", entry.session_id, error)
                 host.apply(entry, CompactionEnded(None))
             case ContextUsage(usage=usage):
-                entry.context_usage = dict(usage)
+                if dict(usage) != entry.context_usage:
+                    entry.context_usage = dict(usage)
+                    self.route_chunk(entry, _state_chunk("data-context-usage", dict(usage)))
             case ToolApprovalRequest(request=request):
                 await self._approval(entry, link, request.approval_id, request.tool_call_id)
             case SupportedCommands(commands=commands):
-                entry.commands = tuple(commands)
+                if tuple(commands) != entry.commands:
+                    entry.commands = tuple(commands)
+                    data = {"commands": list(commands)}
+                    self.route_chunk(entry, _state_chunk("data-session-commands", data))
+            case RuntimeTurnStart():
+                host.runtime_turn_started(entry)
             case UsageEvent() | ApiRetry():
                 pass
 
@@ -274,6 +333,12 @@ class ConnectionKeeper:
                 "toolCallId": tool_call_id,
             },
         )
+
+
+def _state_chunk(kind: str, data: dict[str, Any]) -> Chunk:
+    """A transient data chunk that tells subscribers the session's state changed (never
+    stored in the message; the REST session state holds the newest value)."""
+    return {"type": kind, "id": kind, "data": data, "transient": True}
 
 
 def _protected(entry: SessionEntry) -> bool:

@@ -20,7 +20,6 @@ Contract:
 from __future__ import annotations
 
 import logging
-import math
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal
@@ -31,6 +30,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
+from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
@@ -42,18 +42,21 @@ from drupe.sessions.reducer import reduce
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
+    CompactionEnded,
     DeliverBuffer,
     DropBuffer,
     DropQueued,
     Event,
     FollowUp,
     Forward,
+    Idle,
     IdleExpired,
     LaunchTarget,
     LogInvalid,
     QueueFollowUp,
     RedirectAccepted,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
     SessionState,
@@ -69,6 +72,7 @@ from drupe.sessions.state import (
     TurnTerminal,
     can_redirect,
     is_busy,
+    turn_config,
     will_continue,
 )
 from drupe.streaming.listeners.base import Listener, serialize_error
@@ -80,11 +84,29 @@ if TYPE_CHECKING:
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.records import TerminalStatus
 
-__all__ = ["DEFAULT_IDLE_TTL", "AgentSessionHost", "SessionEntry"]
+__all__ = [
+    "DEFAULT_IDLE_TTL",
+    "MAX_ENTRIES",
+    "MAX_TURN_CHANNEL",
+    "AgentSessionHost",
+    "SessionEntry",
+]
 
 log = logging.getLogger(__name__)
 
 DEFAULT_IDLE_TTL = 300.0
+MAX_TURN_CHANNEL = 65_536
+"""Chunks routed to a turn's stream and not yet read by the stream manager; one more ends the
+turn ``error`` and closes the runtime connection."""
+MAX_ENTRIES = 10_000
+"""Session entries kept in memory; past it the least recently used idle, disconnected entry is
+forgotten (its state is persisted); when none is, a new session's turn is refused."""
+_STOP_ROLL_BOUND_S = 10.0
+"""How long ``stop`` waits for a stopped roll's continuation to settle (then it aborts it)."""
+_STOP_CLOSE_BOUND_S = 20.0
+"""How long ``stop`` waits for the stopped runtime's connection to close."""
+DEFAULT_COMPACTION_BOUND = 600.0
+"""Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
 _Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
 
 
@@ -97,9 +119,13 @@ class SessionEntry:
     info: SessionInfo
     state: SessionState = field(default_factory=SessionState)
     channels: dict[str, MemoryObjectSendStream[_Item]] = field(default_factory=dict)
+    overflowed: set[str] = field(default_factory=set)
+    """Turns whose stream overflowed (they end ``error``)."""
     last_resume_token: str | None = None
     token_hydrated: bool = False
     idle_scope: anyio.CancelScope | None = None
+    compaction_scope: anyio.CancelScope | None = None
+    """The running compaction's time bound (``DEFAULT_COMPACTION_BOUND``)."""
     approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
     """approval id -> (tool call id, headless turn)."""
     context_usage: Mapping[str, Any] | None = None
@@ -125,6 +151,7 @@ class AgentSessionHost:
         messages: MessageStore,
         task_group: anyio.abc.TaskGroup | None = None,
         idle_ttl: float = DEFAULT_IDLE_TTL,
+        compaction_bound: float = DEFAULT_COMPACTION_BOUND,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
     ) -> None:
         self.manager = manager
@@ -134,8 +161,11 @@ class AgentSessionHost:
         self.lookup = SessionLookup(agents)
         self._tg = task_group
         self.idle_ttl = idle_ttl
+        self.compaction_bound = compaction_bound
         self._sleep = sleep
         self.entries: dict[str, SessionEntry] = {}
+        self.max_entries = MAX_ENTRIES
+        self.turn_channel_limit = MAX_TURN_CHANNEL
         self.connections = ConnectionKeeper(self)
         self.launcher = Launcher(self)
         self._seq = 0
@@ -166,16 +196,29 @@ class AgentSessionHost:
     # --- turns ------------------------------------------------------------------------------
 
     def ensure_entry(self, info: SessionInfo) -> SessionEntry:
-        entry = self.entries.get(info.session_id)
-        if entry is None:
+        entry = self.entries.pop(info.session_id, None)
+        if entry is not None:
+            self.entries[info.session_id] = entry  # most recently used last
+        else:
+            self._make_room()
             entry = self.entries[info.session_id] = SessionEntry(
                 session_id=info.session_id,
                 conversation_id=f"agent-session:{info.session_id}",
                 info=info,
             )
-        else:
-            entry.info = info
+        entry.info = info
         return entry
+
+    def _make_room(self) -> None:
+        """Keep ``entries`` within ``MAX_ENTRIES`` (see its docstring)."""
+        while len(self.entries) >= self.max_entries:
+            victim = next((e for e in self.entries.values() if _forgettable(e)), None)
+            if victim is None:
+                raise DriverError(
+                    f"too many active agent sessions (the limit is {self.max_entries})"
+                )
+            log.info("forgetting the idle session entry %r (entry limit)", victim.session_id)
+            del self.entries[victim.session_id]
 
     def begin_turn(self, info: SessionInfo, turn: TurnInfo) -> list[Listener]:
         """Register a fresh turn on an idle session; returns its runtime listeners."""
@@ -224,6 +267,21 @@ class AgentSessionHost:
         self.apply(entry, QueueFollowUp(item))
         return "queued"
 
+    def runtime_turn_started(self, entry: SessionEntry) -> None:
+        """The runtime began a turn by itself: it gets its own assistant row (no user row),
+        streamed and persisted like any turn, under the same busy and queue rules."""
+        model_id = entry.info.model_id
+        turn = TurnInfo(
+            turn_id=next_turn_id(),
+            assistant_message_id=new_message_id(),
+            user_message_id="",
+            config=turn_config(model_id),
+            message={"id": "", "role": "user", "parts": []},
+            pre_admitted=True,
+            runtime=True,
+        )
+        self.apply(entry, RuntimeTurnStarted(turn))
+
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
         entry = self.entries.get(session_id)
         if entry is not None:
@@ -236,7 +294,7 @@ class AgentSessionHost:
         if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
             raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
         turn = current.turn
-        send, receive = anyio.create_memory_object_stream[_Item](math.inf)
+        send, receive = anyio.create_memory_object_stream[_Item](self.turn_channel_limit)
         entry.channels[turn_id] = send
         send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
         finished = False
@@ -262,7 +320,19 @@ class AgentSessionHost:
                     if item[1] == "error":
                         error = dict(item[2] or {})
                         raise DriverError(str(error.get("message") or "the agent runtime failed"))
+                    if item[1] == "paused":
+                        # The user stopped the session during the roll: this continuation
+                        # delivered what was buffered and now ends as a user stop.
+                        self.manager.abort(entry.conversation_id, "user-stop")
+                        raise DriverError("the session was stopped")
                     return
+            if turn_id in entry.overflowed:
+                # The turn's stream fell MAX_TURN_CHANNEL chunks behind: end it visibly.
+                finished = True
+                entry.overflowed.discard(turn_id)
+                await self.connections.close_now(entry, "turn stream overflow")
+                limit = self.turn_channel_limit
+                raise DriverError(f"the answer fell more than {limit} chunks behind; it was ended")
         except DriverError:
             finished = True
             raise
@@ -293,12 +363,22 @@ class AgentSessionHost:
             return False
         rolling = isinstance(entry.state.execution, Transition)
         if rolling:
-            # Nothing is live during a roll (A1a ended, A2 not started): abandon it now.
+            # Nothing is live during a roll (A1a ended, A2 not started): A2 is latched
+            # ``paused``; it still gets its row with what was buffered (see the reducer).
             self.apply(entry, Stopped())
-        aborted = await self.manager.abort_and_drain(entry.conversation_id)
+            # A2 ends by itself once it delivered the buffer; aborting it would lose that.
+            with anyio.move_on_after(_STOP_ROLL_BOUND_S):
+                while not isinstance(entry.state.execution, Idle):
+                    await entry.changed.wait()
+        aborted = False
+        if not isinstance(entry.state.execution, Idle) or not rolling:
+            aborted = await self.manager.abort_and_drain(entry.conversation_id)
         if not aborted and not rolling:
             self.apply(entry, Stopped())
-        return aborted
+        # Return only once the runtime is gone: a stopped CLI calls the model no more.
+        with anyio.move_on_after(_STOP_CLOSE_BOUND_S):
+            await self.connections.wait_closed(session_id)
+        return aborted or rolling
 
     # --- runtime events ---------------------------------------------------------------------
 
@@ -330,6 +410,7 @@ class AgentSessionHost:
                 case LogInvalid(event=name, reason=reason):
                     self._note(entry, f"invalid {name}: {reason}")
         self._sync_idle(entry)
+        self._sync_compaction_bound(entry)
         if entry.waiting and not is_busy(entry.state):
             error = {"name": "FollowUpDropped", "message": "the follow-up will not be answered"}
             self.task_group.start_soon(self.launcher.fail_waiting, entry, error)
@@ -341,7 +422,13 @@ class AgentSessionHost:
         if channel is None:
             self._note(entry, f"turn {turn_id!r} has no open stream; {item[0]} dropped")
             return
-        channel.send_nowait(item)
+        try:
+            channel.send_nowait(item)
+        except anyio.WouldBlock:
+            self._note(entry, f"turn {turn_id!r} overflowed its stream; it ends in error")
+            entry.overflowed.add(turn_id)
+            entry.channels.pop(turn_id, None)
+            channel.close()
 
     def _note(self, entry: SessionEntry, text: str) -> None:
         log.info("session %r: %s", entry.session_id, text)
@@ -409,6 +496,32 @@ class AgentSessionHost:
             )
         return resolved
 
+    # --- compaction bound ----------------------------------------------------------------------
+
+    def _sync_compaction_bound(self, entry: SessionEntry) -> None:
+        compacting = entry.state.compacting
+        if compacting and entry.compaction_scope is None:
+            scope = entry.compaction_scope = anyio.CancelScope()
+            self.task_group.start_soon(self._compaction_timer, entry, scope)
+        elif not compacting and entry.compaction_scope is not None:
+            entry.compaction_scope.cancel()
+            entry.compaction_scope = None
+
+    async def _compaction_timer(self, entry: SessionEntry, scope: anyio.CancelScope) -> None:
+        with scope:
+            await self._sleep(self.compaction_bound)
+        if scope.cancel_called or entry.compaction_scope is not scope:
+            return
+        entry.compaction_scope = None
+        self._note(entry, f"compaction did not end within {self.compaction_bound:.0f} s")
+        self.apply(entry, CompactionEnded(None))
+
+    def settle_compaction(self, entry: SessionEntry, reason: str) -> None:
+        """End a compaction nothing else will end (the turn or the connection ended)."""
+        if entry.state.compacting:
+            self._note(entry, f"compaction settled: {reason}")
+            self.apply(entry, CompactionEnded(None))
+
     # --- idle ---------------------------------------------------------------------------------
 
     def _sync_idle(self, entry: SessionEntry) -> None:
@@ -455,9 +568,10 @@ class AgentSessionHost:
             return
         await self.stop(session_id)
         await self.connections.close_now(entry, "session deleted")
-        if entry.idle_scope is not None:
-            entry.idle_scope.cancel()
-            entry.idle_scope = None
+        for scope in (entry.idle_scope, entry.compaction_scope):
+            if scope is not None:
+                scope.cancel()
+        entry.idle_scope = entry.compaction_scope = None
         if self.entries.get(session_id) is entry:
             del self.entries[session_id]
 
@@ -465,6 +579,18 @@ class AgentSessionHost:
         """Close every connection (shutdown)."""
         for entry in list(self.entries.values()):
             await self.connections.close_now(entry, "shutdown")
+
+
+def _forgettable(entry: SessionEntry) -> bool:
+    return (
+        not is_busy(entry.state)
+        and entry.state.connection == "disconnected"
+        and not entry.channels
+        and not entry.waiting
+        and not entry.approvals
+        and entry.idle_scope is None
+        and entry.compaction_scope is None
+    )
 
 
 def _error(err: BaseException) -> dict[str, Any]:

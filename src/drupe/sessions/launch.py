@@ -7,7 +7,10 @@ conversation's admission lock so it never interleaves with a dispatch:
   is terminated with an error, the queue cleared, no placeholder written), save a ``pending``
   row under the follow-up's user row, create the turn, ``start_runtime_turn``;
 * ``steer-continuation``: save A2's ``pending`` row under the steer row U2, create A2
-  pre-admitted (it never sends), ``start_runtime_turn`` (subscribers are carried).
+  pre-admitted (it never sends), ``start_runtime_turn`` (subscribers are carried);
+* ``runtime-turn``: a turn the runtime started by itself: save its ``pending`` assistant row
+  under the conversation's newest message (no user row), confirm it, ``start_runtime_turn``
+  (pre-admitted: nothing is sent; its chunks were buffered meanwhile).
 
 A failure reports ``LaunchFailed`` to the reducer, which decides what is dropped. A turn that
 could not be started after its row was saved gets the row marked ``error``.
@@ -59,6 +62,8 @@ class Launcher:
             try:
                 if target == "queued-turn":
                     await self._launch_queued(entry)
+                elif target == "runtime-turn":
+                    await self._launch_runtime_turn(entry)
                 else:
                     await self._launch_continuation(entry)
             except Exception as err:  # isolation boundary: a launch failing (DB, driver)
@@ -120,12 +125,34 @@ class Launcher:
         self.host.apply(entry, TurnCreated(turn, "steer-continuation"))
         await self._start(entry, turn)
 
+    async def _launch_runtime_turn(self, entry: SessionEntry) -> None:
+        current = entry.state.execution
+        assert isinstance(current, TurnExec) and current.turn.runtime
+        turn = current.turn
+        leaf = await self.host.messages.latest_leaf(entry.conversation_id)
+        await self.host.messages.create_placeholder(
+            entry.conversation_id,
+            message_id=turn.assistant_message_id,
+            parent_id=leaf.id if leaf is not None else None,
+            model_id=turn.config.model_id,
+        )
+        self.host.apply(entry, TurnCreated(turn, "runtime-turn"))
+        await self._start(entry, turn)
+
     async def _start(self, entry: SessionEntry, turn: TurnInfo) -> None:
         current = entry.state.execution
-        if not (isinstance(current, TurnExec) and current.turn is turn):
+        if not (isinstance(current, TurnExec) and current.turn is turn) or (
+            turn.runtime and entry.state.launch != "idle"
+        ):
             # Stopped while the row was being saved: nothing to start any more.
             await self.host.messages.mark_error(turn.assistant_message_id)
-            target: LaunchTarget = "steer-continuation" if turn.pre_admitted else "queued-turn"
+            target: LaunchTarget = (
+                "runtime-turn"
+                if turn.runtime
+                else "steer-continuation"
+                if turn.pre_admitted
+                else "queued-turn"
+            )
             self.host.apply(entry, LaunchAbandoned(target))
             return
         try:

@@ -11,6 +11,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 from typing import Any
 
+from drupe.chunks.types import Chunk
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
@@ -38,6 +39,7 @@ from drupe.sessions.state import (
     Result,
     RuntimeChunk,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
     SessionState,
@@ -126,11 +128,30 @@ def reduce(state: SessionState, event: Event) -> Result:
                 launch="idle",
                 launch_target=None,
             ), []
+        case RuntimeTurnStarted(turn=turn):
+            if is_busy(state) or not (turn.runtime and turn.pre_admitted):
+                # Busy: the runtime's chunks find no live turn and are dropped (logged).
+                return _invalid(state, event, "a runtime-initiated turn on a busy session")
+            started = TurnExec(turn=turn, admission="admitted")
+            return replace(
+                state, execution=started, launch="scheduled", launch_target="runtime-turn"
+            ), [ScheduleLaunch("runtime-turn")]
+        case TurnCreated(turn=turn, via="runtime-turn"):
+            if not (
+                state.launch == "running"
+                and state.launch_target == "runtime-turn"
+                and isinstance(execution, TurnExec)
+                and execution.turn.turn_id == turn.turn_id
+                and execution.phase == "unopened"
+            ):
+                return _invalid(state, event, "no running runtime-turn launch for this turn")
+            return replace(state, launch="idle", launch_target=None), []
         case TurnStreamOpened(turn_id=turn_id):
             if not (
                 isinstance(execution, TurnExec)
                 and execution.turn.turn_id == turn_id
                 and execution.phase == "unopened"
+                and state.launch_target != "runtime-turn"  # its row is not saved yet
             ):
                 return _invalid(state, event, "no unopened turn with this id")
             effects: list[Effect] = []
@@ -151,17 +172,9 @@ def reduce(state: SessionState, event: Event) -> Result:
                 if execution.phase == "open":
                     return state, [Forward(execution.turn.turn_id, chunk)]
                 if execution.phase == "unopened" and execution.terminal is None:
-                    return replace(
-                        state, execution=replace(execution, buffer=(*execution.buffer, chunk))
-                    ), []
-            if (
-                isinstance(execution, Transition)
-                and execution.terminal is None
-                and not execution.abandoned
-            ):
-                return replace(
-                    state, execution=replace(execution, buffer=(*execution.buffer, chunk))
-                ), []
+                    return _buffer(state, execution, chunk)
+            if isinstance(execution, Transition) and execution.terminal is None:
+                return _buffer(state, execution, chunk)
             return state, [DropBuffer((chunk,), "no live turn")]
         case RuntimeTerminal(status=status, error=error):
             return _runtime_terminal(state, event, status, error)
@@ -245,6 +258,16 @@ def reduce(state: SessionState, event: Event) -> Result:
                 and stopped.launch_target == "queued-turn"
             ):
                 stopped = replace(stopped, launch="idle", launch_target=None)
+            if stopped.launch_target == "runtime-turn" and isinstance(execution, TurnExec):
+                # A runtime turn whose row is not saved yet: nothing was streamed; it ends here
+                # (a running launch finds it gone and abandons).
+                if execution.buffer:
+                    effects.append(DropBuffer(execution.buffer, "stopped"))
+                stopped = replace(stopped, execution=Idle())
+                if stopped.launch == "scheduled":
+                    stopped = replace(stopped, launch="idle", launch_target=None)
+                stopped, launched = _maybe_launch(stopped)
+                return stopped, [*effects, *launched]
             if isinstance(execution, TurnExec):
                 if execution.folded and keep_queue:
                     # The runtime was torn down under them: they go back, first in line.
@@ -256,16 +279,15 @@ def reduce(state: SessionState, event: Event) -> Result:
                 if execution.terminal is None:
                     ended = replace(ended, terminal=("paused", None))
                 stopped = replace(stopped, execution=ended)
-            if isinstance(execution, Transition) and not execution.abandoned:
-                if execution.source_settled:
-                    return _abandon(stopped, execution, effects, "stopped")
-                lost = (*execution.inputs, *execution.folded)
-                if execution.buffer:
-                    effects.append(DropBuffer(execution.buffer, "stopped"))
-                if lost:
-                    effects.append(DropQueued(lost, "stopped"))
-                quiet = Transition(source=execution.source, inputs=(), abandoned=True)
-                return replace(stopped, execution=quiet), effects
+            if isinstance(execution, Transition) and execution.terminal is None:
+                # A user stop during the roll: A2 still gets its row, with what was buffered,
+                # and ends ``paused`` (the continuation opens, delivers the buffer, closes).
+                if execution.folded and keep_queue:
+                    stopped = replace(stopped, queue=_ordered(execution.folded, stopped.queue))
+                elif execution.folded:
+                    effects.append(DropQueued(execution.folded, "stopped"))
+                ended_roll = replace(execution, folded=(), terminal=("paused", None))
+                return replace(stopped, execution=ended_roll), effects
             stopped, launched = _maybe_launch(stopped)
             return stopped, [*effects, *launched]
         case IdleExpired():
@@ -290,12 +312,32 @@ def reduce(state: SessionState, event: Event) -> Result:
     return _invalid(state, event, "unknown event")
 
 
+def _buffer(state: SessionState, execution: TurnExec | Transition, chunk: Chunk) -> Result:
+    """Buffer ``chunk`` for a stream that is not open yet, within ``buffer_limit``."""
+    if len(execution.buffer) < state.buffer_limit:
+        buffered = replace(execution, buffer=(*execution.buffer, chunk))
+        return replace(state, execution=buffered), []
+    error = {
+        "name": "BufferOverflow",
+        "message": f"more than {state.buffer_limit} chunks arrived before the answer's stream "
+        "opened; the turn was ended",
+    }
+    overflowed = replace(execution, terminal=("error", error))
+    closed = replace(state, execution=overflowed, connection="disconnected")
+    ended, effects = _requeue_folded(closed)
+    return ended, [
+        DropBuffer((chunk,), "buffer overflow"),
+        CloseConnection("buffer overflow"),
+        *effects,
+    ]
+
+
 def _runtime_terminal(
     state: SessionState, event: Event, status: Status, error: Mapping[str, Any] | None
 ) -> Result:
     execution = state.execution
     if isinstance(execution, Transition):
-        if execution.terminal is not None or execution.abandoned:
+        if execution.terminal is not None:
             return _invalid(state, event, "a second runtime terminal during the roll")
         # It ends the continuation A2: latched, delivered after the buffer when A2 opens.
         latched = replace(execution, terminal=(status, error))
@@ -330,14 +372,6 @@ def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Stat
     if isinstance(execution, Transition) and execution.source.turn_id == turn_id:
         if execution.source_settled:
             return _invalid(state, event, "the roll's source settled twice")
-        if execution.abandoned:
-            idle, launched = _maybe_launch(replace(state, execution=Idle(), last_terminal=status))
-            held: list[Effect] = (
-                [TerminateHeld({"name": "Stopped", "message": "the session was stopped"})]
-                if status == "success"
-                else []
-            )
-            return idle, [*held, *launched]
         if status != "success":
             return _abandon(replace(state, last_terminal=status), execution, [], "roll abandoned")
         settled = replace(
@@ -390,6 +424,12 @@ def _launch_failed(
         return _invalid(state, event, "no running launch for this target")
     base = replace(state, launch="idle", launch_target=None, last_terminal="error")
     effects: list[Effect] = [TerminateHeld(error)]
+    if target == "runtime-turn":
+        execution = state.execution
+        if isinstance(execution, TurnExec) and execution.buffer:
+            effects.append(DropBuffer(execution.buffer, "runtime turn failed to launch"))
+        rest, launched = _maybe_launch(replace(base, execution=Idle()))
+        return rest, [*effects, *launched]
     if target == "steer-continuation":
         execution = state.execution
         if isinstance(execution, Transition):

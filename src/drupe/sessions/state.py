@@ -10,10 +10,16 @@ State:
   ``Transition`` (the steer-boundary roll: the source turn A1a is closing, chunks are buffered
   for the continuation A2);
 * ``queue``: follow-ups waiting for their own turn;
-* ``launch``: ``idle`` | ``scheduled`` | ``running``, target ``queued-turn`` or
-  ``steer-continuation`` (single-flight: at most one launch per session);
+* ``launch``: ``idle`` | ``scheduled`` | ``running``, target ``queued-turn``,
+  ``steer-continuation`` or ``runtime-turn`` (a turn the runtime started by itself: its
+  ``TurnExec`` exists at once, buffering, while its row is saved; single-flight: at most one
+  launch per session);
 * ``connection``: ``disconnected`` | ``connecting`` | ``connected`` with the attempt id;
 * ``compacting`` and ``last_terminal``.
+
+Bounds: a buffer holds at most ``buffer_limit`` chunks; one more latches an ``error`` terminal
+(``BufferOverflow``, delivered when the stream opens), drops the chunk and closes the
+connection, so the overflow ends the turn visibly instead of growing memory.
 
 Rules: a session is busy while compacting, launching, queueing or executing (never "is a stream
 live"). Only ``TurnTerminal`` (persistence confirmed) returns the execution to idle, and only
@@ -54,6 +60,7 @@ __all__ = [
     "RedirectAccepted",
     "RuntimeChunk",
     "RuntimeTerminal",
+    "RuntimeTurnStarted",
     "ScheduleLaunch",
     "SessionOnIdle",
     "SessionState",
@@ -76,7 +83,7 @@ __all__ = [
 ]
 
 Status = Literal["success", "paused", "error"]
-LaunchTarget = Literal["queued-turn", "steer-continuation"]
+LaunchTarget = Literal["queued-turn", "steer-continuation", "runtime-turn"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -111,6 +118,8 @@ class TurnInfo:
     pre_admitted: bool = False
     """A steer continuation: the runtime is already answering; nothing is sent."""
     steer: bool = False
+    runtime: bool = False
+    """A turn the runtime started by itself: no user row, nothing is sent (pre-admitted)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,8 +146,6 @@ class Transition:
     headless: bool = False
     terminal: tuple[Status, Mapping[str, Any] | None] | None = None
     folded: tuple[FollowUp, ...] = ()
-    abandoned: bool = False
-    """Stopped while A1a was still settling: no continuation; idle once A1a settles."""
     kind: Literal["steer-transition"] = "steer-transition"
 
 
@@ -160,6 +167,9 @@ class SessionState:
     attempt: int = 0
     compacting: bool = False
     last_terminal: Status | None = None
+    buffer_limit: int = 10_000
+    """The most chunks a buffer (before a stream opens, or during a roll) holds; the next one
+    ends the turn ``error`` (``BufferOverflow``) and closes the connection."""
 
 
 # --- events --------------------------------------------------------------------------------
@@ -170,7 +180,14 @@ class TurnCreated:
     """A turn exists (fresh begin, a launched queued turn, or the roll's continuation)."""
 
     turn: TurnInfo
-    via: Literal["fresh", "queued-turn", "steer-continuation"] = "fresh"
+    via: Literal["fresh", "queued-turn", "steer-continuation", "runtime-turn"] = "fresh"
+
+
+@dataclass(frozen=True, slots=True)
+class RuntimeTurnStarted:
+    """The runtime began a turn by itself; ``turn`` is its (runtime, pre-admitted) turn."""
+
+    turn: TurnInfo
 
 
 @dataclass(frozen=True, slots=True)
@@ -282,6 +299,7 @@ class ConnectionLost:
 
 Event = (
     TurnCreated
+    | RuntimeTurnStarted
     | TurnStreamOpened
     | TurnAdmitted
     | RuntimeChunk
@@ -400,7 +418,7 @@ def will_continue(state: SessionState) -> bool:
         state.compacting
         or bool(state.queue)
         or state.launch != "idle"
-        or (isinstance(state.execution, Transition) and not state.execution.abandoned)
+        or isinstance(state.execution, Transition)
     )
 
 

@@ -9,7 +9,10 @@ Fan-out contract: a chunk is accepted only from the execution object the stream 
 accumulator (a chunk the accumulator rejects is left out of the message and recorded in one
 ``data-error`` part, ``drupe.chunks.rejections``; later chunks are still folded), buffered in
 its ring, and handed to every live listener in registration order on the producer's task. A
-listener that raises is removed (and logged with its id).
+listener that raises is removed (and logged with its id). At its terminal every execution's
+end chunk (``finish``/``abort``/``error``) is fanned out the same way, with its own cursor,
+unless the source streamed it (``publish_terminal``): every event of a turn has a unique,
+strictly increasing sequence number.
 """
 
 from __future__ import annotations
@@ -49,6 +52,7 @@ log = logging.getLogger(__name__)
 
 SourceFactory = Callable[[], AsyncIterator[Chunk]]
 _TOOL_DONE = frozenset(("tool-output-available", "tool-output-error", "tool-output-denied"))
+_ENDS = frozenset(("finish", "abort", "error"))
 
 
 @dataclass(eq=False, slots=True, kw_only=True)
@@ -70,6 +74,8 @@ class Execution:
     stream_error_text: str | None = None
     rejected_chunks: int = 0
     """Chunks the accumulator rejected (left out of the message, recorded in a ``data-error``)."""
+    ends_seen: set[str] = field(default_factory=set)
+    """The ``finish``/``abort``/``error`` chunks the source streamed itself."""
     chunk_count: int = 0
     started_at: float = field(default_factory=time.time)
     first_chunk_at: float | None = None
@@ -235,6 +241,8 @@ class LiveStream:
                 execution.ring.unpin()
         elif ctype == "error" and execution.stream_error_text is None:
             execution.stream_error_text = str(chunk.get("errorText", ""))
+        if ctype in _ENDS:
+            execution.ends_seen.add(ctype)
         rejected = execution.rejected_chunks
         execution.rejected_chunks = push_or_record(execution.accumulator, chunk, rejected)
         if execution.rejected_chunks != rejected:
@@ -263,6 +271,36 @@ class LiveStream:
         )
         self._deliver(event)
         return True
+
+    def publish_terminal(
+        self, execution: Execution, status: str, error: SerializedError | None = None
+    ) -> None:
+        """Fan out the terminal chunk of ``execution`` with its OWN cursor.
+
+        ``finish`` (success), ``abort`` (paused) or ``error`` (with the error's text), unless
+        the source streamed it already. It takes the next sequence number and enters the ring,
+        so every event of a turn has a unique, strictly increasing cursor and a reader that
+        resumes after the last content chunk still gets the end (issue 8 point 3).
+        """
+        seen = execution.ends_seen
+        chunk: Chunk
+        if status == "success":
+            if "finish" in seen:
+                return
+            chunk = {"type": "finish"}
+        elif status == "paused":
+            if seen & {"abort", "finish"}:
+                return
+            chunk = {"type": "abort"}
+        else:
+            if "error" in seen:
+                return
+            text = (error or {}).get("message") or (error or {}).get("name") or status
+            chunk = {"type": "error", "errorText": str(text)}
+        seen.add(chunk["type"])
+        self.seq += 1
+        execution.ring.append(self.seq, chunk)
+        self._deliver(self._event(execution, self.seq, chunk))
 
     def _deliver(self, event: StreamEvent) -> None:
         dead: list[str] | None = None

@@ -66,6 +66,7 @@ def settle_execution(
     execution.error = error
     has_content = execution.chunk_count > 0 or execution.seed_message is not None
     execution.final_message = execution.snapshot() if has_content else None
+    stream.publish_terminal(execution, status, error)
     stream.apply(ExecutionTerminal(execution.execution_id, outcome))
     return status
 

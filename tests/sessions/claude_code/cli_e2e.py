@@ -389,6 +389,7 @@ async def test_manual_compaction_maps_to_compaction_events(tmp_path: Path) -> No
         "compaction-start",
         "compaction-complete",
         "message-metadata",
+        "context-usage",
         "turn-complete",
     ]
     complete = events[1]

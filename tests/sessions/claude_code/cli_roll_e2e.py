@@ -11,6 +11,7 @@ Like ``cli_e2e.py`` this module is run by ``test_cli_netns.py`` in a loopback-on
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Any
 
@@ -153,3 +154,153 @@ async def test_an_agent_approval_is_answered_in_place_through_the_host(
         )
         assert "not today" in str(result["content"])
     assert text_of(rows[1]).strip().endswith("finished")
+
+
+_CLI_INTERRUPT_FILLER = "No response requested."
+
+
+def _cli_processes() -> list[int]:
+    """Live (not zombie) Claude Code CLI children of this test process, from ``/proc``."""
+    pids: list[int] = []
+    for entry in Path("/proc").iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+            cmdline = (entry / "cmdline").read_bytes()
+        except OSError:
+            continue
+        fields = stat.rpartition(")")[2].split()
+        state, ppid = fields[0], int(fields[1])
+        if ppid == os.getpid() and state != "Z" and b"claude" in cmdline:
+            pids.append(int(entry.name))
+    return pids
+
+
+def _assistant_content(body: dict[str, Any]) -> tuple[list[str], list[str]]:
+    """The assistant texts and tool calls a request replays to the model."""
+    texts: list[str] = []
+    tools: list[str] = []
+    for message in body["messages"]:
+        if message["role"] != "assistant":
+            continue
+        content = message["content"]
+        blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content
+        for block in blocks:
+            if block.get("type") == "text":
+                texts.append(str(block["text"]))
+            elif block.get("type") == "tool_use":
+                tools.append(str(block.get("id")))
+    return texts, tools
+
+
+async def test_stop_ends_the_cli_and_the_next_turn_sees_only_what_was_streamed(
+    tmp_path: Path,
+) -> None:
+    """Issue 8 point 1: after Stop returns, the old CLI has exited and calls the API no more,
+    and the next turn's request carries no assistant content the user never saw."""
+    first = Reply(
+        text="step one",
+        tool=("Bash", {"command": "echo secret-step-two", "description": "two"}),
+        hold=True,
+    )
+
+    def script(body: dict[str, Any]) -> Reply:
+        if tool_results_in(body):
+            return Reply(text="an answer nobody saw")
+        last = body["messages"][-1]["content"]
+        text = last if isinstance(last, str) else " ".join(str(b.get("text", "")) for b in last)
+        return Reply(text="fresh answer") if "again" in text else first
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        sid = (await env.db.agents.create_session(agent.id)).id
+        watcher = Watcher()
+        with anyio.fail_after(DEADLINE_S):
+            await env.submit(sid, "go", [watcher])
+            await first.held.wait()
+            await watcher.wait_text("step one")
+            assert len(_cli_processes()) == 1
+            await env.host.stop(sid)
+            # Stop returned: the old CLI process is gone, so it can call the API no more.
+            assert _cli_processes() == []
+            requests_at_stop = len(api.requests)
+            first.release.set()  # had it lived on, it would now run the tool and ask again
+            rows = await env.rows(sid)
+            assert rows[-1].status == "paused"
+            streamed = text_of(rows[-1])
+            again = Watcher("wc:2")
+            await env.submit(sid, "again", [again])
+            await again.wait_terminals(1)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+        rows = await env.rows(sid)
+
+    assert "step one" in streamed and "secret" not in streamed
+    # Exactly one more request: the next turn's own; none from the stopped process.
+    assert len(api.requests) == requests_at_stop + 1
+    texts, tools = _assistant_content(api.requests[-1])
+    assert tools == [], "the next turn replays a tool call the user never saw"
+    # Model output in the replay is only what was streamed; the CLI's own filler after an
+    # interrupt ("No response requested.") is not model output.
+    model_texts = [t for t in texts if t.strip() and t.strip() != _CLI_INTERRUPT_FILLER]
+    assert model_texts and all(t.strip() in streamed for t in model_texts), texts
+    assert "an answer nobody saw" not in str(api.requests[-1])
+    assert text_of(rows[-1]).strip() == "fresh answer"
+
+
+async def test_provider_retries_reach_subscribers_and_context_usage_is_published(
+    tmp_path: Path,
+) -> None:
+    """Issue 8 point 4: the CLI's ``api_retry`` becomes transient ``data-retry`` chunks, and
+    the session's context usage and slash commands reach the entry (REST) and the stream."""
+    calls = {"n": 0}
+
+    def script(body: dict[str, Any]) -> Reply:
+        calls["n"] += 1
+        return Reply(status=429) if calls["n"] == 1 else Reply(text="after the retry")
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        sid = (await env.db.agents.create_session(agent.id)).id
+        watcher = Watcher()
+        with anyio.fail_after(DEADLINE_S):
+            await env.submit(sid, "hi", [watcher])
+            end = await watcher.wait_terminals(1)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+        entry = env.entry(sid)
+        rows = await env.rows(sid)
+
+    assert end.status == "success"
+    kinds = [e.chunk["type"] for e in watcher.events]
+    retry = next(e.chunk for e in watcher.events if e.chunk["type"] == "data-retry")
+    assert retry["transient"] is True and retry["data"]["statusCode"] == 429
+    assert retry["data"]["attempt"] == 2
+    assert kinds.index("data-retry") < kinds.index("text-delta")
+    assert entry.context_usage is not None and entry.context_usage["maxTokens"] > 0
+    assert "data-context-usage" in kinds and "data-session-commands" in kinds
+    assert entry.commands and "compact" in entry.commands
+    # Transient state chunks never enter the stored answer.
+    assert {p["type"] for p in rows[-1].parts} <= {"text", "step-start"}
+    assert text_of(rows[-1]).strip() == "after the retry"

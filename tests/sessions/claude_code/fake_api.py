@@ -32,6 +32,8 @@ class Reply:
     tool: tuple[str, dict[str, Any]] | None = None
     tool_id: str = "toolu_1"
     hold: bool = False
+    status: int = 200
+    """Anything but 200: answer with this HTTP error (``retry-after: 0``) instead."""
     held: anyio.Event = field(default_factory=anyio.Event)
     release: anyio.Event = field(default_factory=anyio.Event)
 
@@ -65,6 +67,13 @@ class FakeClaudeApi:
         body = json.loads(await request.body())
         self.requests.append(body)
         reply = self.script(body)
+        if reply.status != 200:
+            error = {"type": "error", "error": {"type": "rate_limit_error", "message": "slow down"}}
+            return Response(
+                json.dumps(error),
+                status_code=reply.status,
+                headers={"retry-after": "0", "content-type": "application/json"},
+            )
         return StreamingResponse(
             self._stream(reply, body.get("model", "fake")), media_type="text/event-stream"
         )

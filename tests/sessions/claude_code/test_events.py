@@ -31,6 +31,7 @@ from drupe.sessions.drivers.base import (
     ErrorEvent,
     ResumeToken,
     RuntimeEvent,
+    RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
     SupportedCommands,
@@ -244,10 +245,18 @@ def test_subagent_messages_make_no_chunks() -> None:
     assert run(translator, text_message("inside", parent="toolu_9")) == []
 
 
-def test_messages_without_an_active_turn_are_dropped() -> None:
+def test_a_turn_the_cli_starts_by_itself_becomes_a_runtime_turn() -> None:
+    """Issue 8 point 2: e.g. the CLI's follow-up turn after a background subagent."""
     translator = Translator(SteerHolder())
-    events = run(translator, [init(), *text_message("autonomous"), result()])
-    assert events == [ResumeToken(SID)]
+    assert run(translator, [tool_result("toolu_x", "late")]) == []  # no turn: dropped
+    events = run(translator, [init(), *text_message("the subagent found 3 bugs"), result()])
+    assert events[:2] == [ResumeToken(SID), RuntimeTurnStart()]
+    message = accumulate([{"type": "start", "messageId": "r"}, *chunks(events), {"type": "finish"}])
+    assert [p["text"] for p in message["parts"] if p["type"] == "text"] == [
+        "the subagent found 3 bugs"
+    ]
+    assert events[-1] == TurnComplete()
+    assert not translator.turn_active
 
 
 def test_an_error_result_is_an_error_event_even_with_subtype_success() -> None:
@@ -403,6 +412,19 @@ def test_compaction_failure_and_api_retry() -> None:
     assert events == [
         CompactionStart(),
         CompactionError("too big"),
+        ChunkEvent(
+            {
+                "type": "data-retry",
+                "data": {
+                    "attempt": 2,
+                    "maxAttempts": 4,
+                    "delayMs": None,
+                    "statusCode": None,
+                    "message": None,
+                },
+                "transient": True,
+            }
+        ),
         ApiRetry({"attempt": 1, "max_retries": 3}),
     ]
 

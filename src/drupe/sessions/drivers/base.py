@@ -8,7 +8,8 @@ Contract:
 * ``Driver.connect`` may block on I/O (spawning, handshakes); it raises ``DriverError``.
 * ``Connection.events()`` is iterated by exactly ONE task (the host's reader) for the whole life
   of the connection; it ends when the connection closes. Events of a turn arrive in order:
-  chunks, then ``turn-complete`` or ``error``.
+  chunks, then ``turn-complete`` or ``error``. A turn the runtime starts by itself (no ``send``)
+  is announced by ``runtime-turn-start`` before its chunks.
 * ``send`` starts a turn with one user input; the host calls it at most once per turn.
 * Steering capability is the presence of ``redirect``: ``await redirect(input)`` returns True when
   the runtime folded the message into the running turn (it will later emit ``steer-boundary``
@@ -49,6 +50,7 @@ __all__ = [
     "ReconcileVerdict",
     "ResumeToken",
     "RuntimeEvent",
+    "RuntimeTurnStart",
     "SessionInfo",
     "SteerBoundary",
     "SteerUndelivered",
@@ -228,6 +230,15 @@ class ApiRetry:
 
 
 @dataclass(frozen=True, slots=True)
+class RuntimeTurnStart:
+    """The runtime began a turn by itself (no user input; e.g. the CLI reporting a background
+    subagent's result). The chunks that follow, up to its ``turn-complete``/``error``, are that
+    turn's answer: the host gives it a new assistant row."""
+
+    type: Literal["runtime-turn-start"] = "runtime-turn-start"
+
+
+@dataclass(frozen=True, slots=True)
 class SupportedCommands:
     commands: tuple[str, ...]
     type: Literal["supported-commands"] = "supported-commands"
@@ -248,6 +259,7 @@ RuntimeEvent = (
     | UsageEvent
     | ApiRetry
     | SupportedCommands
+    | RuntimeTurnStart
 )
 
 

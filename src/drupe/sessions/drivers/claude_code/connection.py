@@ -4,8 +4,9 @@ Ownership: ONE owning task (``run``, started in the driver's task group) enters 
 ``ClaudeSDKClient``, reads its messages, and performs every client call (``query``,
 ``set_model``, ``set_permission_mode``) from a command stream; it exits the client exactly once.
 No other task touches the client (the SDK's internal task group is bound to the task that
-connected it). ``events()`` yields the runtime events the owner puts into an unbounded memory
-stream, and ends when the connection is closed or the CLI goes away.
+connected it). ``events()`` yields the runtime events the owner puts into its bounded
+``EventOutbox`` (an overflow ends the connection with an error), and ends when the connection
+is closed or the CLI goes away. Commands are bounded too (``_MAX_COMMANDS`` in flight).
 
 Steering goes through the connection's ``SteerHolder`` (``redirect`` stashes, the ``PreToolUse``
 hook injects). Approvals: the SDK's ``can_use_tool`` callback registers a pending decision here,
@@ -23,14 +24,14 @@ owning task once the connection is up (it becomes an ``error`` event and the end
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import suppress
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import anyio
-from anyio.abc import TaskStatus
+from anyio.abc import Process, TaskStatus
 from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import (
     ClaudeAgentOptions,
@@ -42,25 +43,32 @@ from claude_agent_sdk import (
 )
 
 from drupe.errors import DriverError
+from drupe.sessions.drivers.approvals import PendingApprovals
 from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
     ConnectTarget,
+    ContextUsage,
     ErrorEvent,
     ReconcileVerdict,
     RuntimeEvent,
     ToolApprovalRequest,
+    TurnComplete,
     UserInput,
 )
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
 from drupe.sessions.drivers.claude_code.events import Translator
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+from drupe.sessions.drivers.outbox import EventOutbox
 
 __all__ = ["ClaudeCodeConnection"]
 
 log = logging.getLogger(__name__)
 
 _TOOL_READY_TIMEOUT_S = 5.0
+_CONTEXT_USAGE_TIMEOUT_S = 2.0
+_MAX_COMMANDS = 64
+"""Client calls queued for the owning task at once (each caller waits for its own)."""
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
 
 ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
@@ -73,14 +81,6 @@ class _Command:
     error: BaseException | None = None
 
 
-@dataclass(slots=True)
-class _Approval:
-    tool_call_id: str
-    done: anyio.Event = field(default_factory=anyio.Event)
-    approved: bool = False
-    reason: str | None = None
-
-
 class ClaudeCodeConnection:
     """A live CLI process for one session (see the module docstring for the ownership rules)."""
 
@@ -91,6 +91,8 @@ class ClaudeCodeConnection:
         target: ConnectTarget,
         resume_token: str | None,
         close_timeout_s: float = 10.0,
+        interrupt_timeout_s: float = 3.0,
+        exit_grace_s: float = 2.0,
     ) -> None:
         self.steers = SteerHolder()
         self.translator = Translator(
@@ -99,6 +101,11 @@ class ClaudeCodeConnection:
         self.frozen = target
         """The configuration the CLI was spawned with; hot patches update it."""
         self._close_timeout_s = close_timeout_s
+        self._interrupt_timeout_s = interrupt_timeout_s
+        self._exit_grace_s = exit_grace_s
+        self._turn_changed = anyio.Event()
+        self.process: Process | None = None
+        """The CLI process (set once connected; for the escalation and for tests)."""
         options.can_use_tool = self._can_use_tool
         hooks = dict(options.hooks or {})
         hooks["PreToolUse"] = [
@@ -107,13 +114,11 @@ class ClaudeCodeConnection:
         ]
         options.hooks = hooks
         self._options = options
-        self._out_send: MemoryObjectSendStream[RuntimeEvent]
-        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
-        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._outbox = EventOutbox()
         self._cmd_send: MemoryObjectSendStream[_Command]
         self._cmd_recv: MemoryObjectReceiveStream[_Command]
-        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(math.inf)
-        self._approvals: dict[str, _Approval] = {}
+        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(_MAX_COMMANDS)
+        self._approvals = PendingApprovals()
         self._tools_seen: dict[str, anyio.Event] = {}
         self._headless = False
         self._closing = False
@@ -136,6 +141,7 @@ class ClaudeCodeConnection:
         except Exception as exc:
             self._finish()
             raise DriverError(f"the Claude Code CLI did not start: {exc}") from exc
+        self.process = _process_of(client)
         try:
             task_status.started()
             async with anyio.create_task_group() as tg:
@@ -146,20 +152,38 @@ class ClaudeCodeConnection:
         finally:
             self._closing = True
             with anyio.CancelScope(shield=True):
-                try:
-                    await client.disconnect()
-                except Exception as exc:
-                    log.warning("claude-code disconnect failed: %s", exc)
+                await self._disconnect(client)
                 self._finish()
+
+    async def _disconnect(self, client: ClaudeSDKClient) -> None:
+        """Disconnect; escalate SIGTERM then SIGKILL when the CLI has not exited in time."""
+        process = self.process
+        async with anyio.create_task_group() as tg:
+            if process is not None:
+                tg.start_soon(_escalate, process, self._exit_grace_s)
+            try:
+                await client.disconnect()
+            except Exception as exc:
+                log.warning("claude-code disconnect failed: %s", exc)
+            if process is not None and process.returncode is None:
+                with anyio.move_on_after(self._exit_grace_s * 2):
+                    await process.wait()
+            tg.cancel_scope.cancel()
+        if process is not None and process.returncode is None:
+            with suppress(ProcessLookupError):
+                process.kill()
+            with anyio.move_on_after(self._exit_grace_s):
+                await process.wait()
 
     def _finish(self) -> None:
         self._closing = True
-        self._deny_pending("the connection closed")
+        self._turn_changed.set()
+        self._approvals.deny_all("the connection closed")
         for command in self._commands:
             if not command.done.is_set():
                 command.error = DriverError("the Claude Code connection closed during a call")
                 command.done.set()
-        self._out_send.close()
+        self._outbox.close()
         self._cmd_send.close()
         self._finished.set()
 
@@ -167,7 +191,17 @@ class ClaudeCodeConnection:
         try:
             async for message in client.receive_messages():
                 events = self.translator.feed(message)
+                ends = [i for i, e in enumerate(events) if isinstance(e, TurnComplete)]
+                if ends:
+                    # The session's context usage, published before the turn's end.
+                    self._emit_all(events[: ends[0]])
+                    usage = await self._fetch_context_usage(client)
+                    if usage is not None:
+                        self._emit_all([ContextUsage(usage)])
+                    events = events[ends[0] :]
                 self._emit_all(events)
+                if not self.translator.turn_active:
+                    self._turn_changed.set()
                 for call_id in self.translator.available:
                     self._tool_event(call_id).set()
                 if any(isinstance(e, ErrorEvent) for e in events):
@@ -206,6 +240,8 @@ class ClaudeCodeConnection:
         self._commands.add(command)
         try:
             self._cmd_send.send_nowait(command)
+        except anyio.WouldBlock as exc:
+            raise DriverError(f"more than {_MAX_COMMANDS} CLI calls in flight") from exc
         except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
             raise DriverError("the Claude Code connection is closed") from exc
         await command.done.wait()
@@ -214,9 +250,9 @@ class ClaudeCodeConnection:
 
     def _emit_all(self, events: list[RuntimeEvent]) -> None:
         for event in events:
-            try:
-                self._out_send.send_nowait(event)
-            except (anyio.ClosedResourceError, anyio.BrokenResourceError):
+            if not self._outbox.put(event):
+                if self._outbox.overflowed:
+                    self._stop.set()  # the host read too slowly: this connection ends
                 return
 
     def _tool_event(self, call_id: str) -> anyio.Event:
@@ -233,13 +269,8 @@ class ClaudeCodeConnection:
     # -- Connection -------------------------------------------------------------------------
 
     async def events(self) -> AsyncIterator[RuntimeEvent]:
-        # The receive side is never closed here: a reader may stop early and iterate again
-        # (a fresh ``events()``) until the connection's end closes the send side.
-        try:
-            async for event in self._out_recv:
-                yield event
-        except anyio.ClosedResourceError:
-            return
+        async for event in self._outbox.events():
+            yield event
 
     async def send(self, user_input: UserInput) -> None:
         if self._closing:
@@ -309,6 +340,14 @@ class ClaudeCodeConnection:
                 return "failed"
             return "patched" if patched else "current"
 
+    async def _fetch_context_usage(self, client: ClaudeSDKClient) -> dict[str, Any] | None:
+        with anyio.move_on_after(_CONTEXT_USAGE_TIMEOUT_S):
+            try:
+                return dict(await client.get_context_usage() or {})
+            except Exception as exc:
+                log.debug("claude-code context usage unavailable: %s", exc)
+        return None
+
     async def context_usage(self) -> dict[str, Any] | None:
         """The CLI's context-window breakdown (``get_context_usage``); None when unavailable."""
         box: dict[str, Any] = {}
@@ -326,31 +365,40 @@ class ClaudeCodeConnection:
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None
     ) -> bool:
-        pending = self._approvals.get(approval_id)
-        if pending is None or pending.done.is_set():
-            return False
-        pending.approved = approved
-        pending.reason = reason
-        pending.done.set()
-        return True
+        return self._approvals.respond(approval_id, approved=approved, reason=reason)
 
     async def close(self) -> None:
-        self._closing = True
+        """Stop the CLI: interrupt a running turn and let it settle (bounded), then disconnect
+        (stdin EOF; SIGTERM, then SIGKILL, when it does not exit within ``exit_grace_s``)."""
         if self._finished.is_set():
+            self._closing = True
             return
-        self._deny_pending("the connection closed")
-        self._stop.set()
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
-            await self._finished.wait()
+        self._approvals.deny_all("the connection closed")
+        with anyio.CancelScope(shield=True):
+            if not self._closing and self.translator.turn_active:
+                await self._interrupt()
+            self._closing = True
+            self._stop.set()
+            with anyio.move_on_after(self._close_timeout_s):
+                await self._finished.wait()
+
+    async def _interrupt(self) -> None:
+        """The SDK's interrupt: the CLI ends its turn and calls the model no more."""
+
+        async def call(client: ClaudeSDKClient) -> None:
+            await client.interrupt()
+
+        with anyio.move_on_after(self._interrupt_timeout_s):
+            try:
+                await self._call(call)
+            except Exception as exc:
+                log.warning("claude-code interrupt failed: %s", exc)
+                return
+            while self.translator.turn_active and self.alive:
+                changed = self._turn_changed = anyio.Event()
+                await changed.wait()
 
     # -- approvals --------------------------------------------------------------------------
-
-    def _deny_pending(self, reason: str) -> None:
-        for pending in self._approvals.values():
-            if not pending.done.is_set():
-                pending.approved = False
-                pending.reason = reason
-                pending.done.set()
 
     async def _can_use_tool(
         self, tool_name: str, tool_input: dict[str, Any], context: ToolPermissionContext
@@ -368,7 +416,7 @@ class ClaudeCodeConnection:
             with anyio.move_on_after(_TOOL_READY_TIMEOUT_S):
                 await self._tool_event(call_id).wait()
         approval_id = f"approval-{uuid.uuid4().hex}"
-        pending = self._approvals[approval_id] = _Approval(call_id)
+        pending = self._approvals.open(approval_id, call_id)
         request = ApprovalRequest(
             approval_id=approval_id, tool_call_id=call_id, tool_name=tool_name, input=tool_input
         )
@@ -376,10 +424,7 @@ class ClaudeCodeConnection:
         # ``tool-output-denied``): one emitter for every driver, so nothing is sent twice.
         events: list[RuntimeEvent] = [ToolApprovalRequest(request)]
         self._emit_all(events)
-        try:
-            await pending.done.wait()
-        finally:
-            self._approvals.pop(approval_id, None)
+        await self._approvals.wait(approval_id, pending)
         if pending.approved:
             return PermissionResultAllow()
         if top_level:
@@ -389,3 +434,20 @@ class ClaudeCodeConnection:
 
 def _replace(target: ConnectTarget, **changes: Any) -> ConnectTarget:
     return replace(target, **changes)
+
+
+def _process_of(client: ClaudeSDKClient) -> Process | None:
+    """The CLI child process of a connected client (the SDK keeps it on its transport)."""
+    process = getattr(getattr(client, "_transport", None), "_process", None)
+    return process if isinstance(process, Process) else None
+
+
+async def _escalate(process: Process, grace_s: float) -> None:
+    """SIGTERM after ``grace_s``, SIGKILL after another ``grace_s`` (cancelled once it exits)."""
+    for signal_it in (process.terminate, process.kill):
+        await anyio.sleep(grace_s)
+        if process.returncode is not None:
+            return
+        log.warning("the Claude Code CLI did not exit in time: %s", signal_it.__name__)
+        with suppress(ProcessLookupError):
+            signal_it()

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import logging
 import os
+from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -42,6 +43,9 @@ from drupe.tools.mcp.config import McpServerConfig
 __all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options", "sdk_mcp_server"]
 
 log = logging.getLogger(__name__)
+
+MAX_LATEST = 1024
+"""Sessions whose newest connect the driver remembers for the idle prewarm."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -66,6 +70,10 @@ class ClaudeCodeConfig:
     warm_ttl_s: float = 300.0
     connect_timeout_s: float = 60.0
     close_timeout_s: float = 10.0
+    interrupt_timeout_s: float = 3.0
+    """Stop: how long the interrupt of a running turn may take to settle before the close."""
+    exit_grace_s: float = 2.0
+    """After stdin EOF: SIGTERM when the CLI has not exited after this, SIGKILL after twice."""
     extra_args: Mapping[str, str | None] = field(default_factory=dict)
 
 
@@ -140,7 +148,9 @@ class ClaudeCodeDriver:
         self.config = config or ClaudeCodeConfig()
         self._tg: TaskGroup | None = None
         self._connections: set[ClaudeCodeConnection] = set()
-        self._latest: dict[str, tuple[ConnectInput, ClaudeCodeConnection]] = {}
+        self._latest: OrderedDict[str, tuple[ConnectInput, ClaudeCodeConnection]] = OrderedDict()
+        """The newest connect per session, for the idle prewarm: at most ``MAX_LATEST``
+        (least recently connected dropped first: that session is simply not prewarmed)."""
         self._warm = WarmPool(ttl_s=self.config.warm_ttl_s)
         self._fingerprint = {
             "env": dict(self.config.env),
@@ -187,12 +197,18 @@ class ClaudeCodeDriver:
         session_id = connect_input.session.session_id
         warm = await self._warm.consume(session_id, signature(connect_input, self._fingerprint))
         connection = warm or await self._spawn(connect_input)
+        self._latest.pop(session_id, None)
         self._latest[session_id] = (connect_input, connection)
+        while len(self._latest) > MAX_LATEST:
+            dropped, _ = self._latest.popitem(last=False)
+            log.info(
+                "no prewarm for session %r any more (the driver keeps %d)", dropped, MAX_LATEST
+            )
         return connection
 
     async def on_session_idle(self, session_id: str) -> None:
         """The host closed an idle session: prewarm a CLI that resumes it (when enabled)."""
-        latest = self._latest.get(session_id)
+        latest = self._latest.pop(session_id, None)
         if not self.config.prewarm or self._tg is None or latest is None:
             return
         last_input, last_connection = latest
@@ -228,6 +244,8 @@ class ClaudeCodeDriver:
             target=target,
             resume_token=connect_input.resume_token,
             close_timeout_s=self.config.close_timeout_s,
+            interrupt_timeout_s=self.config.interrupt_timeout_s,
+            exit_grace_s=self.config.exit_grace_s,
         )
         with anyio.fail_after(self.config.connect_timeout_s):
             await self._tg.start(self._own, connection)

@@ -16,8 +16,11 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   its ``slash_commands`` (and ``commands_changed``) -> ``SupportedCommands`` when they change;
 * ``status: compacting`` -> ``CompactionStart``; ``compact_boundary`` -> ``CompactionComplete``
   with an anchor; ``compact_result: success`` with no boundary before the next model call or the
-  result -> anchor-less ``CompactionComplete`` (exactly one complete per compaction);
-  ``compact_result: failed`` -> ``CompactionError``; ``api_retry`` -> ``ApiRetry``;
+  result -> anchor-less ``CompactionComplete``; a compaction still open at the result settles
+  anchor-less too, and one open when the runtime dies fails (exactly one end per compaction);
+  ``compact_result: failed``, or a ``compact_error`` without ``compact_result: success``, ->
+  ``CompactionError``; ``api_retry`` -> a transient ``data-retry`` chunk (the agent loop's
+  shape: the try that comes next, of ``max_retries + 1``) during a turn, and ``ApiRetry``;
 * each finished top-level model message -> ``UsageEvent`` (its own usage);
 * ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
   injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
@@ -26,10 +29,12 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   the result's metadata then carries the rest of the turn (A2's share).
 
 The driver emits no ``start``/``finish`` chunks: the host frames each turn (its turn stream
-emits ``start`` with the row's message id, and ``finish`` at the terminal). Chunks and results
-that arrive with no active turn are dropped, and so are those of a turn the CLI started on its
-own (a background subagent's): the CLI stamps what it answers with ``user_message_uuid(s)``,
-and a turn started by ``send`` only takes what answers its own message's uuid.
+emits ``start`` with the row's message id; the stream manager fans out ``finish`` at the
+terminal). A top-level ``message_start`` with no active turn is a turn the CLI began by itself
+(it reports a background subagent's result): ``RuntimeTurnStart``, then that turn is
+translated like any other, up to its result. While a turn started by ``send`` runs, the CLI
+stamps what it answers with ``user_message_uuid(s)``, and the turn only takes what answers its
+own message's uuid (a background turn finishing meanwhile is dropped).
 
 Must never: do I/O, or raise on an unknown message (unknown shapes are ignored).
 """
@@ -63,6 +68,7 @@ from drupe.sessions.drivers.base import (
     ErrorEvent,
     ResumeToken,
     RuntimeEvent,
+    RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
     SupportedCommands,
@@ -79,9 +85,28 @@ from drupe.sessions.drivers.claude_code.usage import (
     usage_metadata,
 )
 
-__all__ = ["Translator"]
+__all__ = ["Translator", "retry_chunk"]
 
 _RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
+
+
+def retry_chunk(retry: Mapping[str, Any]) -> Chunk:
+    """The CLI's ``api_retry`` as the agent loop's transient ``data-retry`` chunk."""
+    attempt = retry.get("attempt")
+    max_retries = retry.get("max_retries")
+    error = retry.get("error")
+    message = error.get("message") if isinstance(error, Mapping) else error
+    return {
+        "type": "data-retry",
+        "data": {
+            "attempt": int(attempt) + 1 if isinstance(attempt, int) else None,
+            "maxAttempts": int(max_retries) + 1 if isinstance(max_retries, int) else None,
+            "delayMs": retry.get("retry_delay_ms"),
+            "statusCode": retry.get("error_status"),
+            "message": str(message) if message is not None else None,
+        },
+        "transient": True,
+    }
 
 
 def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
@@ -109,6 +134,8 @@ class Translator:
     turn_active: bool = False
     commands: tuple[str, ...] | None = None
     compaction_settle_pending: bool = False
+    compacting: bool = False
+    """A compaction started (``status: compacting``) and has not ended yet."""
     denied: set[str] = field(default_factory=set)
     steps: StepChunker = field(default_factory=StepChunker)
     _message: dict[str, Any] = field(default_factory=dict)
@@ -148,9 +175,17 @@ class Translator:
         if isinstance(message, StreamEvent | AssistantMessage | ResultMessage):
             self._note_answering(message)
         if isinstance(message, StreamEvent):
-            if message.parent_tool_use_id is not None or not self._ours():
+            if message.parent_tool_use_id is not None:
                 return []
-            return self._stream_event(message.event)
+            started: list[RuntimeEvent] = []
+            if not self.turn_active and message.event.get("type") == "message_start":
+                # The CLI began a turn by itself (e.g. to report a background subagent).
+                answering = self._answering[0] if self._answering else None
+                self.begin_turn(answering)
+                started.append(RuntimeTurnStart())
+            if not self._ours():
+                return []
+            return started + self._stream_event(message.event)
         if isinstance(message, AssistantMessage):
             if message.parent_tool_use_id is None and self._ours():
                 for block in message.content:
@@ -280,22 +315,27 @@ class Translator:
         elif message.subtype == "commands_changed":
             out += self._commands(data.get("commands"))
         elif message.subtype == "status":
-            if data.get("status") == "compacting":
+            if data.get("status") == "compacting" and not self.compacting:
+                self.compacting = True
                 out.append(CompactionStart())
             result = data.get("compact_result")
-            if result == "success":
+            error = data.get("compact_error")
+            if result == "failed" or (error and result != "success"):
+                # A ``compact_error`` fails the compaction even without ``compact_result``.
+                out += self._fail_compaction(str(error or "compaction failed"))
+            elif result == "success":
                 self.compaction_settle_pending = True
-            elif result == "failed":
-                self.compaction_settle_pending = False
-                error = data.get("compact_error") or "compaction failed"
-                out.append(CompactionError(str(error)))
             elif data.get("status") == "requesting":
                 out += self._settle_compaction()
         elif message.subtype == "compact_boundary":
             self.compaction_settle_pending = False
+            self.compacting = False
             out.append(CompactionComplete(_anchor(data, float(self.clock()))))
         elif message.subtype == "api_retry":
-            out.append(ApiRetry({k: v for k, v in data.items() if k not in _RETRY_NOISE}))
+            retry = {k: v for k, v in data.items() if k not in _RETRY_NOISE}
+            if self.turn_active:
+                out += self._chunks(retry_chunk(retry))
+            out.append(ApiRetry(retry))
         return out
 
     def _commands(self, commands: object) -> list[RuntimeEvent]:
@@ -314,16 +354,24 @@ class Translator:
         self.resume_token = session_id
         return [ResumeToken(session_id)]
 
-    def _settle_compaction(self) -> list[RuntimeEvent]:
-        if not self.compaction_settle_pending:
+    def _settle_compaction(self, *, ending: bool = False) -> list[RuntimeEvent]:
+        """Settle a compaction that succeeded without a boundary (``ending``: the turn or the
+        connection ends, so any compaction still open settles now, anchor-less)."""
+        if not (self.compaction_settle_pending or (ending and self.compacting)):
             return []
         self.compaction_settle_pending = False
+        self.compacting = False
         return [CompactionComplete()]
+
+    def _fail_compaction(self, error: str) -> list[RuntimeEvent]:
+        self.compaction_settle_pending = False
+        self.compacting = False
+        return [CompactionError(error)]
 
     # -- the end of a turn ------------------------------------------------------------------
 
     def _result(self, result: ResultMessage) -> list[RuntimeEvent]:
-        out = self._settle_compaction()
+        out = self._settle_compaction(ending=True)
         out += self._token(result.session_id)
         if not self._ours():
             return out  # no turn, or the end of a turn the runtime started itself
@@ -349,10 +397,15 @@ class Translator:
         return out
 
     def abandon_turn(self, error: Mapping[str, Any]) -> list[RuntimeEvent]:
-        """The runtime died mid-turn: close open parts, return steers, and emit ``error``."""
+        """The runtime died mid-turn: close open parts, return steers, and emit ``error``.
+
+        An open compaction fails with it (nothing will ever end it on this connection)."""
+        out: list[RuntimeEvent] = []
+        if self.compacting or self.compaction_settle_pending:
+            out += self._fail_compaction(str(error.get("message") or "the runtime ended"))
         if not self.turn_active:
-            return []
-        out = self._chunks(*self.steps.close_step())
+            return out
+        out += self._chunks(*self.steps.close_step())
         undelivered = self.steers.end_turn()
         if undelivered:
             out.append(SteerUndelivered(undelivered))

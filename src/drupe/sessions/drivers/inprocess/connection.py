@@ -33,16 +33,13 @@ Must never: run two turns at once, hand a steer out twice or lose one, or raise 
 from __future__ import annotations
 
 import logging
-import math
 import uuid
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import aclosing, suppress
-from dataclasses import dataclass, field
+from contextlib import aclosing
 from typing import Any
 
 import anyio
 from anyio.abc import TaskGroup
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 
 from drupe.agent.hooks import Hooks, StepResult, TurnContext
 from drupe.agent.loop import AgentRunner
@@ -50,6 +47,7 @@ from drupe.agent.request import ApprovalAsk, TurnRequest
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import DriverError
+from drupe.sessions.drivers.approvals import PendingApprovals
 from drupe.sessions.drivers.base import (
     ApiRetry,
     ApprovalRequest,
@@ -75,6 +73,7 @@ from drupe.sessions.drivers.inprocess.turn_run import (
     serialize_error,
     worth_keeping,
 )
+from drupe.sessions.drivers.outbox import EventOutbox
 from drupe.tools.base import ToolEntry
 
 __all__ = ["InProcessConnection"]
@@ -87,13 +86,6 @@ _FRAMING = frozenset(("start", "finish"))
 
 def _new_id() -> str:
     return uuid.uuid4().hex[:16]
-
-
-@dataclass(slots=True, eq=False)
-class _Approval:
-    done: anyio.Event = field(default_factory=anyio.Event)
-    approved: bool = False
-    reason: str | None = None
 
 
 class _EventHooks(Hooks):
@@ -142,11 +134,9 @@ class InProcessConnection:
         self._context_window = context_window
         self._context_tokens: int | None = None
         """Tokens of the last model request (its input plus its output): the context size."""
-        self._out_send: MemoryObjectSendStream[RuntimeEvent]
-        self._out_recv: MemoryObjectReceiveStream[RuntimeEvent]
-        self._out_send, self._out_recv = anyio.create_memory_object_stream(math.inf)
+        self._outbox = EventOutbox()
         self._turn: TurnRun | None = None
-        self._approvals: dict[str, _Approval] = {}
+        self._approvals = PendingApprovals()
         self._closed = False
 
     # -- Connection -----------------------------------------------------------------------------
@@ -154,13 +144,8 @@ class InProcessConnection:
     async def events(self) -> AsyncIterator[RuntimeEvent]:
         # The receive side is never closed here: a reader that stops early (or a second call
         # after close) must not break the stream; it ends once ``close`` closed the send side.
-        with suppress(anyio.ClosedResourceError, anyio.EndOfStream):
-            async for event in self._out_recv:
-                yield event
-
-    @property
-    def turn_running(self) -> bool:
-        return self._turn is not None and not self._turn.ended
+        async for event in self._outbox.events():
+            yield event
 
     async def send(self, user_input: UserInput) -> None:
         if self._closed:
@@ -209,33 +194,26 @@ class InProcessConnection:
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None
     ) -> bool:
-        pending = self._approvals.get(approval_id)
-        if pending is None or pending.done.is_set():
-            return False
-        pending.approved = approved
-        pending.reason = reason
-        pending.done.set()
-        return True
+        return self._approvals.respond(approval_id, approved=approved, reason=reason)
 
     async def close(self) -> None:
         if self._closed:
             return
         self._closed = True
-        self._deny_pending("the connection closed")
+        self._approvals.deny_all("the connection closed")
         run = self._turn
         if run is not None:
             run.scope.cancel()
             with anyio.CancelScope(shield=True), anyio.move_on_after(self._close_timeout_s):
                 await run.done.wait()
-        self._out_send.close()
+        self._outbox.close()
         if self._on_close is not None:
             self._on_close(self)
 
     # -- the turn task --------------------------------------------------------------------------
 
     def _emit(self, event: RuntimeEvent) -> None:
-        with suppress(anyio.ClosedResourceError, anyio.BrokenResourceError):
-            self._out_send.send_nowait(event)
+        self._outbox.put(event)
 
     def _set_token(self, message: UIMessage) -> None:
         token = message.get("id")
@@ -337,7 +315,7 @@ class InProcessConnection:
                 "in-process: denied %s (%s) in a headless turn", ask.tool_name, ask.tool_call_id
             )
             return False, _HEADLESS_DENIAL
-        pending = self._approvals[ask.approval_id] = _Approval()
+        pending = self._approvals.open(ask.approval_id, ask.tool_call_id)
         self._emit(
             ToolApprovalRequest(
                 ApprovalRequest(
@@ -348,20 +326,10 @@ class InProcessConnection:
                 )
             )
         )
-        try:
-            await pending.done.wait()
-        finally:
-            self._approvals.pop(ask.approval_id, None)
+        await self._approvals.wait(ask.approval_id, pending)
         if not pending.approved and not self._emit_approval_chunks:
             run.relayed_denials.add(ask.tool_call_id)
         return pending.approved, pending.reason
-
-    def _deny_pending(self, reason: str) -> None:
-        for pending in self._approvals.values():
-            if not pending.done.is_set():
-                pending.approved = False
-                pending.reason = reason
-                pending.done.set()
 
     def _finish_turn(self, run: TurnRun, error: BaseException | None) -> None:
         """End the turn without awaiting: steers left, history, then the terminal event."""
