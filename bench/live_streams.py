@@ -19,14 +19,16 @@ first in a child process so its heap never shares pages with this one. ``manager
 = ``rss_per_stream_kib`` - ``baseline_rss_per_stream_kib`` is what the manager itself costs
 per live stream (execution task, cancel scopes, events, status, ring, accumulator).
 
-Checkpoint cost (issue 8 point 10; ``--variant both`` runs it too): the same manager run twice
-more, each in its own child process, with a real SQLite database in a temporary directory, one
-``pending`` placeholder row per stream and the real persistence listener on every stream:
-``persist`` with checkpoints off, ``checkpoint`` with them on (default ``CheckpointPolicy``:
-every live answer saved at least once a second). ``checkpoint_cost_ratio`` = chunks per CPU
-second with checkpoints / without (goal: >= 0.95, i.e. checkpoints cost at most 5 %); the CPU
-time is the whole process's, so the SQLite writer thread counts. ``--checkpoint-chunks`` (30)
-sets how far those runs go: the window then holds two to three checkpoints per stream.
+Checkpoint cost (issue 8 point 10; ``--variant both`` runs it too): after the manager run, the
+same streams again in this process (``--checkpoint-streams``, default 1,000, quick 500), with a
+real SQLite database in a temporary directory, one ``pending`` placeholder row per stream and
+the real persistence listener on every stream: ``persist`` with checkpoints off, ``checkpoint``
+with them on (default ``CheckpointPolicy``: every live answer saved at least once a second),
+alternating, ``--checkpoint-repeat`` times each (default 3, quick 2). ``checkpoint_cost_ratio``
+= the median chunks per CPU second with checkpoints / without (goal: >= 0.95, i.e. checkpoints
+cost at most 5 %); the CPU time is the whole process's, so the SQLite writer thread counts.
+``--checkpoint-chunks`` (30) sets how far those runs go: the window then holds two to three
+checkpoints per stream.
 
     python bench/live_streams.py --quick   # 2,000 streams
     python bench/live_streams.py           # 10,000 streams
@@ -324,21 +326,21 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             f"the manager adds {summary['manager_kib_per_stream']:.2f} KiB per live stream over"
             f" the bare source -> subscriber pipe ({baseline['rss_per_stream_kib']:.2f} KiB)"
         )
-        summary.update(_checkpoint_cost(args))
+        summary.update(await _checkpoint_cost(args))
     return summary
 
 
-def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
-    """Checkpoints off and on, alternating, each run in its own process; the ratio of the
-    medians of chunks per CPU second."""
+async def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
+    """Checkpoints off and on, alternating, in this process (after the manager run); the ratio
+    of the medians of chunks per CPU second."""
     streams = args.checkpoint_streams or (500 if args.quick else 1_000)
     repeat = args.checkpoint_repeat or (2 if args.quick else 3)
     print(f"checkpoint cost: {streams} streams, {repeat} runs with and without, alternating")
     off: list[dict[str, Any]] = []
     on: list[dict[str, Any]] = []
     for _ in range(repeat):
-        off.append(_variant_in_child(args, streams, "persist"))
-        on.append(_variant_in_child(args, streams, "checkpoint"))
+        off.append(await _measure(args, streams, "persist"))
+        on.append(await _measure(args, streams, "checkpoint"))
     off_cpu = median([run["chunks_per_cpu_s"] or 0 for run in off])
     on_cpu = median([run["chunks_per_cpu_s"] or 0 for run in on])
     ratio = on_cpu / off_cpu if on_cpu and off_cpu else 0.0
