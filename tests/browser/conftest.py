@@ -7,7 +7,7 @@ running, and anyio's plugin is not involved). The default model is the determini
 ``scripted:echo`` paced at ``RATE`` words per second, so an answer is still streaming while a
 test acts on it and its final text is known in advance (``You said: <prompt>``).
 
-Chromium is the system one (``/usr/bin/chromium``, installed by ``.ci/run``); Playwright's own
+Chromium is the system one (``/usr/bin/chromium``, installed by ``scripts/test``); Playwright's own
 browser download is never used. One browser per package run; one context (fresh storage) per
 test. These fixtures never touch the network beyond loopback.
 """
@@ -61,7 +61,9 @@ CHROMIUM_ARGS = [
 def chromium_path() -> str:
     path = shutil.which("chromium") or shutil.which("chromium-browser")
     if path is None:
-        raise RuntimeError("chromium is not installed (apt-get install chromium; .ci/run does it)")
+        raise RuntimeError(
+            "chromium is not installed (apt-get install -y chromium; scripts/test does it)"
+        )
     return path
 
 
