@@ -15,10 +15,16 @@ Contract:
   tool outputs (``tool-output-available|error|denied``) right after ``start``.
 - A step that ended with a cap reached (tool calls or steps) raises ``LoopLimitError`` and emits
   nothing more; a steer yield on the same step wins (clean ``finish``, reason ``stop``).
+- The tool calls of one step run concurrently (as the AI SDK runs them), in one task group
+  that the step owns: the step's ``tool-approval-request`` chunks come first, in call order;
+  once every call of the step has ended, the chunks hooks wrote meanwhile, then one output
+  chunk per call in call order; the model sees the returns in call order too. A tool that
+  raises ends only its own call (``tool-output-error``): its siblings run on.
 - An approval-gated call is not executed: ``tool-approval-request`` is emitted and the turn ends
   cleanly after that step (the steer is not evaluated then). Ungated calls of the step still run.
-  With ``request.approve`` (agent sessions) the decision is awaited in place instead: approved
-  runs the call, denied emits ``tool-output-denied``, and the turn goes on.
+  With ``request.approve`` (agent sessions) the decision is awaited in place instead, while the
+  ungated calls run: approved runs the call, denied answers ``tool-output-denied``, and the turn
+  goes on. The approved calls of a continuation seed also run concurrently.
 - ``request.inject`` (agent-session steering) is polled after each step that continues the turn;
   what it returns joins the history as steer reminders before the next model request.
 - Retry: a step that fails with a retryable error before its first chunk is tried again (see
@@ -32,7 +38,7 @@ Contract:
 - No chunk comes out after the consumer's cancel scope was cancelled (a cheap
   ``checkpoint_if_cancelled`` guards every yield).
 - Never yields inside a cancel scope or task group (nested generators are closed with
-  ``aclosing``); the tools of a step run one after another, in call order.
+  ``aclosing``): the step's task group is entered and left between two yields.
 """
 
 from __future__ import annotations
@@ -40,7 +46,7 @@ from __future__ import annotations
 import logging
 import time
 import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
@@ -193,6 +199,16 @@ class AgentRunner:
             raise
 
 
+@dataclass(frozen=True, slots=True)
+class _Call:
+    """One tool call to run: its tool, input and id, and the in-place approval it awaits."""
+
+    entry: ToolEntry
+    input: Mapping[str, Any]
+    call_id: str
+    ask: ApprovalAsk | None = None
+
+
 @dataclass(slots=True)
 class _StepState:
     """What the last completed step left for ``_Turn.classify``."""
@@ -254,13 +270,15 @@ class _Turn:
         self.history.append(response)
 
         calls = chunker.tool_calls
-        returns: list[ModelRequestPart] = []
+        returns: dict[int, ModelRequestPart] = {}
+        jobs: list[tuple[int, _Call]] = []
         awaiting_approval = False
-        for call in calls:
+        for index, call in enumerate(calls):
             entry = tools.get(call.tool_name)
             if call.input is None or entry is None:
-                returns.append(_failed(call.tool_name, call.call_id, call.error or "invalid call"))
+                returns[index] = _failed(call.tool_name, call.call_id, call.error or "invalid call")
                 continue
+            ask = None
             if entry.is_approval_gated(call.input):
                 approval_id = f"approval_{self.runner._new_id()}"
                 yield {
@@ -277,18 +295,15 @@ class _Turn:
                     tool_name=call.tool_name,
                     input=call.input,
                 )
-                approved, reason = await request.approve(ask)
-                if not approved:
-                    yield {"type": "tool-output-denied", "toolCallId": call.call_id}
-                    returns.append(denied_return(call.tool_name, call.call_id, reason))
-                    continue
-            chunk, returned = await self._execute(entry, call.input, call.call_id)
-            for queued in self.ctx.drain():
-                yield queued
+            jobs.append((index, _Call(entry, call.input, call.call_id, ask)))
+        outcomes = await self._run_calls([job for _, job in jobs])
+        for queued in self.ctx.drain():
+            yield queued
+        for (index, _), (chunk, returned) in zip(jobs, outcomes, strict=True):
             yield chunk
-            returns.append(returned)
+            returns[index] = returned
         if returns:
-            self.history.append(ModelRequest(parts=returns))
+            self.history.append(ModelRequest(parts=[returns[i] for i in sorted(returns)]))
         self.tool_calls += len(calls)
 
         yield {"type": "finish-step"}
@@ -422,27 +437,67 @@ class _Turn:
     async def answer_decisions(
         self, decisions: list[ApprovalDecision]
     ) -> AsyncGenerator[Chunk, None]:
-        """Run the approved calls of a continuation seed and deny the others, in order."""
+        """Run the approved calls of a continuation seed (concurrently) and deny the others."""
         tools = {entry.name: entry for entry in self.request.tools}
-        returns: list[ModelRequestPart] = []
+        answered: list[tuple[Chunk, ModelRequestPart] | None] = []
+        jobs: list[_Call] = []
         for decision in decisions:
             call_id, name = decision.call_id, decision.tool_name
             entry = tools.get(name)
             if not decision.approved:
                 chunk: Chunk = {"type": "tool-output-denied", "toolCallId": call_id}
-                returned = denied_return(name, call_id, decision.reason)
+                answered.append((chunk, denied_return(name, call_id, decision.reason)))
             elif entry is None:
                 text = f"Tool {name!r} is no longer available."
                 chunk = {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
-                returned = _failed(name, call_id, text)
+                answered.append((chunk, _failed(name, call_id, text)))
             else:
-                chunk, returned = await self._execute(entry, decision.input, call_id)
-                for queued in self.ctx.drain():
-                    yield queued
+                answered.append(None)
+                jobs.append(_Call(entry, decision.input, call_id))
+        ran = iter(await self._run_calls(jobs))
+        for queued in self.ctx.drain():
+            yield queued
+        returns: list[ModelRequestPart] = []
+        for slot in answered:
+            chunk, returned = slot if slot is not None else next(ran)
             yield chunk
             returns.append(returned)
         if returns:
             self.history.append(ModelRequest(parts=returns))
+
+    async def _run_calls(self, calls: Sequence[_Call]) -> list[tuple[Chunk, ModelRequestPart]]:
+        """Run ``calls`` concurrently in one task group; return their outcomes in call order.
+
+        A gated call awaits its in-place decision first (denied: ``tool-output-denied``, never
+        executed). A tool's own error is its outcome and never cancels a sibling; an approval
+        callback that raises fails the step: the siblings are cancelled and the error raised.
+        """
+        outcomes: list[tuple[Chunk, ModelRequestPart] | None] = [None] * len(calls)
+        failures: list[Exception] = []
+
+        async def run(index: int, call: _Call, scope: anyio.CancelScope) -> None:
+            try:
+                outcomes[index] = await self._gate_and_execute(call)
+            except Exception as error:  # the approval callback failed: so does the step
+                failures.append(error)
+                scope.cancel()
+
+        if calls:
+            async with anyio.create_task_group() as group:
+                for index, call in enumerate(calls):
+                    group.start_soon(run, index, call, group.cancel_scope)
+        if failures:
+            raise failures[0]
+        return [outcome for outcome in outcomes if outcome is not None]
+
+    async def _gate_and_execute(self, call: _Call) -> tuple[Chunk, ModelRequestPart]:
+        if call.ask is not None:
+            assert self.request.approve is not None  # an ask is only made with a callback
+            approved, reason = await self.request.approve(call.ask)
+            if not approved:
+                chunk: Chunk = {"type": "tool-output-denied", "toolCallId": call.call_id}
+                return chunk, denied_return(call.entry.name, call.call_id, reason)
+        return await self._execute(call.entry, call.input, call.call_id)
 
     async def _execute(
         self, entry: ToolEntry, arguments: Mapping[str, Any], call_id: str
