@@ -9,7 +9,14 @@ the host does. Invariants, checked after every step:
 * every chunk is delivered exactly once and in order, or visibly dropped, or still buffered;
 * no follow-up is lost: each is queued, folded into a turn, answered, or visibly dropped;
 * queued follow-ups keep the order they were submitted in;
-* a turn is never left without a terminal (teardown drives the session to rest and checks).
+* a turn is never left without a terminal (teardown drives the session to rest and checks);
+* terminal statuses: a turn's stream closes with the status the runtime reported for it
+  (``success`` at a steer boundary, ``paused`` when stopped), and the persisted terminal is the
+  session's ``last_terminal``;
+* a failed queued launch drops only the head of the queue (``clear_queue``: all of it), a failed
+  continuation launch drops the roll's steers and the queue;
+* a stop drops the queue and the turn's folded steers, or with ``keep_queue`` keeps the queue and
+  hands the folded steers back to it in submission order.
 """
 
 from __future__ import annotations
@@ -43,6 +50,7 @@ from drupe.sessions.state import (
     LaunchAbandoned,
     LaunchFailed,
     LaunchStarted,
+    LaunchTarget,
     QueueFollowUp,
     RedirectAccepted,
     RuntimeChunk,
@@ -52,6 +60,7 @@ from drupe.sessions.state import (
     SteerBoundaryReached,
     SteerUndeliveredInputs,
     Stopped,
+    TerminateHeld,
     Transition,
     TurnAdmitted,
     TurnCreated,
@@ -89,10 +98,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.closed: dict[str, str] = {}
         """turn id -> status of its stream's end (CloseStream, or the manager's stop)."""
         self.held_terminated = 0
-        self.stopped_roll: list[int] | None = None
-        """The buffer of a roll stopped before its continuation opened."""
-        self.stopped_turns: dict[str, list[int]] = {}
-        """Continuation turn id -> the buffer it must deliver before it closes ``paused``."""
+        self.reported: dict[str, str] = {}
+        """turn id -> the runtime terminal status the machine sent while that turn was live."""
+        self.roll_reported: dict[str, str] = {}
+        """roll source turn id -> the runtime terminal sent during the roll (ends its A2)."""
 
     # --- shell -----------------------------------------------------------------------------
 
@@ -106,6 +115,10 @@ class SessionMachine(RuleBasedStateMachine):
                     self._deliver(turn_id, list(chunks))
                 case CloseStream(turn_id=turn_id, status=status):
                     assert turn_id not in self.closed, "a turn's stream closed twice"
+                    if isinstance(event, SteerBoundaryReached):
+                        assert status == "success", "the roll's source A1a ends as a success"
+                    else:
+                        assert status == self.reported.get(turn_id), (turn_id, status)
                     self.closed[turn_id] = status
                     if turn_id in self.stopped_turns:
                         # A stopped roll ends as a user stop, with its buffered partial.
@@ -188,6 +201,12 @@ class SessionMachine(RuleBasedStateMachine):
         else:
             self.apply(QueueFollowUp(item))
 
+    @rule(count=st.integers(min_value=2, max_value=3), same_config=st.booleans())
+    def submit_several(self, count: int, same_config: bool) -> None:
+        """A burst of messages: the ones that find the session busy wait in the queue."""
+        for _ in range(count):
+            self.submit(redirect_ok=False, same_config=same_config, open_now=False)
+
     @rule()
     def runtime_turn(self) -> None:
         """The runtime begins a turn by itself (same busy rules as any turn)."""
@@ -234,6 +253,20 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule(status=st.sampled_from(["success", "success", "error"]))
     def runtime_terminal(self, status: str) -> None:
+        execution = self.state.execution
+        if (
+            isinstance(execution, TurnExec)
+            and execution.terminal is None
+            and execution.phase != "awaiting-persistence"
+        ):
+            self.reported[execution.turn.turn_id] = status
+        elif (
+            isinstance(execution, Transition)
+            and execution.terminal is None
+            and not execution.abandoned
+        ):
+            # it ends the continuation A2 of this roll, once that exists
+            self.roll_reported[execution.source.turn_id] = status
         self.apply(RuntimeTerminal(status))  # type: ignore[arg-type]
 
     @rule(take=st.integers(min_value=1, max_value=3))
@@ -258,12 +291,13 @@ class SessionMachine(RuleBasedStateMachine):
             turn_id = pending[0]
             self.confirmed.add(turn_id)
             self.apply(TurnTerminal(turn_id, self.closed[turn_id]))  # type: ignore[arg-type]
+            assert self.state.last_terminal == self.closed[turn_id]
 
     @rule(keep_queue=st.booleans())
     def stop(self, keep_queue: bool) -> None:
-        execution = self.state.execution
-        if isinstance(execution, Transition) and execution.terminal is None:
-            self.stopped_roll = [c["seq"] for c in execution.buffer]
+        before = self.state
+        execution = before.execution
+        dropped_before = set(self.dropped_follow_ups)
         self.apply(Stopped(keep_queue=keep_queue))
         if isinstance(execution, Transition) and execution.terminal is None:
             after = self.state.execution
@@ -271,24 +305,43 @@ class SessionMachine(RuleBasedStateMachine):
         # The manager cancels a running source: the turn ends paused.
         if isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
             self.closed[execution.turn.turn_id] = "paused"
+        assert self.state.connection == "disconnected"
+        queued = [f.user_message_id for f in before.queue]
+        folded = list(execution.folded) if isinstance(execution, TurnExec) else []
+        newly_dropped = self.dropped_follow_ups - dropped_before
+        if keep_queue:
+            # the queue stays; the turn's folded steers go back to it, in submission order
+            back = sorted([*before.queue, *folded], key=lambda f: f.seq)
+            waiting = [f.user_message_id for f in self.state.queue]
+            assert waiting == [f.user_message_id for f in back]
+            assert not newly_dropped & set(queued)
+        else:
+            assert self.state.queue == ()
+            assert set(queued) | {f.user_message_id for f in folded} <= newly_dropped
+            if before.launch == "scheduled" and before.launch_target == "queued-turn":
+                assert self.state.launch == "idle"
+        if isinstance(execution, TurnExec):
+            assert isinstance(self.state.execution, TurnExec)
+            assert self.state.execution.phase == "awaiting-persistence"
+            assert self.state.execution.folded == ()
 
     @precondition(lambda self: self.state.launch == "scheduled")
-    @rule(succeed=st.booleans(), finish_now=st.booleans())
-    def launch(self, succeed: bool, finish_now: bool) -> None:
+    @rule(succeed=st.booleans(), finish_now=st.booleans(), clear_queue=st.booleans())
+    def launch(self, succeed: bool, finish_now: bool, clear_queue: bool = False) -> None:
         target = self.state.launch_target
         assert target is not None
         self.apply(LaunchStarted(target))
         if finish_now:
-            self.launch_finish(succeed)
+            self.launch_finish(succeed, clear_queue)
 
     @precondition(lambda self: self.state.launch == "running")
-    @rule(succeed=st.booleans())
-    def launch_finish(self, succeed: bool) -> None:
+    @rule(succeed=st.booleans(), clear_queue=st.booleans())
+    def launch_finish(self, succeed: bool, clear_queue: bool = False) -> None:
         """The launch task resumes after its awaits (a stop may have happened meanwhile)."""
         target = self.state.launch_target
         assert target is not None
         if not succeed:
-            self.apply(LaunchFailed(target, clear_queue=False, error={"name": "E"}))
+            self._launch_failed(target, clear_queue)
             return
         execution = self.state.execution
         if target == "runtime-turn":
@@ -309,8 +362,37 @@ class SessionMachine(RuleBasedStateMachine):
             assert isinstance(execution, Transition)
             turn = self._new_turn(execution.inputs[-1].user_message_id, pre_admitted=True)
             self._create(turn, "steer-continuation")
+            if execution.source.turn_id in self.roll_reported:
+                self.reported[turn.turn_id] = self.roll_reported[execution.source.turn_id]
             self.answered.update(f.user_message_id for f in execution.inputs)
             event("steer continuation launched")
+
+    def _launch_failed(self, target: LaunchTarget, clear_queue: bool) -> None:
+        before = self.state
+        dropped_before = set(self.dropped_follow_ups)
+        effects = self.apply(LaunchFailed(target, clear_queue=clear_queue, error={"name": "E"}))
+        assert TerminateHeld({"name": "E"}) in effects
+        assert self.state.last_terminal == "error"
+        newly_dropped = self.dropped_follow_ups - dropped_before
+        queued = [f.user_message_id for f in before.queue]
+        waiting = [f.user_message_id for f in self.state.queue]
+        event(f"{target} launch failed with {min(len(queued), 2)}+ queued")
+        if target == "steer-continuation":
+            # the roll is over: its steers and everything queued behind them are dropped
+            execution = before.execution
+            assert isinstance(execution, Transition)
+            lost = {f.user_message_id for f in (*execution.inputs, *execution.folded)}
+            assert newly_dropped == lost | set(queued)
+            assert waiting == [] and isinstance(self.state.execution, Idle)
+        elif clear_queue:
+            assert newly_dropped == set(queued) and waiting == []
+        else:
+            # only the head whose launch failed is dropped; the rest waits for the next launch
+            assert newly_dropped == set(queued[:1])
+            assert waiting == queued[1:]
+            expected_launch = "scheduled" if waiting and not self.state.compacting else "idle"
+            if isinstance(self.state.execution, Idle):
+                assert self.state.launch == expected_launch
 
     @rule(anchor=st.booleans())
     def compaction(self, anchor: bool) -> None:
@@ -390,7 +472,7 @@ class SessionMachine(RuleBasedStateMachine):
 
     def teardown(self) -> None:
         # Drive the session to rest: every created turn must get its terminal.
-        for _ in range(200):
+        for _ in range(2000):  # bounded: every queued follow-up takes a few steps
             if self.state.compacting:
                 self.apply(CompactionEnded())
             execution = self.state.execution
@@ -401,7 +483,7 @@ class SessionMachine(RuleBasedStateMachine):
             elif isinstance(execution, TurnExec) and execution.phase == "unopened":
                 self.open_stream()
             elif isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
-                self.apply(RuntimeTerminal("success"))
+                self.runtime_terminal("success")
             elif any(t not in self.confirmed for t in self.closed) or (
                 isinstance(execution, Transition) and not execution.source_settled
             ):

@@ -1,6 +1,16 @@
 """Hypothesis state machine over the pure conversation-status reducer (reference §2.3).
 
-A model of the executions is kept beside the reducer; the invariants restate the lifecycle doc.
+A model of the executions is kept beside the reducer (what each one is, which approvals it
+still parks, whether a chunk was seen); the invariants restate the lifecycle doc and check the
+reducer's status against the model's after every step:
+
+* while no stop happened and an execution streams: ``pending`` until the first chunk of a
+  streaming execution, then ``streaming`` (a late chunk of a finished execution moves nothing);
+* an explicit stop flips the status to ``aborted`` at once;
+* once every execution ended: ``error`` if any errored, else ``aborted`` if every one was
+  paused or stopped, else ``done``; ``done``/``aborted`` become ``awaiting-approval`` only
+  while a finished (``done``) execution still parks an approval (a paused or errored one drops
+  its own), and nothing moves the status afterwards.
 """
 
 from __future__ import annotations
@@ -16,6 +26,7 @@ from drupe.streaming.status import (
     ApprovalResolved,
     ChunkSeen,
     ExecutionTerminal,
+    StatusChanged,
     StatusState,
     initial_state,
     reduce,
@@ -31,57 +42,93 @@ class StatusMachine(RuleBasedStateMachine):
         self.state: StatusState = initial_state(self.eids)
         self.history = [self.state.status]
         self.terminal: dict[str, str] = {}
+        self.stopped: set[str] = set()
+        """Executions an explicit stop caught while they streamed."""
+        self.parked: dict[str, set[str]] = {eid: set() for eid in self.eids}
+        """The model's approvals: requested while streaming, not resolved, not dropped."""
         self.aborted = False
         self.chunk_seen = False
+
+    def _streaming(self, eid: str) -> bool:
+        return eid not in self.terminal and eid not in self.stopped
 
     def _apply(self, event: object) -> None:
         before = self.state
         self.state, effects = reduce(self.state, event)  # type: ignore[arg-type]
         if self.state.status != before.status:
-            assert effects and effects[-1].status == self.state.status
+            assert effects == [StatusChanged(before.status, self.state.status)]
             self.history.append(self.state.status)
         else:
             assert not effects
+
+    def _expected_final(self) -> str:
+        """The rules of the module docstring, over the model (every execution has ended)."""
+        outcomes = [
+            "aborted" if self.terminal[eid] == "paused" else self.terminal[eid] for eid in self.eids
+        ]
+        if "error" in outcomes:
+            return "error"
+        status = "aborted" if all(o == "aborted" for o in outcomes) else "done"
+        if any(self.parked[eid] for eid in self.eids):
+            return "awaiting-approval"
+        return status
 
     @rule(i=st.integers(0, 2))
     def chunk(self, i: int) -> None:
         eid = self.eids[i % len(self.eids)]
         was = self.state.status
         self._apply(ChunkSeen(eid))
-        if eid not in self.terminal and not self.aborted and was == "pending":
-            assert self.state.status == "streaming"
-        self.chunk_seen = self.chunk_seen or (eid not in self.terminal and not self.aborted)
+        if self._streaming(eid):
+            if was == "pending":
+                assert self.state.status == "streaming"
+            self.chunk_seen = True
+        else:  # a late chunk of an execution that ended (or was stopped) moves nothing
+            assert self.state.status == was
 
     @rule(i=st.integers(0, 2), tool=st.sampled_from(["t1", "t2"]))
     def approval(self, i: int, tool: str) -> None:
-        self._apply(ApprovalRequested(self.eids[i % len(self.eids)], tool))
+        eid = self.eids[i % len(self.eids)]
+        self._apply(ApprovalRequested(eid, tool))
+        if self._streaming(eid):
+            self.parked[eid].add(tool)
 
     @rule(i=st.integers(0, 2), tool=st.sampled_from(["t1", "t2"]))
     def resolve(self, i: int, tool: str) -> None:
-        self._apply(ApprovalResolved(self.eids[i % len(self.eids)], tool))
+        eid = self.eids[i % len(self.eids)]
+        self._apply(ApprovalResolved(eid, tool))
+        if self._streaming(eid):
+            self.parked[eid].discard(tool)
 
     @precondition(lambda self: len(self.terminal) < len(self.eids))
     @rule(i=st.integers(0, 2), outcome=st.sampled_from(["done", "paused", "error"]))
     def terminal_event(self, i: int, outcome: str) -> None:
         pending = [e for e in self.eids if e not in self.terminal]
         eid = pending[i % len(pending)]
-        if self.aborted:
+        if eid in self.stopped:
             outcome = "paused"  # an aborted loop always classifies as paused
         self.terminal[eid] = outcome
+        if outcome != "done":
+            self.parked[eid].clear()  # a paused or errored execution drops its approvals
         self._apply(ExecutionTerminal(eid, outcome))  # type: ignore[arg-type]
 
     @rule()
     def abort(self) -> None:
-        was_live = self.state.status in LIVE_STATUSES
+        was = self.state.status
         self._apply(Abort())
-        if was_live:
+        if was in LIVE_STATUSES:
             self.aborted = True
+            self.stopped.update(e for e in self.eids if e not in self.terminal)
             assert self.state.status == "aborted"  # synchronous flip
+        else:
+            assert self.state.status == was  # a stop after the end changes nothing
 
     @invariant()
-    def live_until_every_execution_ended(self) -> None:
-        if not self.aborted and len(self.terminal) < len(self.eids):
-            assert self.state.status in LIVE_STATUSES
+    def status_matches_the_model(self) -> None:
+        assert self.state.seen_chunk == self.chunk_seen
+        if len(self.terminal) == len(self.eids):
+            assert self.state.status == self._expected_final()
+        elif not self.aborted:
+            assert self.state.status == ("streaming" if self.chunk_seen else "pending")
 
     @invariant()
     def streaming_only_once(self) -> None:
@@ -89,25 +136,16 @@ class StatusMachine(RuleBasedStateMachine):
         assert self.history[0] == "pending"
 
     @invariant()
-    def terminal_status_follows_the_rules(self) -> None:
-        if self.aborted or len(self.terminal) < len(self.eids):
-            return
-        outcomes = set(self.terminal.values())
-        approvals = any(self.state.approvals.values())
-        if outcomes == {"paused"}:
-            assert self.state.status in ("aborted", "awaiting-approval")
-        elif "error" in outcomes:
-            assert self.state.status == "error"
-        else:
-            assert self.state.status in ("done", "awaiting-approval")
-        if self.state.status == "awaiting-approval":
-            assert approvals
-
-    @invariant()
-    def approvals_only_for_streaming_or_done(self) -> None:
-        for eid, tools in self.state.approvals.items():
-            if tools:
-                assert self.state.executions[eid] in ("streaming", "done", "aborted")
+    def executions_and_approvals_match_the_model(self) -> None:
+        for eid in self.eids:
+            if eid in self.terminal:
+                expected = {"done": "done", "paused": "aborted", "error": "error"}
+                assert self.state.executions[eid] == expected[self.terminal[eid]]
+            elif eid in self.stopped:
+                assert self.state.executions[eid] == "aborted"
+            else:
+                assert self.state.executions[eid] == "streaming"
+            assert set(self.state.approvals.get(eid, frozenset())) == self.parked[eid]
 
 
 TestStatusMachine = StatusMachine.TestCase
