@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import copy
 import random
+from typing import Any
 
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -45,14 +46,62 @@ def test_replay_without_eviction_rebuilds_the_same_message(rng: random.Random) -
     assert accumulate(compact_replay(ring, seed=seed), seed=seed) == expected
 
 
+def _texts_of(parts: list[dict[str, Any]]) -> list[tuple[str, str]]:
+    return [(p["type"], p["text"]) for p in parts if p["type"] in ("text", "reasoning")]
+
+
+def _expected_texts(kept: list[Chunk]) -> list[tuple[str, str]]:
+    """The text and reasoning parts a late subscriber must see, folded by hand from the kept
+    chunks: a ``*-start`` opens a part, a delta whose part opened in the evicted prefix opens
+    one too (nothing of the prefix is known), every kept delta is appended, ``*-end`` closes."""
+    parts: list[list[str]] = []
+    open_parts: dict[tuple[str, str], int] = {}
+    for chunk in kept:
+        kind, _, event = chunk["type"].partition("-")
+        if kind not in ("text", "reasoning"):
+            continue
+        key = (kind, chunk["id"])
+        if event == "start" or (event == "delta" and key not in open_parts):
+            open_parts[key] = len(parts)
+            parts.append([kind, ""])
+        if event == "delta":
+            parts[open_parts[key]][1] += chunk["delta"]
+        elif event == "end":
+            open_parts.pop(key, None)
+    return [(kind, text) for kind, text in parts]
+
+
+def _tool_ids(chunks: list[Chunk], types: tuple[str, ...]) -> set[str]:
+    return {c["toolCallId"] for c in chunks if c["type"] in types}
+
+
 @settings(max_examples=150, deadline=None)
 @given(st.randoms(use_true_random=False))
-def test_replay_of_any_evicted_suffix_is_accepted(rng: random.Random) -> None:
+def test_replay_of_any_evicted_suffix_keeps_exactly_what_was_not_evicted(
+    rng: random.Random,
+) -> None:
     chunks, seed = random_sequence(rng)
     ring = _ring(chunks, rng)
+    seed_parts = list(seed["parts"]) if seed is not None else []
+    seed_tools = {p["toolCallId"] for p in seed_parts if "toolCallId" in p}
     for evicted in range(len(ring) + 1):
-        accumulate(compact_replay(ring[evicted:]))
-        accumulate(compact_replay(ring[evicted:], seed=seed), seed=seed)
+        kept = ring[evicted:]
+        expected_texts = _expected_texts(kept)
+        opened = _tool_ids(kept, ("tool-input-start",))
+        mentioned = _tool_ids(kept, tuple(c["type"] for c in kept if c["type"].startswith("tool")))
+
+        alone = accumulate(compact_replay(kept))
+        assert _texts_of(alone["parts"]) == expected_texts
+        alone_tools = {p["toolCallId"] for p in alone["parts"] if "toolCallId" in p}
+        assert opened <= alone_tools <= mentioned  # orphans of the evicted prefix are dropped
+
+        seeded = accumulate(compact_replay(kept, seed=seed), seed=seed)
+        # the stored parts stay first; the kept chunks only add to them
+        assert _texts_of(seeded["parts"]) == _texts_of(seed_parts) + expected_texts
+        seeded_tools = {p["toolCallId"] for p in seeded["parts"] if "toolCallId" in p}
+        assert seed_tools | opened <= seeded_tools <= seed_tools | mentioned
+        if seed is not None:
+            assert seeded["id"] == seed["id"]
 
 
 @settings(max_examples=60, deadline=None)

@@ -6,6 +6,8 @@ persistence listener (mypy checks the assignment in ``test_placeholder_backend_f
 
 from __future__ import annotations
 
+import logging
+
 import pytest
 
 from drupe.chunks.types import UIMessage
@@ -59,6 +61,8 @@ async def test_placeholder_backend_errors(database: Database) -> None:
     await backend.mark_terminal_error()
     row = await database.messages.get("a1")
     assert row is not None and row.status == "error"
+    user_row = await database.messages.get("u1")
+    assert user_row is not None and user_row.status == "success"  # only the placeholder moved
 
     await database.messages.delete(["a1"])
     gone = PlaceholderBackend(database.messages, "a1")
@@ -70,10 +74,33 @@ async def test_placeholder_backend_errors(database: Database) -> None:
             stats={},
         )
     await gone.mark_terminal_error()  # best effort: a missing row is not an error
+    assert await database.messages.get("a1") is None  # and it is not brought back
 
 
-async def test_placeholder_backend_mark_error_never_raises(database: Database) -> None:
+async def test_mark_terminal_error_leaves_a_finished_row_alone(database: Database) -> None:
+    backend = await _placeholder(database)
+    await backend.persist_assistant(
+        message={"id": "a1", "role": "assistant", "parts": [{"type": "text", "text": "ok"}]},
+        status="success",
+        model_id="m1",
+        stats={},
+    )
+    await backend.mark_terminal_error()  # only a row still pending moves to error
+    row = await database.messages.get("a1")
+    assert row is not None and row.status == "success"
+    assert row.parts == [{"type": "text", "text": "ok"}]
+
+
+async def test_placeholder_backend_mark_error_never_raises(
+    database: Database, caplog: pytest.LogCaptureFixture
+) -> None:
     backend = await _placeholder(database)
     async with database.engine.begin() as conn:
         await conn.exec_driver_sql("ALTER TABLE messages RENAME TO messages_gone")
-    await backend.mark_terminal_error()  # the UPDATE fails; the backend swallows it
+    with caplog.at_level(logging.WARNING, logger="drupe.persistence.backends"):
+        await backend.mark_terminal_error()  # the UPDATE fails; the backend swallows it
+    assert "could not mark message 'a1' as error" in caplog.text
+    async with database.engine.begin() as conn:
+        await conn.exec_driver_sql("ALTER TABLE messages_gone RENAME TO messages")
+    row = await database.messages.get("a1")
+    assert row is not None and row.status == "pending"  # the failed write changed nothing
