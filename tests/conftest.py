@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+import os
+
 import pytest
-from hypothesis import settings
+from hypothesis import Phase, settings
 
 # Deterministic property tests: the same examples on every run (CI must never flake), no
 # example database written into the tree.
 settings.register_profile("drupe", derandomize=True, database=None, print_blob=True)
-settings.load_profile("drupe")
+# scripts/mutation: the same examples, but a failure is not shrunk (a killed mutant is all that
+# counts there, and shrinking would cost most of the run).
+settings.register_profile(
+    "mutation",
+    parent=settings.get_profile("drupe"),
+    phases=(Phase.explicit, Phase.reuse, Phase.generate),
+)
+settings.load_profile(os.environ.get("DRUPE_HYPOTHESIS_PROFILE", "drupe"))
 
 
 @pytest.fixture(scope="session")

@@ -25,6 +25,7 @@ import itertools
 import os
 from typing import Any
 
+import pytest
 from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
@@ -55,7 +56,7 @@ from drupe.sessions.state import (
     RedirectAccepted,
     RuntimeChunk,
     RuntimeTerminal,
-    RuntimeTurnStarted,
+    ScheduleLaunch,
     SessionState,
     SteerBoundaryReached,
     SteerUndeliveredInputs,
@@ -71,6 +72,7 @@ from drupe.sessions.state import (
     can_redirect,
     is_busy,
     turn_config,
+    will_continue,
 )
 
 BUFFER_LIMIT = 4
@@ -505,3 +507,95 @@ SessionMachine.TestCase.settings = settings(
     suppress_health_check=[HealthCheck.too_slow],
 )
 test_session_reducer = SessionMachine.TestCase
+
+
+# --- rules the machine reaches rarely, case by case --------------------------------------------
+
+
+def _follow_up(user_id: str, seq: int) -> FollowUp:
+    return FollowUp(
+        user_message_id=user_id,
+        message={"id": user_id, "role": "user", "parts": []},
+        config=CONFIG,
+        seq=seq,
+    )
+
+
+def _turn(turn_id: str, user_id: str) -> TurnInfo:
+    return TurnInfo(
+        turn_id=turn_id,
+        assistant_message_id=f"a-{turn_id}",
+        user_message_id=user_id,
+        config=CONFIG,
+        message={"id": user_id, "role": "user", "parts": []},
+    )
+
+
+def _rolling(*, settled: bool) -> tuple[SessionState, FollowUp, FollowUp, FollowUp]:
+    """A1a rolled into A2 at a steer boundary: u2 is the roll's input, u3 was folded into the
+    roll, u4 waits in the queue; one chunk is buffered for A2."""
+    u2, u3, u4 = _follow_up("u2", 2), _follow_up("u3", 3), _follow_up("u4", 4)
+    transition = Transition(
+        source=_turn("t1", "u1"),
+        source_settled=settled,
+        inputs=(u2,),
+        folded=(u3,),
+        buffer=({"type": "text-delta", "id": "x", "delta": "A2"},),
+    )
+    state = SessionState(
+        execution=transition,
+        queue=(u4,),
+        launch="scheduled" if settled else "idle",
+        launch_target="steer-continuation" if settled else None,
+    )
+    return state, u2, u3, u4
+
+
+def test_a_stop_after_the_roll_source_settled_abandons_the_roll() -> None:
+    state, u2, u3, u4 = _rolling(settled=True)
+    after, effects = reduce(state, Stopped())
+    assert after.execution == Idle()
+    assert after.queue == () and after.launch == "idle" and after.launch_target is None
+    assert effects == [
+        CloseConnection("stop"),
+        DropQueued((u4,), "stopped"),
+        DropBuffer(({"type": "text-delta", "id": "x", "delta": "A2"},), "stopped"),
+        DropQueued((u2, u3), "stopped"),
+        TerminateHeld({"name": "SteerRollAbandoned", "message": "stopped"}),
+    ]
+
+
+def test_a_roll_source_that_ends_in_error_abandons_the_roll_and_launches_the_queue() -> None:
+    state, u2, u3, u4 = _rolling(settled=False)
+    after, effects = reduce(state, TurnTerminal("t1", "error"))
+    assert after.execution == Idle() and after.last_terminal == "error"
+    # the queue survives the abandoned roll: its head is launched next
+    assert after.queue == (u4,)
+    assert (after.launch, after.launch_target) == ("scheduled", "queued-turn")
+    assert effects == [
+        DropBuffer(({"type": "text-delta", "id": "x", "delta": "A2"},), "roll abandoned"),
+        DropQueued((u2, u3), "roll abandoned"),
+        ScheduleLaunch("queued-turn"),
+    ]
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (SessionState(), False),
+        (SessionState(compacting=True), True),
+        (SessionState(queue=(_follow_up("u2", 2),)), True),
+        (SessionState(launch="scheduled", launch_target="queued-turn"), True),
+        (SessionState(launch="running", launch_target="steer-continuation"), True),
+        (SessionState(execution=TurnExec(turn=_turn("t1", "u1"))), False),
+        (SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=())), True),
+        (
+            SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=(), abandoned=True)),
+            False,
+        ),
+    ],
+)
+def test_a_finished_stream_is_held_open_only_for_a_runtime_driven_successor(
+    state: SessionState, expected: bool
+) -> None:
+    assert will_continue(state) is expected

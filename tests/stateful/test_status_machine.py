@@ -15,6 +15,7 @@ reducer's status against the model's after every step:
 
 from __future__ import annotations
 
+import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, precondition, rule
@@ -28,8 +29,10 @@ from drupe.streaming.status import (
     ExecutionTerminal,
     StatusChanged,
     StatusState,
+    compute_status,
     initial_state,
     reduce,
+    resolve_status,
 )
 
 EIDS = ["a", "b", "c"]
@@ -100,7 +103,7 @@ class StatusMachine(RuleBasedStateMachine):
             self.parked[eid].discard(tool)
 
     @precondition(lambda self: len(self.terminal) < len(self.eids))
-    @rule(i=st.integers(0, 2), outcome=st.sampled_from(["done", "paused", "error"]))
+    @rule(i=st.integers(0, 2), outcome=st.sampled_from(["done", "done", "paused", "error"]))
     def terminal_event(self, i: int, outcome: str) -> None:
         pending = [e for e in self.eids if e not in self.terminal]
         eid = pending[i % len(pending)]
@@ -150,3 +153,76 @@ class StatusMachine(RuleBasedStateMachine):
 
 TestStatusMachine = StatusMachine.TestCase
 TestStatusMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+
+
+# --- the rules case by case (the module docstring of drupe.streaming.status, as tables) ------
+
+
+@pytest.mark.parametrize(
+    ("current", "executions", "expected"),
+    [
+        ("pending", ["streaming"], "pending"),
+        ("pending", ["done", "streaming"], "pending"),
+        ("streaming", ["error", "streaming"], "streaming"),
+        ("aborted", ["aborted", "streaming"], "streaming"),
+        ("streaming", ["aborted"], "aborted"),
+        ("streaming", ["aborted", "aborted"], "aborted"),
+        ("streaming", ["aborted", "error"], "error"),
+        ("streaming", ["done", "error"], "error"),
+        ("streaming", ["done", "aborted"], "done"),
+        ("streaming", ["done"], "done"),
+        ("pending", [], "done"),
+    ],
+)
+def test_compute_rule(current: str, executions: list[str], expected: str) -> None:
+    by_id = {f"e{i}": status for i, status in enumerate(executions)}
+    assert compute_status(current, by_id) == expected  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize(
+    ("executions", "parked", "expected"),
+    [
+        (["done"], {"e0": {"t1"}}, "awaiting-approval"),
+        (["aborted"], {"e0": {"t1"}}, "awaiting-approval"),
+        (["done", "aborted"], {"e1": {"t1"}}, "awaiting-approval"),
+        (["done"], {"e0": set()}, "done"),
+        (["aborted"], {}, "aborted"),
+        (["done", "error"], {"e0": {"t1"}}, "error"),
+        (["done", "streaming"], {"e0": {"t1"}}, "streaming"),
+    ],
+)
+def test_resolve_rule(executions: list[str], parked: dict[str, set[str]], expected: str) -> None:
+    by_id = {f"e{i}": status for i, status in enumerate(executions)}
+    approvals = {eid: frozenset(tools) for eid, tools in parked.items()}
+    assert resolve_status("streaming", by_id, approvals) == expected  # type: ignore[arg-type]
+
+
+def test_a_stream_starts_pending_with_every_execution_streaming() -> None:
+    state = initial_state(["a", "b"])
+    assert state == StatusState(
+        status="pending", executions={"a": "streaming", "b": "streaming"}, approvals={}
+    )
+    assert state.seen_chunk is False
+
+
+def test_a_parked_approval_turns_a_finished_answer_into_awaiting_approval() -> None:
+    state = initial_state(["a"])
+    for event in (ChunkSeen("a"), ApprovalRequested("a", "t1")):
+        state, _ = reduce(state, event)
+    state, effects = reduce(state, ExecutionTerminal("a", "done"))
+    assert state.status == "awaiting-approval"
+    assert effects == [StatusChanged("streaming", "awaiting-approval")]
+    # a stop after the end, a late chunk or approval change nothing
+    for late in (Abort(), ChunkSeen("a"), ApprovalResolved("a", "t1")):
+        assert reduce(state, late) == (state, [])
+
+
+def test_a_stop_while_an_approval_is_pending_ends_aborted() -> None:
+    state = initial_state(["a"])
+    for event in (ChunkSeen("a"), ApprovalRequested("a", "t1")):
+        state, _ = reduce(state, event)
+    state, effects = reduce(state, Abort())
+    assert (state.status, effects) == ("aborted", [StatusChanged("streaming", "aborted")])
+    state, effects = reduce(state, ExecutionTerminal("a", "paused"))
+    assert (state.status, effects) == ("aborted", [])
+    assert not any(state.approvals.values())
