@@ -285,15 +285,28 @@ class SessionMachine(RuleBasedStateMachine):
         if isinstance(execution, TurnExec | Transition) and execution.folded:
             self.apply(SteerUndeliveredInputs((execution.folded[0].user_message_id,)))
 
-    @rule()
-    def confirm_terminal(self) -> None:
+    @rule(save_failed=st.sampled_from([False, False, False, True]))
+    def confirm_terminal(self, save_failed: bool = False) -> None:
+        """Persistence confirms the oldest closed turn; a failed save confirms it as error."""
         pending = [t for t in self.created if t in self.closed and t not in self.confirmed]
         pending += [t for t in self.closed if t not in self.confirmed and t not in pending]
         if pending:
             turn_id = pending[0]
             self.confirmed.add(turn_id)
-            self.apply(TurnTerminal(turn_id, self.closed[turn_id]))  # type: ignore[arg-type]
-            assert self.state.last_terminal == self.closed[turn_id]
+            status = "error" if save_failed else self.closed[turn_id]
+            self.apply(TurnTerminal(turn_id, status))  # type: ignore[arg-type]
+            assert self.state.last_terminal == status
+
+    @rule(take=st.integers(min_value=1, max_value=2), stop_first=st.booleans())
+    def roll(self, take: int, stop_first: bool) -> None:
+        """A steer accepted mid-turn reaches its boundary: A1a closes, the roll begins (and a
+        stop may come before A1a is confirmed)."""
+        if not is_busy(self.state):
+            self.submit(redirect_ok=True, same_config=True, open_now=True)  # a fresh open turn
+        self.steer_live()
+        self.steer_boundary(take)
+        if stop_first:
+            self.stop(keep_queue=False)
 
     @rule(keep_queue=st.booleans())
     def stop(self, keep_queue: bool) -> None:
