@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import itertools
 import os
+from dataclasses import replace
 from typing import Any
 
 import pytest
@@ -64,6 +65,7 @@ from drupe.sessions.state import (
     TerminateHeld,
     Transition,
     TurnAdmitted,
+    TurnConfig,
     TurnCreated,
     TurnExec,
     TurnInfo,
@@ -612,3 +614,52 @@ def test_a_finished_stream_is_held_open_only_for_a_runtime_driven_successor(
     state: SessionState, expected: bool
 ) -> None:
     assert will_continue(state) is expected
+
+
+def _open_turn(**changes: Any) -> SessionState:
+    """A session whose turn t1 streams (open, admitted, no terminal), with ``changes`` applied
+    to the turn's execution or, for ``queue``, to the session."""
+    queue = changes.pop("queue", ())
+    headless = changes.pop("headless", False)
+    turn = replace(_turn("t1", "u1"), headless=headless)
+    fields: dict[str, Any] = {"phase": "open", "admission": "admitted", **changes}
+    execution = TurnExec(turn=turn, **fields)
+    return SessionState(execution=execution, queue=queue)
+
+
+@pytest.mark.parametrize(
+    ("state", "config", "expected"),
+    [
+        (_open_turn(), CONFIG, "t1"),
+        (_open_turn(), OTHER, None),  # another model or options: its own turn
+        (_open_turn(phase="unopened"), CONFIG, None),
+        (_open_turn(phase="awaiting-persistence"), CONFIG, None),
+        (_open_turn(admission="pending"), CONFIG, None),
+        (_open_turn(terminal=("success", None)), CONFIG, None),
+        (_open_turn(headless=True), CONFIG, None),
+        (_open_turn(queue=(_follow_up("u2", 2),)), CONFIG, None),  # never jump the queue
+        (SessionState(), CONFIG, None),
+    ],
+)
+def test_a_follow_up_is_redirected_only_into_a_live_admitted_turn_with_its_config(
+    state: SessionState, config: TurnConfig, expected: str | None
+) -> None:
+    assert can_redirect(state, config) == expected
+
+
+@pytest.mark.parametrize(
+    ("state", "expected"),
+    [
+        (SessionState(), False),
+        (SessionState(compacting=True), True),
+        (SessionState(queue=(_follow_up("u2", 2),)), True),
+        (SessionState(launch="scheduled", launch_target="steer-continuation"), True),
+        (SessionState(launch="running", launch_target="queued-turn"), True),
+        (_open_turn(), True),
+        (SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=())), True),
+    ],
+)
+def test_a_session_is_busy_while_anything_runs_or_waits(
+    state: SessionState, expected: bool
+) -> None:
+    assert is_busy(state) is expected
