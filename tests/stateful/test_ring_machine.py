@@ -6,6 +6,7 @@ pinning, and that resuming after any cursor yields exactly the unseen text.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from hypothesis import settings
@@ -91,4 +92,8 @@ class RingMachine(RuleBasedStateMachine):
 
 
 TestRingMachine = RingMachine.TestCase
-TestRingMachine.settings = settings(max_examples=80, stateful_step_count=30, deadline=None)
+TestRingMachine.settings = settings(
+    max_examples=int(os.environ.get("DRUPE_MACHINE_EXAMPLES", "80")),
+    stateful_step_count=30,
+    deadline=None,
+)

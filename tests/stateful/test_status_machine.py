@@ -15,6 +15,8 @@ reducer's status against the model's after every step:
 
 from __future__ import annotations
 
+import os
+
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
@@ -152,7 +154,11 @@ class StatusMachine(RuleBasedStateMachine):
 
 
 TestStatusMachine = StatusMachine.TestCase
-TestStatusMachine.settings = settings(max_examples=150, stateful_step_count=30, deadline=None)
+TestStatusMachine.settings = settings(
+    max_examples=int(os.environ.get("DRUPE_MACHINE_EXAMPLES", "150")),
+    stateful_step_count=30,
+    deadline=None,
+)
 
 
 # --- the rules case by case (the module docstring of drupe.streaming.status, as tables) ------
