@@ -663,3 +663,11 @@ def test_a_session_is_busy_while_anything_runs_or_waits(
     state: SessionState, expected: bool
 ) -> None:
     assert is_busy(state) is expected
+
+
+def test_a_turn_config_is_its_model_and_its_options_sorted() -> None:
+    config = turn_config("m1", temperature=0.2, effort="high")
+    assert config == TurnConfig(model_id="m1", extra=(("effort", "high"), ("temperature", 0.2)))
+    assert turn_config("m1", effort="high", temperature=0.2) == config
+    assert turn_config("m2", effort="high", temperature=0.2) != config
+    assert turn_config("m1") == TurnConfig(model_id="m1", extra=())
