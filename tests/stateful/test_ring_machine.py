@@ -32,6 +32,8 @@ class RingMachine(RuleBasedStateMachine):
         self.ring = ReplayRing(max_entries=cap, max_delta_bytes=max_bytes)
         self.log: list[tuple[int, dict[str, Any]]] = []
         self.seq = 0
+        self.pinned = False
+        """The model's pin: set while an approval is pending, cleared by ``unpin``."""
 
     def _push(self, chunk: dict[str, Any]) -> None:
         self.seq += 1
@@ -49,14 +51,17 @@ class RingMachine(RuleBasedStateMachine):
     @rule()
     def pin(self) -> None:
         self.ring.pinned = True
+        self.pinned = True
 
     @rule()
     def unpin(self) -> None:
         self.ring.unpin()
+        self.pinned = False
 
     @invariant()
     def bounded_unless_pinned(self) -> None:
-        if not self.ring.pinned:
+        assert self.ring.pinned is self.pinned
+        if not self.pinned:
             assert len(self.ring) <= self.ring.max_entries
 
     @invariant()
