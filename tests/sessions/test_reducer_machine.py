@@ -53,10 +53,12 @@ from drupe.sessions.state import (
     LaunchFailed,
     LaunchStarted,
     LaunchTarget,
+    LogInvalid,
     QueueFollowUp,
     RedirectAccepted,
     RuntimeChunk,
     RuntimeTerminal,
+    RuntimeTurnStarted,
     ScheduleLaunch,
     SessionState,
     SteerBoundaryReached,
@@ -80,6 +82,7 @@ from drupe.sessions.state import (
 BUFFER_LIMIT = 4
 """Small, so the machine reaches the overflow policy."""
 CONFIG = turn_config("m1")
+RARELY = st.sampled_from([False, False, False, True])
 OTHER = turn_config("m2")
 
 
@@ -102,6 +105,10 @@ class SessionMachine(RuleBasedStateMachine):
         self.closed: dict[str, str] = {}
         """turn id -> status of its stream's end (CloseStream, or the manager's stop)."""
         self.held_terminated = 0
+        self.stopped_roll: list[int] | None = None
+        """The buffer of a roll stopped before its continuation opened."""
+        self.stopped_turns: dict[str, list[int]] = {}
+        """Continuation turn id -> the buffer it must deliver before it closes ``paused``."""
         self.reported: dict[str, str] = {}
         """turn id -> the runtime terminal status the machine sent while that turn was live."""
         self.roll_reported: dict[str, str] = {}
@@ -121,7 +128,7 @@ class SessionMachine(RuleBasedStateMachine):
                     assert turn_id not in self.closed, "a turn's stream closed twice"
                     if isinstance(event, SteerBoundaryReached):
                         assert status == "success", "the roll's source A1a ends as a success"
-                    else:
+                    elif turn_id not in self.stopped_turns:
                         assert status == self.reported.get(turn_id), (turn_id, status)
                     self.closed[turn_id] = status
                     if turn_id in self.stopped_turns:
@@ -141,6 +148,10 @@ class SessionMachine(RuleBasedStateMachine):
                         assert self.state.connection == "disconnected"
                         assert any(isinstance(e, CloseConnection) for e in effects)
                         self.overflowed = True
+                        if isinstance(execution, TurnExec):
+                            self.reported[execution.turn.turn_id] = "error"
+                        else:
+                            self.roll_reported[execution.source.turn_id] = "error"
                 case DropQueued(items=items):
                     for item in items:
                         assert item.user_message_id not in self.dropped_follow_ups
@@ -264,11 +275,7 @@ class SessionMachine(RuleBasedStateMachine):
             and execution.phase != "awaiting-persistence"
         ):
             self.reported[execution.turn.turn_id] = status
-        elif (
-            isinstance(execution, Transition)
-            and execution.terminal is None
-            and not execution.abandoned
-        ):
+        elif isinstance(execution, Transition) and execution.terminal is None:
             # it ends the continuation A2 of this roll, once that exists
             self.roll_reported[execution.source.turn_id] = status
         self.apply(RuntimeTerminal(status))  # type: ignore[arg-type]
@@ -287,7 +294,7 @@ class SessionMachine(RuleBasedStateMachine):
         if isinstance(execution, TurnExec | Transition) and execution.folded:
             self.apply(SteerUndeliveredInputs((execution.folded[0].user_message_id,)))
 
-    @rule(save_failed=st.sampled_from([False, False, False, True]))
+    @rule(save_failed=RARELY)
     def confirm_terminal(self, save_failed: bool = False) -> None:
         """Persistence confirms the oldest closed turn; a failed save confirms it as error."""
         pending = [t for t in self.created if t in self.closed and t not in self.confirmed]
@@ -296,8 +303,9 @@ class SessionMachine(RuleBasedStateMachine):
             turn_id = pending[0]
             self.confirmed.add(turn_id)
             status = "error" if save_failed else self.closed[turn_id]
-            self.apply(TurnTerminal(turn_id, status))  # type: ignore[arg-type]
-            assert self.state.last_terminal == status
+            effects = self.apply(TurnTerminal(turn_id, status))  # type: ignore[arg-type]
+            if not any(isinstance(e, LogInvalid) for e in effects):  # an unsaved runtime turn
+                assert self.state.last_terminal == status
 
     @rule(take=st.integers(min_value=1, max_value=2), stop_first=st.booleans())
     def roll(self, take: int, stop_first: bool) -> None:
@@ -315,6 +323,8 @@ class SessionMachine(RuleBasedStateMachine):
         before = self.state
         execution = before.execution
         dropped_before = set(self.dropped_follow_ups)
+        if isinstance(execution, Transition) and execution.terminal is None:
+            self.stopped_roll = [c["seq"] for c in execution.buffer]
         self.apply(Stopped(keep_queue=keep_queue))
         if isinstance(execution, Transition) and execution.terminal is None:
             after = self.state.execution
@@ -324,7 +334,11 @@ class SessionMachine(RuleBasedStateMachine):
             self.closed[execution.turn.turn_id] = "paused"
         assert self.state.connection == "disconnected"
         queued = [f.user_message_id for f in before.queue]
-        folded = list(execution.folded) if isinstance(execution, TurnExec) else []
+        rolling = isinstance(execution, Transition) and execution.terminal is None
+        runtime_unsaved = before.launch_target == "runtime-turn"
+        folded: list[FollowUp] = []
+        if isinstance(execution, TurnExec) or (isinstance(execution, Transition) and rolling):
+            folded = list(execution.folded)
         newly_dropped = self.dropped_follow_ups - dropped_before
         if keep_queue:
             # the queue stays; the turn's folded steers go back to it, in submission order
@@ -337,13 +351,15 @@ class SessionMachine(RuleBasedStateMachine):
             assert set(queued) | {f.user_message_id for f in folded} <= newly_dropped
             if before.launch == "scheduled" and before.launch_target == "queued-turn":
                 assert self.state.launch == "idle"
-        if isinstance(execution, TurnExec):
+        if isinstance(execution, TurnExec) and runtime_unsaved:
+            assert self.state.execution == Idle()  # nothing was streamed: it ends here
+        elif isinstance(execution, TurnExec):
             assert isinstance(self.state.execution, TurnExec)
             assert self.state.execution.phase == "awaiting-persistence"
             assert self.state.execution.folded == ()
 
     @precondition(lambda self: self.state.launch == "scheduled")
-    @rule(succeed=st.booleans(), finish_now=st.booleans(), clear_queue=st.booleans())
+    @rule(succeed=st.booleans(), finish_now=st.booleans(), clear_queue=RARELY)
     def launch(self, succeed: bool, finish_now: bool, clear_queue: bool = False) -> None:
         target = self.state.launch_target
         assert target is not None
@@ -352,7 +368,7 @@ class SessionMachine(RuleBasedStateMachine):
             self.launch_finish(succeed, clear_queue)
 
     @precondition(lambda self: self.state.launch == "running")
-    @rule(succeed=st.booleans(), clear_queue=st.booleans())
+    @rule(succeed=st.booleans(), clear_queue=RARELY)
     def launch_finish(self, succeed: bool, clear_queue: bool = False) -> None:
         """The launch task resumes after its awaits (a stop may have happened meanwhile)."""
         target = self.state.launch_target
@@ -394,7 +410,11 @@ class SessionMachine(RuleBasedStateMachine):
         queued = [f.user_message_id for f in before.queue]
         waiting = [f.user_message_id for f in self.state.queue]
         event(f"{target} launch failed with {min(len(queued), 2)}+ queued")
-        if target == "steer-continuation":
+        if target == "runtime-turn":
+            # the runtime's own turn is gone; nothing queued is touched
+            assert newly_dropped == set() and isinstance(self.state.execution, Idle)
+            assert waiting == queued
+        elif target == "steer-continuation":
             # the roll is over: its steers and everything queued behind them are dropped
             execution = before.execution
             assert isinstance(execution, Transition)
@@ -566,17 +586,23 @@ def _rolling(*, settled: bool) -> tuple[SessionState, FollowUp, FollowUp, Follow
     return state, u2, u3, u4
 
 
-def test_a_stop_after_the_roll_source_settled_abandons_the_roll() -> None:
+def test_a_stop_during_the_roll_ends_the_continuation_paused_with_its_buffer() -> None:
     state, u2, u3, u4 = _rolling(settled=True)
     after, effects = reduce(state, Stopped())
-    assert after.execution == Idle()
-    assert after.queue == () and after.launch == "idle" and after.launch_target is None
+    # A2 still gets its row: the roll keeps its input and buffer and latches a user stop
+    assert after.execution == Transition(
+        source=_turn("t1", "u1"),
+        source_settled=True,
+        inputs=(u2,),
+        buffer=({"type": "text-delta", "id": "x", "delta": "A2"},),
+        terminal=("paused", None),
+    )
+    assert after.queue == () and after.connection == "disconnected"
+    assert (after.launch, after.launch_target) == ("scheduled", "steer-continuation")
     assert effects == [
         CloseConnection("stop"),
         DropQueued((u4,), "stopped"),
-        DropBuffer(({"type": "text-delta", "id": "x", "delta": "A2"},), "stopped"),
-        DropQueued((u2, u3), "stopped"),
-        TerminateHeld({"name": "SteerRollAbandoned", "message": "stopped"}),
+        DropQueued((u3,), "stopped"),
     ]
 
 
@@ -604,10 +630,6 @@ def test_a_roll_source_that_ends_in_error_abandons_the_roll_and_launches_the_que
         (SessionState(launch="running", launch_target="steer-continuation"), True),
         (SessionState(execution=TurnExec(turn=_turn("t1", "u1"))), False),
         (SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=())), True),
-        (
-            SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=(), abandoned=True)),
-            False,
-        ),
     ],
 )
 def test_a_finished_stream_is_held_open_only_for_a_runtime_driven_successor(
@@ -671,3 +693,21 @@ def test_a_turn_config_is_its_model_and_its_options_sorted() -> None:
     assert turn_config("m1", effort="high", temperature=0.2) == config
     assert turn_config("m2", effort="high", temperature=0.2) != config
     assert turn_config("m1") == TurnConfig(model_id="m1", extra=())
+
+
+@pytest.mark.parametrize(
+    ("clear_queue", "left"),
+    [(False, ("u3", "u4")), (True, ())],
+)
+def test_a_failed_queued_launch_drops_its_head_or_with_clear_queue_all(
+    clear_queue: bool, left: tuple[str, ...]
+) -> None:
+    queue = (_follow_up("u2", 2), _follow_up("u3", 3), _follow_up("u4", 4))
+    state = SessionState(queue=queue, launch="running", launch_target="queued-turn")
+    after, effects = reduce(state, LaunchFailed("queued-turn", clear_queue, {"name": "E"}))
+    dropped = queue if clear_queue else queue[:1]
+    assert [f.user_message_id for f in after.queue] == list(left)
+    assert effects[:2] == [TerminateHeld({"name": "E"}), DropQueued(dropped, "launch failed")]
+    # the rest waits for the next launch
+    expected = ("scheduled", "queued-turn") if left else ("idle", None)
+    assert (after.launch, after.launch_target) == expected
