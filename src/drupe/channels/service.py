@@ -221,10 +221,11 @@ class ChannelRuntime:
             self.disconnected(str(err) or type(err).__name__)
 
     async def recover(self) -> None:
-        """Finish answers a previous process left without their terminal text (once each)."""
+        """Finish answers a previous process left without their terminal text (once each): the
+        platform message is edited, or, when its id never came back, a new one is sent."""
         db = self.service.deps.db
         for delivery in await db.channels.live_deliveries(self.config.id):
-            if delivery.anchor_message_id is None or delivery.platform_message_id is None:
+            if delivery.anchor_message_id is None:
                 continue
             row = await db.messages.get(delivery.anchor_message_id)
             if row is None or row.status == "pending":

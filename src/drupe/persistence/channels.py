@@ -105,9 +105,10 @@ class ChannelStore:
         channel_id: str,
         chat_id: str,
         anchor_message_id: str | None,
-        platform_message_id: str,
+        platform_message_id: str | None,
     ) -> None:
-        """Record the platform message a live answer is edited into."""
+        """Record a live answer (before its first send: no platform id yet; after it: the
+        platform message that live edits update)."""
         now = utc_now()
         async with self._transactions.write() as db:
             row = await db.get(ChannelDeliveryRow, delivery_id)
@@ -124,7 +125,7 @@ class ChannelStore:
                         updated_at=now,
                     )
                 )
-            else:
+            elif platform_message_id is not None:
                 row.platform_message_id = platform_message_id
                 row.updated_at = now
 

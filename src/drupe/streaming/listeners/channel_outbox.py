@@ -110,7 +110,7 @@ class DeliveryLedger(Protocol):
         channel_id: str,
         chat_id: str,
         anchor_message_id: str | None,
-        platform_message_id: str,
+        platform_message_id: str | None,
     ) -> None: ...
 
     async def claim_terminal(
@@ -220,7 +220,9 @@ class ChatOutbox:
     def begin(self, delivery_id: str, anchor_message_id: str | None) -> None:
         self._answers.setdefault(delivery_id, _Answer(delivery_id, anchor_message_id))
 
-    def resume(self, delivery_id: str, anchor_message_id: str | None, platform_id: str) -> None:
+    def resume(
+        self, delivery_id: str, anchor_message_id: str | None, platform_id: str | None
+    ) -> None:
         """Adopt an answer a previous process started (recovery at start)."""
         answer = self._answers.setdefault(delivery_id, _Answer(delivery_id, anchor_message_id))
         answer.platform_message_id = platform_id
@@ -294,22 +296,28 @@ class ChatOutbox:
         if not text.strip() or text == answer.shown:
             return
         if answer.platform_message_id is None:
+            with anyio.CancelScope(shield=True):  # on record BEFORE the platform may have it
+                await self._record(answer, None)
             message_id = await self._call(lambda: self.sink.send(self.chat_id, text))
             self.stats.sends += 1
             answer.platform_message_id = message_id
             answer.shown = text
-            await self.ledger.opened(
-                answer.delivery_id,
-                channel_id=self.channel_id,
-                chat_id=self.chat_id,
-                anchor_message_id=answer.anchor_message_id,
-                platform_message_id=message_id,
-            )
+            with anyio.CancelScope(shield=True):
+                await self._record(answer, message_id)
         else:
             message_id = answer.platform_message_id
             await self._call(lambda: self.sink.edit(self.chat_id, message_id, text))
             self.stats.edits += 1
             answer.shown = text
+
+    async def _record(self, answer: _Answer, platform_message_id: str | None) -> None:
+        await self.ledger.opened(
+            answer.delivery_id,
+            channel_id=self.channel_id,
+            chat_id=self.chat_id,
+            anchor_message_id=answer.anchor_message_id,
+            platform_message_id=platform_message_id,
+        )
 
     async def _terminal(self, answer: _Answer, text: str) -> None:
         self._answers.pop(answer.delivery_id, None)
