@@ -1,7 +1,8 @@
 """Channel security: the allow-list, per-chat rate limits, refusals, and untrusted wrapping.
 
 * ``admitted(config, user_id, chat_id)``: deny by default. A message passes only when its user
-  or its chat is listed (``allowed_users`` / ``allowed_chats``); empty lists admit nobody.
+  or its chat is listed (``allowed_users`` / ``allowed_chats``); empty lists admit nobody. A
+  thread's chat id ``<channel>:<thread>`` is admitted by its channel.
 * ``RateWindow``: a sliding window of ``limit`` events per ``period`` seconds per key, on an
   injected clock (per-chat message rate limit; one refusal reply per user per period).
 * ``wrap_untrusted(text, channel_type, user_name, user_id)``: inbound text reaches the model
@@ -24,7 +25,11 @@ __all__ = ["RateWindow", "admitted", "suspicious_patterns", "wrap_untrusted"]
 
 
 def admitted(config: ChannelConfig, user_id: str, chat_id: str) -> bool:
-    return user_id in config.allowed_users or chat_id in config.allowed_chats
+    """A thread chat id ``<channel>:<thread>`` (Slack) is admitted by its channel."""
+    if user_id in config.allowed_users or chat_id in config.allowed_chats:
+        return True
+    channel, sep, _thread = chat_id.partition(":")
+    return bool(sep) and channel in config.allowed_chats
 
 
 class RateWindow:

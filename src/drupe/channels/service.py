@@ -65,6 +65,7 @@ log = logging.getLogger(__name__)
 
 _SEEN_EVENTS = 4096
 _REFUSAL_PERIOD = 600.0
+CONNECT_WAIT = 10.0
 
 
 @dataclass(slots=True, kw_only=True)
@@ -93,6 +94,8 @@ class ChannelRuntime:
         self.outboxes: dict[str, ChatOutbox] = {}
         self.listeners: dict[str, ChannelListener] = {}
         self.refused = 0
+        self.settled = anyio.Event()
+        """Set once the adapter connected or failed (start waits for it, bounded)."""
         self._seen: OrderedDict[str, None] = OrderedDict()
         clock = service.clock
         self._rate = RateWindow(config.rate_limit, 60.0, clock.now)
@@ -103,11 +106,13 @@ class ChannelRuntime:
 
     def connected(self) -> None:
         self.state = "connected"
+        self.settled.set()
 
     def disconnected(self, error: str | None) -> None:
         self.state = "error" if error else "stopped"
         if error:
             self.record_error(error)
+        self.settled.set()
 
     def record_error(self, message: str) -> None:
         self.last_error = self.redact(message)
@@ -285,13 +290,17 @@ class ChannelService:
             except Exception as err:
                 log.warning("channel %s cannot start: %s", config.id, err)
                 channel = ChannelRuntime(self, config, _Unavailable(config))
-                channel.disconnected(str(err))
+                channel.disconnected(str(err) or type(err).__name__)
                 self.channels[config.id] = channel
                 continue
             channel = ChannelRuntime(self, config, adapter)
             self.channels[config.id] = channel
             await channel.recover()
             self._tg.start_soon(channel.serve)
+        # Bounded: a platform that does not answer never holds up the server's start.
+        with anyio.move_on_after(CONNECT_WAIT):
+            for channel in self.channels.values():
+                await channel.settled.wait()
         return self
 
     async def __aexit__(

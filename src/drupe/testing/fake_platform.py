@@ -15,8 +15,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
+import orjson
+from starlette.requests import Request
 
-__all__ = ["Call", "Fault", "PlatformRecorder"]
+__all__ = ["Call", "Fault", "PlatformRecorder", "request_params"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -86,3 +88,20 @@ class PlatformRecorder:
     async def maybe_hang(self, chat_id: object) -> None:
         if str(chat_id) in self._hung:
             await self._released.wait()
+
+
+async def request_params(request: Request) -> dict[str, Any]:
+    """A platform API call's parameters: a JSON body, or form fields (JSON values decoded)."""
+    if request.headers.get("content-type", "").startswith("application/json"):
+        data = await request.json()
+        return dict(data) if isinstance(data, dict) else {}
+    form = await request.form()
+    params: dict[str, Any] = {}
+    for key, value in form.items():
+        if not isinstance(value, str):
+            continue
+        try:
+            params[key] = orjson.loads(value) if value[:1] in "[{" else value
+        except orjson.JSONDecodeError:
+            params[key] = value
+    return params

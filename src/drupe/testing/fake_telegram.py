@@ -20,13 +20,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import anyio
-import orjson
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
-from drupe.testing.fake_platform import PlatformRecorder
+from drupe.testing.fake_platform import PlatformRecorder, request_params
 from drupe.testing.fake_providers import serve_app
 
 __all__ = ["FakeTelegram", "fake_telegram"]
@@ -127,7 +126,7 @@ class FakeTelegram:
 
     async def api(self, request: Request) -> Response:
         method = request.path_params["method"]
-        params = await _params(request)
+        params = await request_params(request)
         self.recorder.record(method, params)
         fault = self.recorder.take_fault(method)
         if fault is not None:
@@ -243,22 +242,6 @@ class FakeTelegram:
         self.closing = True
         self._new_update.set()
         self.recorder.release()
-
-
-async def _params(request: Request) -> dict[str, Any]:
-    if request.headers.get("content-type", "").startswith("application/json"):
-        data = await request.json()
-        return dict(data) if isinstance(data, dict) else {}
-    form = await request.form()
-    params: dict[str, Any] = {}
-    for key, value in form.items():
-        if not isinstance(value, str):
-            continue
-        try:
-            params[key] = orjson.loads(value) if value[:1] in "[{" else value
-        except orjson.JSONDecodeError:
-            params[key] = value
-    return params
 
 
 @asynccontextmanager
