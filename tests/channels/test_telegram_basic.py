@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import httpx
+
 from drupe.app import Runtime
+from drupe.gateway.app import create_app
 from drupe.testing.fake_telegram import FakeTelegram
-from tests.channels.conftest import ALICE, CHAT_A, OpenChannels, telegram_config
+from tests.channels.conftest import ALICE, CHAT_A, ENV, OpenChannels, telegram_config
 
 
 async def test_a_message_is_answered_in_one_edited_message(
@@ -24,3 +27,49 @@ async def test_a_message_is_answered_in_one_edited_message(
     rows = await runtime.db.messages.list_for_conversation(binding.conversation_id)
     assert [r.role for r in rows] == ["user", "assistant"]
     assert rows[1].status == "success"
+
+
+async def test_webhook_mode_checks_the_secret_token(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    config = telegram_config(
+        tg.base_url,
+        mode="webhook",
+        secret_env="HOOK_SECRET",
+        public_url="https://drupe.example",
+    )
+    async with open_channels(config) as service:
+        (hook,) = tg.recorder.of("setWebhook")
+        assert hook.params["url"] == "https://drupe.example/channels/tg/telegram"
+        assert hook.params["secret_token"] == ENV["HOOK_SECRET"]
+        assert tg.recorder.of("getUpdates") == []  # no polling in webhook mode
+        runtime.channels = service
+        transport = httpx.ASGITransport(create_app(runtime))
+        update = {
+            "update_id": 77,
+            "message": {
+                "message_id": 9,
+                "date": 1700000000,
+                "chat": {"id": CHAT_A, "type": "private"},
+                "from": {"id": ALICE, "is_bot": False, "first_name": "Alice"},
+                "text": "via webhook",
+            },
+        }
+        async with httpx.AsyncClient(transport=transport, base_url="http://drupe.test") as c:
+            bad = await c.post(
+                "/channels/tg/telegram",
+                json=update,
+                headers={"X-Telegram-Bot-Api-Secret-Token": "guess"},
+            )
+            assert bad.status_code == 401
+            assert await runtime.db.channels.binding("tg", str(CHAT_A)) is None
+            good = await c.post(
+                "/channels/tg/telegram",
+                json=update,
+                headers={"X-Telegram-Bot-Api-Secret-Token": ENV["HOOK_SECRET"]},
+            )
+            assert good.status_code == 200
+            await tg.recorder.wait_until(
+                lambda: any("via webhook" in t for t in tg.messages(CHAT_A))
+            )
+        runtime.channels = None
