@@ -6,6 +6,7 @@ import httpx
 
 from drupe.app import Runtime
 from drupe.gateway.app import create_app
+from drupe.streaming.listeners.channel import ChatDelivery
 from drupe.testing.fake_telegram import FakeTelegram
 from tests.channels.conftest import ALICE, CHAT_A, ENV, OpenChannels, telegram_config
 
@@ -73,3 +74,24 @@ async def test_webhook_mode_checks_the_secret_token(
                 lambda: any("via webhook" in t for t in tg.messages(CHAT_A))
             )
         runtime.channels = None
+
+
+async def test_deliver_port_sends_once_per_delivery_id(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    async with open_channels(telegram_config(tg.base_url)) as service:
+        port: ChatDelivery = service
+        first = port.deliver(
+            "tg",
+            str(CHAT_A),
+            "Task done: 3 files. key sk-proj-aaaaaaaaaaaaaaaaaaaaaaaa",
+            delivery_id="run-1:chat",
+        )
+        again = port.deliver("tg", str(CHAT_A), "Task done: 3 files.", delivery_id="run-1:chat")
+        assert first == again == "run-1:chat"
+        await tg.recorder.wait_until(lambda: len(tg.messages(CHAT_A)) == 1)
+        await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
+    async with open_channels(telegram_config(tg.base_url)) as service:  # after a restart too
+        service.deliver("tg", str(CHAT_A), "Task done: 3 files.", delivery_id="run-1:chat")
+        await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
+    assert tg.messages(CHAT_A) == ["Task done: 3 files. key [REDACTED]"]

@@ -13,8 +13,9 @@ Contract:
 * Outbound: one ``ChatOutbox`` pump and one ``ChannelListener`` per chat; the delivery ledger is
   the database's ``ChannelStore`` (at-most-once terminal messages across restarts). At start,
   answers a previous process left ``live`` get their terminal text once (from the stored row).
-* ``deliver(channel_id, chat_id, text, delivery_id=...)``: the port for other producers
-  (scheduled tasks): queue one message to a chat, at most once per ``delivery_id``.
+* ``deliver(channel_id, chat_id, text, delivery_id=...)`` and ``listener(channel_id, chat_id)``
+  implement the ``ChatDelivery`` port for other producers (scheduled tasks): queue one message
+  to a chat, at most once per ``delivery_id``, or stream a run into it.
 * ``status()``: each channel's public config, state, last error and bound chats; never a
   secret.
 """
@@ -338,6 +339,10 @@ class ChannelService:
         outbox.begin(key, None)
         outbox.terminal(key, channel.redact(text))
         return key
+
+    def listener(self, channel_id: str, chat_id: str) -> ChannelListener:
+        """The chat's one ``ChannelListener`` (see ``ChatDelivery``)."""
+        return self.get(channel_id).listener(chat_id)
 
     async def status(self) -> list[dict[str, Any]]:
         out = []

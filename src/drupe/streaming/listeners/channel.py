@@ -21,13 +21,33 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol
 
-from drupe.streaming.listeners.base import BaseListener, StreamEvent, TerminalResult
+from drupe.streaming.listeners.base import BaseListener, Listener, StreamEvent, TerminalResult
 from drupe.streaming.listeners.channel_outbox import Button, ChatOutbox
 from drupe.streaming.listeners.channel_text import error_text, stopped_text
 
-__all__ = ["ChannelListener", "channel_listener_id"]
+__all__ = ["ChannelListener", "ChatDelivery", "channel_listener_id"]
+
+
+class ChatDelivery(Protocol):
+    """The port through which other producers (scheduled tasks) reach IM chats.
+
+    Implemented by ``drupe.channels.service.ChannelService``; wired by the composition root.
+    """
+
+    def deliver(
+        self, channel_id: str, chat_id: str, text: str, *, delivery_id: str | None = None
+    ) -> str:
+        """Queue ``text`` to a chat (never blocks): redacted, split at the platform limit,
+        sent at most once per ``delivery_id`` (also across restarts); returns the id. Raises
+        ``ValidationError`` for an unknown channel."""
+        ...
+
+    def listener(self, channel_id: str, chat_id: str) -> Listener:
+        """The chat's one listener: attach it to a run's turn (as a subscriber) to stream the
+        run's answer into the chat as a user's would be (one delivery path per run and chat)."""
+        ...
 
 
 def channel_listener_id(channel_id: str, chat_id: str) -> str:
