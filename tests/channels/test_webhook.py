@@ -60,13 +60,13 @@ def signed(
     }
 
 
-def webhook_config(url: str) -> Any:
+def webhook_config(url: str, target: str = "model:scripted:echo") -> Any:
     table = {
         "type": "webhook",
         "secret_env": "HOOK_SECRET",
         "url": url,
         "allowed_users": ["u1"],
-        "target": "model:scripted:echo",
+        "target": target,
         "debounce": 0,
     }
     return parse_channel_configs({"channels": {"hook": table}}, ENV)[0]
@@ -117,3 +117,52 @@ async def test_signatures_are_verified_and_answers_are_posted_signed(
     assert channel["secretEnv"] == "HOOK_SECRET"
     assert SECRET not in orjson.dumps(listing).decode()
     assert channel["chats"][0]["chatId"] == "room1"
+
+
+async def _remove(arguments: Any, context: Any) -> str:
+    return "removed"
+
+
+async def test_a_headless_channel_denies_tool_approvals(
+    runtime: Runtime, open_channels: OpenChannels
+) -> None:
+    from drupe.testing.script import Text, ToolCall
+    from drupe.testing.scripted import register_script
+    from drupe.tools.base import ToolEntry
+
+    register_script(
+        "hook-rm",
+        [[ToolCall("rm", {"path": "/etc"}, tool_call_id="call-1")], [Text("Nothing removed.")]],
+    )
+    runtime.tools.register(
+        ToolEntry(
+            name="rm",
+            description="Remove a file",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+            execute=_remove,
+            needs_approval=lambda args: True,
+        )
+    )
+    recorder = PlatformRecorder()
+    async with serve_app(receiver(recorder)) as root:
+        config = webhook_config(f"{root}/hook", target="model:scripted:hook-rm")
+        async with open_channels(config) as service:
+            assert service.channels["hook"].config.headless  # the webhook default
+            runtime.channels = service
+            transport = httpx.ASGITransport(create_app(runtime))
+            async with httpx.AsyncClient(transport=transport, base_url="http://drupe.test") as c:
+                message = {"type": "message", "chatId": "r2", "userId": "u1", "text": "rm it"}
+                r = await c.post("/channels/hook/webhook", **signed(message))
+                assert r.status_code == 202
+            runtime.channels = None
+            texts = lambda: [str(call.params.get("text")) for call in recorder.calls]  # noqa: E731
+            await recorder.wait_until(lambda: any("Nothing removed." in t for t in texts()))
+            await drained(service, "r2", channel="hook")
+            binding = await runtime.db.channels.binding("hook", "r2")
+            assert binding is not None
+            await runtime.manager.wait_settled(binding.conversation_id)
+            rows = await runtime.db.messages.list_for_conversation(binding.conversation_id)
+    assert any("cannot approve" in t for t in texts())
+    tool = next(p for p in rows[1].parts if p["type"] == "tool-rm")
+    assert tool["state"] == "output-denied"
+    assert all(not b for call in recorder.of("send") for b in call.params.get("buttons", []))

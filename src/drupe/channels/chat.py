@@ -52,11 +52,13 @@ if TYPE_CHECKING:
     from drupe.streaming.listeners.channel_outbox import ChatOutbox, Clock
     from drupe.streaming.manager import StreamManager
 
-__all__ = ["ChatContext", "ChatWorker", "merge_burst"]
+__all__ = ["HEADLESS", "ChatContext", "ChatWorker", "merge_burst"]
 
 log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0
+HEADLESS = ""
+"""The user id of a denial the channel makes itself (a headless chat cannot approve)."""
 _Item = Inbound | ButtonPress
 
 
@@ -398,6 +400,7 @@ class ChatWorker:
         if verb not in ("approve", "deny") or not approval_id:
             return
         approved = verb == "approve"
+        system = press.user_id == HEADLESS
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             ctx.outbox.notice("That approval is no longer pending.")
@@ -406,9 +409,12 @@ class ChatWorker:
         if session_id is not None and ctx.sessions is not None:
             done = await ctx.sessions.respond_approval(session_id, approval_id, approved=approved)
             if not done:
-                ctx.outbox.notice("That approval is no longer pending.")
+                if not system:  # a headless agent turn was already denied by its host
+                    ctx.outbox.notice("That approval is no longer pending.")
                 return
         else:
+            # The decision applies once the turn that asked has ended (awaiting approval).
+            await ctx.manager.wait_settled(binding.conversation_id)
             outcome = await ctx.approvals.respond(
                 binding.conversation_id,
                 [Decision(approval_id=approval_id, approved=approved)],
@@ -419,7 +425,8 @@ class ChatWorker:
                 return
             if outcome.continued:
                 self._start_typing(binding.conversation_id)
-        ctx.outbox.notice("Approved." if approved else "Denied.")
+        if not system:
+            ctx.outbox.notice("Approved." if approved else "Denied.")
 
 
 def _file_part(name: str, media_type: str, data: bytes) -> dict[str, Any]:

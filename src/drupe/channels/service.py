@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
-from drupe.channels.chat import ChatContext, ChatWorker
+from drupe.channels.chat import HEADLESS, ChatContext, ChatWorker
 from drupe.channels.commands import refusal_text
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
 from drupe.channels.guard import RateWindow, admitted
@@ -188,9 +188,15 @@ class ChannelRuntime:
                 chat_id=chat_id,
                 redact=self.redact,
                 buttons=self.adapter.buttons and not self.config.headless,
+                on_unanswerable_approval=lambda approval_id: self._deny(chat_id, approval_id),
             )
             self.listeners[chat_id] = listener
         return listener
+
+    def _deny(self, chat_id: str, approval_id: str) -> None:
+        self.worker(chat_id).put(
+            ButtonPress(chat_id=chat_id, user_id=HEADLESS, data=f"deny:{approval_id}")
+        )
 
     def worker(self, chat_id: str) -> ChatWorker:
         worker = self.workers.get(chat_id)

@@ -8,7 +8,8 @@ replay such a re-attach sends is recognised by its sequence numbers and ignored.
 * ``on_chunk`` (sync, never blocks): ``text-delta`` chunks accumulate per execution; each
   update queues the redacted text as a live update of that execution's platform message. A
   ``tool-approval-request`` queues a notice with Approve/Deny buttons (``approve:<id>`` /
-  ``deny:<id>``) when the channel has buttons, else a plain notice (headless turns deny).
+  ``deny:<id>``) when the channel has buttons, else a plain notice and
+  ``on_unanswerable_approval(id)`` (the channel denies it: a headless chat never hangs).
 * ``on_done``: the redacted final text (nothing when it is empty); ``on_paused``: the partial
   text followed by ``_(stopped)_``; ``on_error``: the partial text (if any) followed by
   ``Error: <message>``. Each is queued as the execution's terminal text; the ``ChatOutbox``
@@ -71,12 +72,14 @@ class ChannelListener(BaseListener):
         redact: Callable[[str], str] = lambda text: text,
         buttons: bool = True,
         on_terminal: Callable[[TerminalResult], None] = lambda result: None,
+        on_unanswerable_approval: Callable[[str], None] = lambda approval_id: None,
     ) -> None:
         super().__init__(channel_listener_id(channel_id, chat_id))
         self.outbox = outbox
         self.redact = redact
         self.buttons = buttons
         self.on_terminal = on_terminal
+        self.on_unanswerable_approval = on_unanswerable_approval
         self._executions: dict[str, _Execution] = {}
         self._tools: dict[str, tuple[str, Any]] = {}
 
@@ -119,6 +122,7 @@ class ChannelListener(BaseListener):
             )
         else:
             self.outbox.notice(f"{text}\n(this channel cannot approve: the call is denied)")
+            self.on_unanswerable_approval(approval_id)
 
     def _final(self, result: TerminalResult, shape: Callable[[str], str]) -> None:
         entry = self._executions.pop(result.execution_id, None)
