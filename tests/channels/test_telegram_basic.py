@@ -2,13 +2,23 @@
 
 from __future__ import annotations
 
+import logging
+
 import httpx
+import pytest
 
 from drupe.app import Runtime
 from drupe.gateway.app import create_app
 from drupe.streaming.listeners.channel import ChatDelivery
 from drupe.testing.fake_telegram import FakeTelegram
-from tests.channels.conftest import ALICE, CHAT_A, ENV, OpenChannels, telegram_config
+from tests.channels.conftest import (
+    ALICE,
+    CHAT_A,
+    ENV,
+    TG_TOKEN,
+    OpenChannels,
+    telegram_config,
+)
 
 
 async def test_a_message_is_answered_in_one_edited_message(
@@ -95,3 +105,21 @@ async def test_deliver_port_sends_once_per_delivery_id(
         service.deliver("tg", str(CHAT_A), "Task done: 3 files.", delivery_id="run-1:chat")
         await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
     assert tg.messages(CHAT_A) == ["Task done: 3 files. key [REDACTED]"]
+
+
+async def test_the_bot_token_never_reaches_a_log_record(
+    runtime: Runtime,
+    tg: FakeTelegram,
+    open_channels: OpenChannels,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    caplog.set_level(logging.DEBUG)
+    tg.recorder.fail_next("sendMessage", 400, description=f"Bad Request: echo {TG_TOKEN}")
+    async with open_channels(telegram_config(tg.base_url)) as service:
+        tg.push_message(CHAT_A, ALICE, "log me")
+        await tg.recorder.wait_until(lambda: len(tg.sends(CHAT_A)) >= 2)
+        await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
+        last_error = service.channels["tg"].last_error
+    assert any("HTTP Request" in r.getMessage() for r in caplog.records)  # httpx did log URLs
+    assert all(TG_TOKEN not in r.getMessage() for r in caplog.records)
+    assert last_error is not None and TG_TOKEN not in last_error and "[REDACTED]" in last_error

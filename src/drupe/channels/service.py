@@ -37,6 +37,7 @@ from drupe.channels.chat import HEADLESS, ChatContext, ChatWorker
 from drupe.channels.commands import refusal_text
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
 from drupe.channels.guard import RateWindow, admitted
+from drupe.channels.logs import install_secret_filter
 from drupe.errors import ValidationError
 from drupe.streaming.listeners.channel import ChannelListener
 from drupe.streaming.listeners.channel_outbox import (
@@ -102,6 +103,7 @@ class ChannelRuntime:
         self._rate = RateWindow(config.rate_limit, 60.0, clock.now)
         self._refusals = RateWindow(1, _REFUSAL_PERIOD, clock.now)
         self._secrets = tuple(v for v in config.secrets.values() if v)
+        install_secret_filter(self._secrets)
 
     # --- the inbox (called by the adapter; never blocks) ---------------------------------------
 
@@ -295,6 +297,7 @@ class ChannelService:
             try:
                 adapter = self.registry.create(config)
             except Exception as err:
+                install_secret_filter(v for v in config.secrets.values() if v)
                 log.warning("channel %s cannot start: %s", config.id, err)
                 channel = ChannelRuntime(self, config, _Unavailable(config))
                 channel.disconnected(str(err) or type(err).__name__)

@@ -47,7 +47,7 @@ _PATTERNS: Final = (
     re.compile(r"\bsk-ant-[A-Za-z0-9\-_]{20,}"),
     re.compile(r"\bsk-(?:proj-)?[A-Za-z0-9\-_]{20,}"),
     re.compile(r"\bxox[abposr]-[A-Za-z0-9\-]{10,}"),
-    re.compile(r"\b\d{8,10}:[A-Za-z0-9_\-]{35}\b"),
+    re.compile(r"\b\d{6,12}:[A-Za-z0-9_\-]{30,}"),
     re.compile(r"\bAAAA[0-9A-Za-z+/]{100,}={0,3}"),
 )
 
