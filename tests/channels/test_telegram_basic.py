@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import base64
 import logging
 
 import httpx
@@ -123,3 +124,32 @@ async def test_the_bot_token_never_reaches_a_log_record(
     assert any("HTTP Request" in r.getMessage() for r in caplog.records)  # httpx did log URLs
     assert all(TG_TOKEN not in r.getMessage() for r in caplog.records)
     assert last_error is not None and TG_TOKEN not in last_error and "[REDACTED]" in last_error
+
+
+async def test_attachments_become_file_parts_and_oversized_ones_are_refused(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    config = telegram_config(tg.base_url, max_attachment_bytes=1000)
+    async with open_channels(config) as service:
+        tg.push_photo(CHAT_A, ALICE, b"\x89PNG-small", caption="look at this")
+        await tg.recorder.wait_until(lambda: any("look at this" in t for t in tg.messages(CHAT_A)))
+        tg.push_photo(CHAT_A, ALICE, b"x" * 1001, caption="and this big one")
+        await tg.recorder.wait_until(
+            lambda: any("larger than 1000 bytes" in t for t in tg.messages(CHAT_A))
+        )
+        await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
+        binding = await runtime.db.channels.binding("tg", str(CHAT_A))
+        assert binding is not None
+        await runtime.manager.wait_settled(binding.conversation_id)
+        rows = await runtime.db.messages.list_for_conversation(binding.conversation_id)
+    first = rows[0]
+    (file_part,) = [p for p in first.parts if p["type"] == "file"]
+    assert file_part["mediaType"] == "image/jpeg"
+    assert (
+        file_part["url"] == "data:image/jpeg;base64," + base64.b64encode(b"\x89PNG-small").decode()
+    )
+    # the big photo was never downloaded: only the small one's file was fetched
+    assert len(tg.recorder.of("getFile")) == 1
+    user_rows = [r for r in rows if r.role == "user"]
+    assert "and this big one" in str(user_rows[-1].parts[0]["text"])
+    assert all(p["type"] != "file" for p in user_rows[-1].parts)
