@@ -251,3 +251,33 @@ async def test_a_send_that_times_out_is_reported_and_not_retried(
         await drained(service, CHAT_A)
     # the platform came back: only the new answer was sent, the timed-out one never again
     assert len(tg.sends(CHAT_A)) == attempts + 1
+
+
+async def test_commands_help_whoami_status_model_and_new(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    async with open_channels(telegram_config(tg.base_url)) as service:
+        for command in ("/help", "/whoami", "/status", "/model", "/model nope:missing"):
+            tg.push_message(CHAT_A, ALICE, command)
+        await tg.recorder.wait_until(lambda: len(tg.messages(CHAT_A)) == 5)
+        help_, whoami, status, model, refused = tg.messages(CHAT_A)
+        assert all(
+            f"/{c}" in help_ for c in ("new", "stop", "compact", "model", "status", "whoami")
+        )
+        assert str(ALICE) in whoami and str(CHAT_A) in whoami
+        assert "No conversation yet" in status
+        assert model == "Model: scripted:echo"
+        assert refused.startswith("⚠️") and "nope:missing" in refused
+        tg.push_message(CHAT_A, ALICE, "/model scripted:lorem?words=3")
+        tg.push_message(CHAT_A, ALICE, "hello")
+        await tg.recorder.wait_until(lambda: "Lorem ipsum dolor." in tg.messages(CHAT_A))
+        first = await conversation_of(runtime, CHAT_A)
+        tg.push_message(CHAT_A, ALICE, "/new")
+        tg.push_message(CHAT_A, ALICE, "/status")
+        await tg.recorder.wait_until(lambda: "Conversation: " in tg.messages(CHAT_A)[-1])
+        await drained(service, CHAT_A)
+        second = await conversation_of(runtime, CHAT_A)
+    assert second != first
+    assert "New conversation started." in tg.messages(CHAT_A)
+    assert f"Conversation: {second}" in tg.messages(CHAT_A)[-1]
+    assert "model:scripted:lorem?words=3" in tg.messages(CHAT_A)[-1]  # /new keeps the model
