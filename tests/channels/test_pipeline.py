@@ -96,6 +96,8 @@ async def test_a_message_mid_answer_steers_and_is_answered_after_it(
     assert "make it shorter" in text_of(steer) and (steer.metadata or {}).get("steer") is True
     assert rows[3].parent_id == steer.id
     assert tg.messages(CHAT_A) == [final, final]  # one platform message per answer, no dupes
+    typing = tg.recorder.of("sendChatAction")
+    assert typing and all(c.params["action"] == "typing" for c in typing)
 
 
 async def test_stop_mid_answer_keeps_the_partial_and_ends_stopped(
@@ -281,3 +283,20 @@ async def test_commands_help_whoami_status_model_and_new(
     assert "New conversation started." in tg.messages(CHAT_A)
     assert f"Conversation: {second}" in tg.messages(CHAT_A)[-1]
     assert "model:scripted:lorem?words=3" in tg.messages(CHAT_A)[-1]  # /new keeps the model
+
+
+async def test_the_per_chat_rate_limit_refuses_a_flood(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    async with open_channels(telegram_config(tg.base_url, rate_limit=2)) as service:
+        for i in range(4):
+            tg.push_message(CHAT_A, ALICE, f"flood {i}")
+        await tg.recorder.wait_until(
+            lambda: any("Too many messages" in t for t in tg.messages(CHAT_A))
+        )
+        await tg.recorder.wait_until(lambda: sum("flood" in t for t in tg.messages(CHAT_A)) == 2)
+        await drained(service, CHAT_A)
+        rows = await rows_of(runtime, CHAT_A)
+    users = [text_of(r) for r in rows if r.role == "user"]
+    assert len(users) == 2 and "flood 0" in users[0] and "flood 1" in users[1]
+    assert sum("Too many messages" in t for t in tg.messages(CHAT_A)) == 1  # one notice
