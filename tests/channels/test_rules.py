@@ -9,8 +9,10 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from drupe.channels.burst import Burst, merge
 from drupe.channels.commands import parse_command
 from drupe.channels.config import parse_channel_configs
+from drupe.channels.contract import Inbound
 from drupe.channels.guard import RateWindow, admitted, wrap_untrusted
 from drupe.channels.signing import sign, verify
 from drupe.errors import ConfigError
@@ -148,3 +150,32 @@ def test_untrusted_wrapping_names_suspicious_patterns_and_neutralises_boundaries
     boundaries = re.findall(r'boundary="([0-9a-f]{16})"', wrapped)
     assert len(boundaries) == 2 and boundaries[0] == boundaries[1]
     assert wrapped.count("<<<END_EXTERNAL_UNTRUSTED_CONTENT") == 1  # only the real one
+
+
+arrivals = st.lists(st.floats(min_value=0, max_value=5, allow_nan=False), min_size=1, max_size=30)
+
+
+@given(arrivals, st.floats(min_value=0.1, max_value=10, allow_nan=False))
+def test_a_burst_closes_after_its_last_message_but_never_after_twice_the_debounce(
+    gaps: list[float], debounce: float
+) -> None:
+    burst = Burst()
+    now = 100.0
+    for index, gap in enumerate(gaps):
+        now += gap if index else 0.0
+        if burst and now >= burst.deadline:
+            break  # the burst had closed: this message would open the next one
+        burst = burst.add(Inbound(chat_id="c", user_id="u", text=str(index)), now, debounce)
+        assert burst.deadline == min(now + debounce, burst.first_at + 2 * debounce)
+        assert burst.first_at <= now < burst.deadline
+    assert burst.deadline <= burst.first_at + 2 * debounce
+    merged = merge(burst.messages)
+    assert merged.text.split("\n") == [m.text for m in burst.messages]
+
+
+def test_merge_keeps_the_first_sender_and_the_last_message_id() -> None:
+    a = Inbound(chat_id="c", user_id="u1", user_name="Ann", text="one", message_id="1")
+    b = Inbound(chat_id="c", user_id="u1", text="  ", message_id="2")
+    c = Inbound(chat_id="c", user_id="u1", text="three", message_id="3")
+    merged = merge([a, b, c])
+    assert (merged.text, merged.message_id, merged.user_name) == ("one\nthree", "3", "Ann")

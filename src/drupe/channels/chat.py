@@ -24,7 +24,7 @@ from __future__ import annotations
 import base64
 import logging
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -33,6 +33,7 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Submit
+from drupe.channels.burst import Burst, merge
 from drupe.channels.commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
@@ -52,7 +53,7 @@ if TYPE_CHECKING:
     from drupe.streaming.listeners.channel_outbox import ChatOutbox, Clock
     from drupe.streaming.manager import StreamManager
 
-__all__ = ["HEADLESS", "ChatContext", "ChatWorker", "merge_burst"]
+__all__ = ["HEADLESS", "ChatContext", "ChatWorker"]
 
 log = logging.getLogger(__name__)
 
@@ -81,18 +82,6 @@ class ChatContext:
     send_timeout: float = 15.0
 
 
-def merge_burst(burst: Sequence[Inbound]) -> Inbound:
-    """One message from a burst: texts joined, attachments concatenated, the last message id."""
-    first, last = burst[0], burst[-1]
-    return replace(
-        first,
-        text="\n".join(m.text for m in burst if m.text.strip()),
-        message_id=last.message_id,
-        attachments=tuple(a for m in burst for a in m.attachments),
-        oversized=tuple(n for m in burst for n in m.oversized),
-    )
-
-
 class ChatWorker:
     def __init__(self, ctx: ChatContext, chat_id: str) -> None:
         self.ctx = ctx
@@ -115,15 +104,13 @@ class ChatWorker:
 
     async def run(self) -> None:
         debounce = self.ctx.config.debounce
-        clock = self.ctx.clock
-        burst: list[Inbound] = []
-        first_at = deadline = 0.0
+        burst = Burst()
         while True:
-            item = await (self._receive_until(deadline) if burst else self._rx.receive())
+            item = await (self._receive_until(burst.deadline) if burst else self._rx.receive())
             if item is None:
+                pending, burst = burst, Burst()
                 self.burst_size = 0
-                await self._guarded(self._submit, merge_burst(burst))
-                burst = []
+                await self._guarded(self._submit, merge(pending.messages))
                 continue
             if isinstance(item, ButtonPress):
                 await self._guarded(self._button, item)
@@ -132,19 +119,15 @@ class ChatWorker:
             if command is None:
                 if debounce <= 0:
                     await self._guarded(self._submit, item)
-                    continue
-                now = clock.now()
-                if not burst:
-                    first_at = now
-                burst.append(item)
-                self.burst_size = len(burst)
-                deadline = min(now + debounce, first_at + 2 * debounce)
+                else:
+                    burst = burst.add(item, self.ctx.clock.now(), debounce)
+                    self.burst_size = len(burst)
                 continue
             if command.name == "stop":
-                burst = []
+                burst = Burst()
             elif not command.immediate and burst:
-                await self._guarded(self._submit, merge_burst(burst))
-                burst = []
+                pending, burst = burst, Burst()
+                await self._guarded(self._submit, merge(pending.messages))
             self.burst_size = len(burst)
             await self._guarded(self._command, command, item)
 

@@ -68,6 +68,8 @@ log = logging.getLogger(__name__)
 _SEEN_EVENTS = 4096
 _REFUSAL_PERIOD = 600.0
 CONNECT_WAIT = 10.0
+_REFUSALS_PER_MINUTE = 30
+"""Refusal replies per channel per minute, whoever asks (a flood of strangers stays cheap)."""
 
 
 @dataclass(slots=True, kw_only=True)
@@ -102,6 +104,7 @@ class ChannelRuntime:
         clock = service.clock
         self._rate = RateWindow(config.rate_limit, 60.0, clock.now)
         self._refusals = RateWindow(1, _REFUSAL_PERIOD, clock.now)
+        self._refusal_budget = RateWindow(_REFUSALS_PER_MINUTE, 60.0, clock.now)
         self._secrets = tuple(v for v in config.secrets.values() if v)
         install_secret_filter(self._secrets)
 
@@ -139,7 +142,9 @@ class ChannelRuntime:
             return
         if not admitted(self.config, inbound.user_id, inbound.chat_id):
             self.refused += 1
-            if self._refusals.allow(f"{inbound.chat_id}:{inbound.user_id}"):
+            if self._refusals.allow(
+                f"{inbound.chat_id}:{inbound.user_id}"
+            ) and self._refusal_budget.allow("all"):
                 self.outbox(inbound.chat_id).notice(
                     refusal_text(self.config.id, inbound.user_id, inbound.chat_id)
                 )
