@@ -310,12 +310,14 @@ class ChannelService:
                 continue
             channel = ChannelRuntime(self, config, adapter)
             self.channels[config.id] = channel
-            await channel.recover()
             self._tg.start_soon(channel.serve)
         # Bounded: a platform that does not answer never holds up the server's start.
         with anyio.move_on_after(CONNECT_WAIT):
             for channel in self.channels.values():
                 await channel.settled.wait()
+        for channel in self.channels.values():
+            if channel.state == "connected":  # the adapter can send: finish interrupted answers
+                await channel.recover()
         return self
 
     async def __aexit__(
