@@ -100,6 +100,7 @@ class ChannelRuntime:
         self.refused = 0
         self.settled = anyio.Event()
         """Set once the adapter connected or failed (start waits for it, bounded)."""
+        self.recovered = False
         self._seen: OrderedDict[str, None] = OrderedDict()
         clock = service.clock
         self._rate = RateWindow(config.rate_limit, 60.0, clock.now)
@@ -113,6 +114,9 @@ class ChannelRuntime:
     def connected(self) -> None:
         self.state = "connected"
         self.settled.set()
+        if self.service.started and not self.recovered:  # connected after the start wait
+            self.recovered = True
+            self.service.task_group.start_soon(self.recover)
 
     def disconnected(self, error: str | None) -> None:
         self.state = "error" if error else "stopped"
@@ -287,6 +291,7 @@ class ChannelService:
         self.registry = registry
         self.clock: Clock = deps.clock or MonotonicClock()
         self.channels: dict[str, ChannelRuntime] = {}
+        self.started = False
         self._tg: anyio.abc.TaskGroup | None = None
 
     @property
@@ -317,7 +322,9 @@ class ChannelService:
                 await channel.settled.wait()
         for channel in self.channels.values():
             if channel.state == "connected":  # the adapter can send: finish interrupted answers
+                channel.recovered = True
                 await channel.recover()
+        self.started = True
         return self
 
     async def __aexit__(
