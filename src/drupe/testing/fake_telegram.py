@@ -184,6 +184,8 @@ class FakeTelegram:
 
     async def _m_getUpdates(self, params: dict[str, Any]) -> Any:
         offset = int(params.get("offset") or 0)
+        # Like Telegram: an offset confirms every update below it; they are never sent again.
+        self.updates = [u for u in self.updates if u["update_id"] >= offset]
         timeout = float(params.get("timeout") or 0)
         with anyio.move_on_after(timeout):
             while not self.closing and not any(u["update_id"] >= offset for u in self.updates):
