@@ -24,6 +24,10 @@ async def test_a_restart_mid_answer_sends_the_terminal_text_exactly_once(
     async with open_runtime(settings) as rt, channel_service(rt, [config], edit_interval=0.0):
         tg.push_message(CHAT_A, ALICE, "a long story")
         await tg.recorder.wait_until(lambda: len(tg.edits(CHAT_A)) >= 1)  # mid-answer
+        confirmed = lambda: any(  # noqa: E731 - the update was confirmed to Telegram
+            int(c.params.get("offset") or 0) >= 2 for c in tg.recorder.of("getUpdates")
+        )
+        await tg.recorder.wait_until(confirmed)
         # the channels stop first, then the runtime aborts the answer and persists it paused:
         # nothing could tell the chat; the delivery ledger says the answer is still live
     for _ in range(2):  # two restarts: the second must not send anything again
