@@ -179,3 +179,41 @@ async def test_an_approval_by_block_action_button(
         runtime.channels = None
     tool = next(p for p in rows[1].parts if p["type"] == "tool-rm")
     assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/y"
+
+
+async def test_socket_mode_receives_events_over_the_websocket(
+    runtime: Runtime, slack: FakeSlack, open_channels: OpenChannels
+) -> None:
+    config = parse_channel_configs(
+        {
+            "channels": {
+                "sl": {
+                    "type": "slack",
+                    "token_env": "SLACK_TOKEN",
+                    "secret_env": "SLACK_SECRET",
+                    "app_token_env": "SLACK_APP_TOKEN",
+                    "mode": "socket",
+                    "allowed_chats": ["C1"],
+                    "target": "model:scripted:echo",
+                    "debounce": 0,
+                    "base_url": slack.base_url,
+                }
+            }
+        },
+        {**ENV, "SLACK_APP_TOKEN": "xapp-test-1"},
+    )[0]
+    async with open_channels(config) as service:
+        assert service.channels["sl"].state == "connected"
+        assert len(slack.recorder.of("apps.connections.open")) == 1
+        body = event("over the socket", event_id="EvS1", ts="1700000002.000300")
+        envelope = slack.push_envelope(body)
+        slack.push_envelope(body)  # Slack redelivers: same event id, new envelope
+        await slack.recorder.wait_until(
+            lambda: any("over the socket" in t for t in slack.messages("C1"))
+        )
+        await slack.recorder.wait_until(lambda: len(slack.acked) == 2)
+        await drained(service, "C1:1700000002.000300", channel="sl")
+        rows = await rows_of(runtime, "C1:1700000002.000300", channel="sl")
+    assert envelope in slack.acked
+    assert [r.role for r in rows] == ["user", "assistant"]
+    assert len(slack.recorder.of("chat.postMessage")) == 1

@@ -1,27 +1,32 @@
 """A loopback fake of the Slack Web API for ``slack-sdk``'s ``AsyncWebClient(base_url=...)``.
 
 Serves ``POST /api/<method>``: ``auth.test``, ``chat.postMessage`` (returns a ``ts``; keeps
-the message's text per channel), ``chat.update``. Records every call (``recorder``); faults
-come from the ``PlatformRecorder`` (a 429 answers with ``Retry-After``). ``signed_request``
-builds what Slack POSTs to an app: the body and the ``X-Slack-Signature`` headers, signed with
-``slack-sdk``'s own ``SignatureVerifier``.
+the message's text per channel), ``chat.update``, ``apps.connections.open`` (the URL of its own
+Socket Mode WebSocket at ``/link``: it greets with ``hello``, sends the envelopes a test queues
+with ``push_envelope`` and records each ``envelope_id`` the client acknowledges). Records
+every call (``recorder``); faults come from the ``PlatformRecorder`` (a 429 answers with
+``Retry-After``). ``signed_request`` builds what Slack POSTs to an app: the body and the
+``X-Slack-Signature`` headers, signed with ``slack-sdk``'s own ``SignatureVerifier``.
 """
 
 from __future__ import annotations
 
 import itertools
 import time
+import uuid
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+import anyio
 import orjson
 from slack_sdk.signature import SignatureVerifier
 from starlette.applications import Starlette
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from drupe.testing.fake_platform import PlatformRecorder, request_params
 from drupe.testing.fake_providers import serve_app
@@ -36,6 +41,47 @@ class FakeSlack:
     texts: dict[str, str] = field(default_factory=dict)
     channels: dict[str, str] = field(default_factory=dict)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    acked: list[str] = field(default_factory=list)
+    root: str = ""
+    _outbox: list[dict[str, Any]] = field(default_factory=list)
+    _queued: anyio.Event = field(default_factory=anyio.Event)
+
+    def push_envelope(self, payload: dict[str, Any], kind: str = "events_api") -> str:
+        """Queue a Socket Mode envelope (an Events API body, ...); returns its envelope id."""
+        envelope_id = uuid.uuid4().hex
+        self._outbox.append(
+            {
+                "envelope_id": envelope_id,
+                "type": kind,
+                "accepts_response_payload": False,
+                "payload": payload,
+            }
+        )
+        self._queued.set()
+        self._queued = anyio.Event()
+        return envelope_id
+
+    async def socket(self, websocket: WebSocket) -> None:
+        await websocket.accept()
+        self.recorder.record("socket.connect", {})
+        await websocket.send_json({"type": "hello", "num_connections": 1, "debug_info": {}})
+
+        async def receive_acks() -> None:
+            while True:
+                data = orjson.loads(await websocket.receive_text())
+                if "envelope_id" in data:
+                    self.acked.append(str(data["envelope_id"]))
+                    self.recorder.notify()
+
+        try:
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(receive_acks)
+                while True:
+                    while self._outbox:
+                        await websocket.send_json(self._outbox.pop(0))
+                    await self._queued.wait()
+        except WebSocketDisconnect:
+            return
 
     def messages(self, channel: str) -> list[str]:
         return [text for ts, text in self.texts.items() if self.channels[ts] == channel]
@@ -54,6 +100,8 @@ class FakeSlack:
             return JSONResponse(
                 {"ok": True, "user_id": "UBOT", "bot_id": "BBOT", "team_id": "T1", "user": "drupe"}
             )
+        if method == "apps.connections.open":
+            return JSONResponse({"ok": True, "url": f"{self.root.replace('http', 'ws', 1)}/link"})
         if method == "chat.postMessage":
             ts = f"{int(time.time())}.{next(self._ts):06d}"
             self.texts[ts] = str(params.get("text"))
@@ -70,7 +118,12 @@ class FakeSlack:
         return JSONResponse({"ok": False, "error": "unknown_method"})
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/api/{method}", self.api, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/api/{method}", self.api, methods=["POST"]),
+                WebSocketRoute("/link", self.socket),
+            ]
+        )
 
 
 def signed_request(
@@ -96,6 +149,7 @@ async def fake_slack() -> AsyncIterator[FakeSlack]:
     fake = FakeSlack()
     async with serve_app(fake.app()) as root:
         fake.base_url = f"{root}/api/"
+        fake.root = root
         try:
             yield fake
         finally:
