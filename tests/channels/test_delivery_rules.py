@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from drupe.app import Runtime, channel_service, open_runtime
@@ -132,3 +133,29 @@ async def test_an_agent_session_target_with_a_steer_redirect(
     assert len(steer_rows) == 1 and assistant[1].parent_id == steer_rows[0].id
     answers = [t for t in tg.messages(CHAT_A) if "working" in t or "logs" in t]
     assert answers == ["working on it", "done, logs are clean"]
+
+
+async def test_an_agent_target_saves_attachments_in_its_workspace_and_compacts(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels, tmp_path: Path
+) -> None:
+    driver = FakeDriver("fake", steerable=True)
+    assert runtime.drivers is not None
+    runtime.drivers.register(driver)
+    workspace = tmp_path / "ws"
+    workspace.mkdir()
+    agent = await runtime.db.agents.create_agent(
+        name="filer", driver_type="fake", model_id="fake-model", workspace=str(workspace)
+    )
+    config = telegram_config(tg.base_url, target=f"agent:{agent.id}")
+    async with open_channels(config):
+        tg.push_photo(CHAT_A, ALICE, b"\x89PNG-bytes", caption="file this")
+        connection = await driver.wait_sent(1)
+        prompt = str(connection.sends[0].message["parts"][0]["text"])
+        assert "file this" in prompt and "[Attached files saved to workspace]" in prompt
+        (saved,) = (workspace / ".drupe" / "channel-files").iterdir()
+        assert saved.read_bytes() == b"\x89PNG-bytes" and str(saved) in prompt
+        connection.emit_text("m1", ["filed"])
+        await tg.recorder.wait_until(lambda: "filed" in tg.messages(CHAT_A))
+        tg.push_message(CHAT_A, ALICE, "/compact")
+        compact = await driver.wait_sent(2)
+        assert compact.sends[-1].message["parts"][0]["text"] == "/compact"  # raw, not wrapped
