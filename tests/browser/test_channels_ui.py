@@ -66,7 +66,7 @@ def channel_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
             raise RuntimeError(f"the drupe server did not start: {app.failure or 'timeout'}")
         url = f"http://127.0.0.1:{port}"
         with httpx.Client(base_url=url, timeout=20) as api:
-            yield Drupe(url=url, api=api)
+            yield Drupe(url=url, api=api, data_dir=data_dir)
     finally:
         server.should_exit = True
         thread.join(timeout=15)

@@ -135,7 +135,10 @@ async def test_attachments_become_file_parts_and_oversized_ones_are_refused(
         await tg.recorder.wait_until(lambda: any("look at this" in t for t in tg.messages(CHAT_A)))
         tg.push_photo(CHAT_A, ALICE, b"x" * 1001, caption="and this big one")
         await tg.recorder.wait_until(
-            lambda: any("larger than 1000 bytes" in t for t in tg.messages(CHAT_A))
+            lambda: (
+                any("larger than 1000 bytes" in t for t in tg.messages(CHAT_A))
+                and any("and this big one" in t for t in tg.messages(CHAT_A))
+            )
         )
         await service.channels["tg"].outboxes[str(CHAT_A)].wait_idle()
         binding = await runtime.db.channels.binding("tg", str(CHAT_A))
