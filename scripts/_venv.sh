@@ -4,6 +4,8 @@ set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 VENV="$ROOT/.venv"
 EXTRAS="${1:-dev}"
+# The IM platform SDKs (drupe[channels]) are always installed by the scripts.
+case ",$EXTRAS," in *,channels,*) ;; *) EXTRAS="$EXTRAS,channels" ;; esac
 PY="${DRUPE_PYTHON:-python3}"
 if ! "$PY" -c 'import sys; sys.exit(0 if sys.version_info >= (3, 11) else 1)'; then
   echo "Drupe needs Python >= 3.11 (found $("$PY" --version 2>&1))." >&2

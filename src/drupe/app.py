@@ -29,6 +29,9 @@ from drupe.agent.loop import AgentRunner
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
+from drupe.channels.config import ChannelConfig, load_channel_configs
+from drupe.channels.registry import AdapterRegistry, default_registry
+from drupe.channels.service import ChannelDeps, ChannelService
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
 from drupe.observability.tracing import get_tracer
@@ -47,9 +50,10 @@ from drupe.tools.registry import ToolRegistry
 from drupe.tools.request import ToolRequest, prepare_tools
 
 if TYPE_CHECKING:
+    from drupe.streaming.listeners.channel_outbox import Clock
     from drupe.tools.mcp.catalog import McpCatalog
 
-__all__ = ["Runtime", "open_runtime", "turn_runner"]
+__all__ = ["Runtime", "channel_service", "open_runtime", "turn_runner"]
 
 log = logging.getLogger(__name__)
 
@@ -70,6 +74,7 @@ class Runtime:
     mcp: McpCatalog | None = None
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
+    channels: ChannelService | None = None
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
@@ -221,7 +226,39 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)
+        channel_configs = load_channel_configs(config_file)
+        if channel_configs:
+            runtime.channels = await stack.enter_async_context(
+                channel_service(runtime, channel_configs)
+            )
         yield runtime
+
+
+def channel_service(
+    runtime: Runtime,
+    configs: list[ChannelConfig],
+    *,
+    registry: AdapterRegistry | None = None,
+    clock: Clock | None = None,
+    edit_interval: float | None = None,
+    send_timeout: float | None = None,
+) -> ChannelService:
+    """The IM channels over the runtime's dispatcher, stores and session host (not started:
+    enter it). The adapter registry is explicit: ``default_registry()`` unless given."""
+    deps = ChannelDeps(
+        dispatcher=runtime.dispatcher,
+        manager=runtime.manager,
+        db=runtime.db,
+        approvals=runtime.approvals,
+        sessions=runtime.sessions,
+        validate_model=model_validator(runtime.models),
+        clock=clock,
+    )
+    if edit_interval is not None:
+        deps.edit_interval = edit_interval
+    if send_timeout is not None:
+        deps.send_timeout = send_timeout
+    return ChannelService(deps, configs, registry or default_registry())
 
 
 def install_sessions(

@@ -27,6 +27,8 @@ TABLES = {
     "agent_sessions",
     "agents",
     "api_keys",
+    "channel_bindings",
+    "channel_deliveries",
     "conversations",
     "gateway_responses",
     "messages",

@@ -12,6 +12,8 @@ import {
 } from "./api";
 import { sessionIdOf } from "./agentsApi";
 import { AgentsSection } from "./components/AgentsSection";
+import { ChannelsPage } from "./components/ChannelsPage";
+import { CHANNELS_HASH, isChannelsRoute } from "./channelsApi";
 import { ChatView } from "./components/ChatView";
 import { SessionPane } from "./components/SessionPane";
 import { EmptyLine } from "./components/MessageView";
@@ -69,8 +71,19 @@ const isStrategy = (v: unknown): v is Strategy => STRATEGIES.includes(v as Strat
 const isStringList = (v: unknown): v is string[] =>
   Array.isArray(v) && v.every((x) => typeof x === "string");
 
+function useChannelsRoute(): boolean {
+  const [on, setOn] = useState(() => isChannelsRoute(window.location.hash));
+  useEffect(() => {
+    const onHash = () => setOn(isChannelsRoute(window.location.hash));
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  return on;
+}
+
 export function App() {
   const [route, go] = useRoute();
+  const channelsOpen = useChannelsRoute();
   const [items, setItems] = useState<ConversationSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [listError, setListError] = useState<string | null>(null);
@@ -233,9 +246,18 @@ export function App() {
           defaultModel={models.default}
           onNavigate={go}
         />
+        <a
+          href={CHANNELS_HASH}
+          className={`sidebar-link${channelsOpen ? " active" : ""}`}
+          data-testid="channels-link"
+        >
+          Channels
+        </a>
       </Sidebar>
       <main className="main">
-        {route && sessionIdOf(route) ? (
+        {channelsOpen ? (
+          <ChannelsPage />
+        ) : route && sessionIdOf(route) ? (
           <SessionPane key={route} conversationId={route} sessionId={sessionIdOf(route) ?? ""} onActivity={reloadList} />
         ) : route ? (
           <ConversationPane

@@ -19,6 +19,7 @@ from drupe.admission.base import ContinueConversation
 from drupe.admission.dispatch import Dispatcher
 from drupe.errors import ValidationError
 from drupe.streaming.approvals import Decision, apply_decisions
+from drupe.streaming.listeners.base import Listener
 
 if TYPE_CHECKING:
     from drupe.persistence.messages import MessageStore
@@ -41,8 +42,17 @@ class ApprovalService:
         self.dispatcher = dispatcher
         self.messages = messages
 
-    async def respond(self, conversation_id: str, decisions: Sequence[Decision]) -> ApprovalOutcome:
-        """Record ``decisions``; continue the turn once its row has no pending approval."""
+    async def respond(
+        self,
+        conversation_id: str,
+        decisions: Sequence[Decision],
+        subscribers: Sequence[Listener] = (),
+    ) -> ApprovalOutcome:
+        """Record ``decisions``; continue the turn once its row has no pending approval.
+
+        ``subscribers`` are attached to the continuation (an IM chat that answered by button
+        receives the rest of the answer).
+        """
         if not decisions:
             raise ValidationError("no decisions were given")
         manager = self.dispatcher.manager
@@ -65,7 +75,8 @@ class ApprovalService:
             if row.status == "pending":
                 return ApprovalOutcome(ok=True, continued=False, message_id=row.id)
             await self.dispatcher.dispatch_locked(
-                ContinueConversation(conversation_id=conversation_id, anchor_id=row.id)
+                ContinueConversation(conversation_id=conversation_id, anchor_id=row.id),
+                subscribers,
             )
             return ApprovalOutcome(ok=True, continued=True, message_id=row.id)
 

@@ -29,6 +29,7 @@ from drupe.errors import ConfigError, PersistenceError
 from drupe.persistence import migrate
 from drupe.persistence.agents import AgentStore
 from drupe.persistence.api_keys import ApiKeyStore
+from drupe.persistence.channels import ChannelStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
@@ -60,6 +61,7 @@ class Database:
     api_keys: ApiKeyStore
     responses: ResponseStore
     agents: AgentStore
+    channels: ChannelStore
 
     @property
     def dialect(self) -> str:
@@ -173,6 +175,7 @@ async def open_database(
             api_keys=ApiKeyStore(transactions),
             responses=ResponseStore(transactions),
             agents=AgentStore(transactions),
+            channels=ChannelStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -36,6 +36,8 @@ __all__ = [
     "AgentSessionRow",
     "ApiKeyRow",
     "Base",
+    "ChannelBindingRow",
+    "ChannelDeliveryRow",
     "ConversationRow",
     "GatewayResponseRow",
     "JsonValue",
@@ -228,3 +230,38 @@ class AgentSessionRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_resume_token: Mapped[str | None] = mapped_column(Text)
     settings: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+
+
+class ChannelBindingRow(Base):
+    """The conversation (or agent session) one chat of one IM channel is bound to."""
+
+    __tablename__ = "channel_bindings"
+
+    channel_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    chat_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    conversation_id: Mapped[str] = mapped_column(String(255))
+    """``conv_...`` for a model target, ``agent-session:<id>`` for an agent target."""
+    target: Mapped[str] = mapped_column(String(255))
+    """The channel's target when the binding was made (``model:<id>`` / ``agent:<id>``)."""
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class ChannelDeliveryRow(Base):
+    """One answer delivered to one chat: its platform message and its terminal state."""
+
+    __tablename__ = "channel_deliveries"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    channel_id: Mapped[str] = mapped_column(String(255))
+    chat_id: Mapped[str] = mapped_column(String(255))
+    anchor_message_id: Mapped[str | None] = mapped_column(String(255))
+    platform_message_id: Mapped[str | None] = mapped_column(String(255))
+    state: Mapped[str] = mapped_column(String(16))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint("state IN ('live', 'terminal', 'delivered')", name="state"),
+        Index(None, "channel_id", "state"),
+    )

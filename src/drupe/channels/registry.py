@@ -1,0 +1,71 @@
+"""``AdapterRegistry``: channel type -> adapter factory, filled explicitly (never at import).
+
+``default_registry()`` registers the three built-in types; each factory imports its platform
+SDK only when a channel of that type is configured, so ``drupe[channels]`` stays optional (a
+missing SDK fails that channel with a message naming the extra).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING
+
+from drupe.errors import ConfigError
+
+if TYPE_CHECKING:
+    from drupe.channels.config import ChannelConfig
+    from drupe.channels.contract import ChannelAdapter
+
+__all__ = ["AdapterFactory", "AdapterRegistry", "default_registry"]
+
+AdapterFactory = Callable[["ChannelConfig"], "ChannelAdapter"]
+
+
+class AdapterRegistry:
+    def __init__(self) -> None:
+        self._factories: dict[str, AdapterFactory] = {}
+
+    def register(self, channel_type: str, factory: AdapterFactory) -> None:
+        self._factories[channel_type] = factory
+
+    def __contains__(self, channel_type: str) -> bool:
+        return channel_type in self._factories
+
+    def create(self, config: ChannelConfig) -> ChannelAdapter:
+        factory = self._factories.get(config.type)
+        if factory is None:
+            raise ConfigError(f"no channel adapter of type {config.type!r} is registered")
+        return factory(config)
+
+
+def _telegram(config: ChannelConfig) -> ChannelAdapter:
+    try:
+        from drupe.channels.telegram import TelegramAdapter
+    except ImportError as err:
+        raise ConfigError(f"Telegram needs `pip install 'drupe[channels]'` ({err})") from err
+    adapter: ChannelAdapter = TelegramAdapter(config)
+    return adapter
+
+
+def _slack(config: ChannelConfig) -> ChannelAdapter:
+    try:
+        from drupe.channels.slack import SlackAdapter
+    except ImportError as err:
+        raise ConfigError(f"Slack needs `pip install 'drupe[channels]'` ({err})") from err
+    adapter: ChannelAdapter = SlackAdapter(config)
+    return adapter
+
+
+def _webhook(config: ChannelConfig) -> ChannelAdapter:
+    from drupe.channels.webhook import WebhookAdapter
+
+    adapter: ChannelAdapter = WebhookAdapter(config)
+    return adapter
+
+
+def default_registry() -> AdapterRegistry:
+    registry = AdapterRegistry()
+    registry.register("telegram", _telegram)
+    registry.register("slack", _slack)
+    registry.register("webhook", _webhook)
+    return registry
