@@ -2,8 +2,11 @@
 
 Start order: model registry -> database (migrations) -> boot reconciliation of crash leftovers
 (every ``pending`` row becomes ``error`` BEFORE the first admission can run: dispatch waits on
-the ``reconciled`` event) -> terminal-write retrier and checkpointer -> stream manager ->
-dispatcher with its context providers. Shutdown runs in reverse: live streams are aborted and
+the ``reconciled`` event; task runs left ``running`` become ``failed``) -> terminal-write
+retrier and checkpointer -> stream manager -> dispatcher with its context providers ->
+agent-session host -> task service (schedule runner, background runs; its delivery port is
+``NoDelivery`` until a channel layer replaces ``runtime.tasks.deps.delivery``). Shutdown runs in
+reverse: live streams are aborted and
 their partials persisted, then the checkpointer and the retrier stop, then the database is
 closed. Nothing here decides anything; it only connects parts.
 """
@@ -41,6 +44,10 @@ from drupe.settings import Settings
 from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
+from drupe.tasks.clock import SystemClock
+from drupe.tasks.delivery import NoDelivery
+from drupe.tasks.run import TaskDeps
+from drupe.tasks.service import TaskService
 from drupe.tools.builtins import ToolSettings, builtin_tools
 from drupe.tools.mcp.config_file import load_mcp_servers
 from drupe.tools.registry import ToolRegistry
@@ -70,6 +77,7 @@ class Runtime:
     mcp: McpCatalog | None = None
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
+    tasks: TaskService | None = None
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
@@ -168,6 +176,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         rows = await reconcile_at_boot(db)
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
+        runs = await db.schedules.fail_running(SystemClock().now(), "the server stopped")
+        if runs:
+            log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
         reconciled.set()
         # Entered after the database and before the manager: they outlive every stream's
         # terminal work at shutdown, and stop before the database closes.
@@ -221,6 +232,20 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)
+        runtime.tasks = await stack.enter_async_context(
+            TaskService(
+                TaskDeps(
+                    db=db,
+                    manager=manager,
+                    dispatcher=dispatcher,
+                    host=runtime.sessions,
+                    drivers=drivers,
+                    delivery=NoDelivery(),
+                    clock=SystemClock(),
+                ),
+                run_scheduler=settings.run_scheduler,
+            )
+        )
         yield runtime
 
 

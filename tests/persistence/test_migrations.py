@@ -30,6 +30,8 @@ TABLES = {
     "conversations",
     "gateway_responses",
     "messages",
+    "schedules",
+    "task_runs",
 }
 
 

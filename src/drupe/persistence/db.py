@@ -33,6 +33,7 @@ from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
+from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.transaction import Sessions, Transactions
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
@@ -60,6 +61,7 @@ class Database:
     api_keys: ApiKeyStore
     responses: ResponseStore
     agents: AgentStore
+    schedules: ScheduleStore
 
     @property
     def dialect(self) -> str:
@@ -173,6 +175,7 @@ async def open_database(
             api_keys=ApiKeyStore(transactions),
             responses=ResponseStore(transactions),
             agents=AgentStore(transactions),
+            schedules=ScheduleStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -143,6 +143,9 @@ def _workspace_problem(workspace: Path | None) -> str | None:
 class ClaudeCodeDriver:
     """The ``claude-code`` driver (see the module docstring)."""
 
+    headless_runs = True
+    """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
+
     def __init__(self, config: ClaudeCodeConfig | None = None) -> None:
         self.type = "claude-code"
         self.config = config or ClaudeCodeConfig()
