@@ -8,9 +8,9 @@ the runner sends its own failure notice through ``send``:
 
     [Task failed] <task name> / <duration> / <error>
 
-Both listeners are removed when the run settles (``is_alive`` turns false through
-``DeliveryTarget`` bookkeeping in the runner), so a later turn of a sticky session is never
-delivered to a task's chats by accident.
+The run's listeners are detached when its sentinel settles (synchronously, at the turn's first
+terminal), and before a timeout or cancel aborts the run, so a later turn of the session is never
+delivered to a task's chats, and an aborted run delivers nothing but the failure notice.
 
 ``BufferedDelivery(send)`` adapts a plain ``send(target, text)`` coroutine to the port: its
 listener accumulates ``text-delta`` chunks and sends the whole answer once at ``done`` (with
@@ -98,14 +98,9 @@ class _BufferedListener(BaseListener):
             self._parts.append(chunk["delta"])
 
     async def on_done(self, result: TerminalResult) -> None:
-        if not result.is_conversation_done:
-            self._parts.append("\n\n")
-            return
         await self._deliver("".join(self._parts).strip() or "(no answer)")
 
     async def on_paused(self, result: TerminalResult) -> None:
-        if result.reason == "task-timeout":
-            return  # a timed-out task is reported by its failure notice
         await self._deliver(("".join(self._parts).strip() + "\n\n_(stopped)_").strip())
 
     async def on_error(self, result: TerminalResult) -> None:

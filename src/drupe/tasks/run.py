@@ -144,6 +144,7 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
         for index, target in enumerate(job.deliver_to)
     ]
     control.sentinel, control.deliveries = sentinel, deliveries
+    sentinel.on_settle = lambda: _detach(deps, control)
     async with deps.manager.conversation_lock(conversation_id):
         if deps.host.is_busy(session_id) or deps.manager.is_live(conversation_id):
             return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)

@@ -6,10 +6,12 @@ Contract (reference §6.11):
 * it settles ONCE: ``done`` -> a result; ``paused`` -> a result, or a failure when the task's
   own timeout aborted the run (``timed_out``), or ``cancelled`` when the run was cancelled;
   ``error`` -> a failure with the error's message;
-* an agent session's row roll (``success`` with ``is_conversation_done`` false: a steer rolled
-  the answer into a new row) is not the end: the answer goes on and so does the accumulation;
-* once settled it reports ``is_alive() == False``, so the manager drops it and a queued later
-  turn never inherits it (the runner also detaches it at once).
+* it settles at the FIRST terminal of its turn, even when the stream stays open for a successor
+  (``is_conversation_done`` false): a queued follow-up, or the continuation that answers a
+  steer, answers someone else, not the task;
+* at settle it calls ``on_settle`` synchronously (the runner detaches every listener of the run
+  there, before the manager can launch a successor turn that would inherit them), and from then
+  on reports ``is_alive() == False``.
 
 ``settled`` is set after the outcome is recorded; ``outcome`` is then a ``SentinelOutcome``.
 The sentinel runs in the ``cleanup`` terminal phase: after persistence, so the row it points at
@@ -18,6 +20,7 @@ is final when the runner reads it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,6 +59,7 @@ class TaskSentinel(BaseListener):
         self.cancelled = False
         """Set by the runner before it aborts the run for a cancel."""
         self.message_id: str | None = None
+        self.on_settle: Callable[[], None] | None = None
 
     @property
     def text(self) -> str:
@@ -74,9 +78,6 @@ class TaskSentinel(BaseListener):
 
     async def on_done(self, result: TerminalResult) -> None:
         self._note_message(result)
-        if not result.is_conversation_done:
-            self._parts.append("\n\n")  # the answer continues in the next row
-            return
         self.settle(SentinelOutcome("completed", self.text.strip(), None, self.message_id))
 
     async def on_paused(self, result: TerminalResult) -> None:
@@ -99,6 +100,8 @@ class TaskSentinel(BaseListener):
         if self.outcome is not None:
             return
         self.outcome = outcome
+        if self.on_settle is not None:
+            self.on_settle()
         self.settled.set()
 
     def is_alive(self) -> bool:
