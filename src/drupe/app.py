@@ -34,7 +34,7 @@ from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
-from drupe.observability.tracing import get_tracer
+from drupe.observability.trace_store import TraceRecorder, TraceStore, otlp_exporter_from_env
 from drupe.persistence.boot import reconcile_at_boot
 from drupe.persistence.db import Database, open_database
 from drupe.sessions.drivers.inprocess.driver import InProcessDriver
@@ -42,6 +42,7 @@ from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
 from drupe.streaming.checkpoints import Checkpointer
+from drupe.streaming.listeners.trace_flush import TraceFlushListener
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
 from drupe.tasks.clock import SystemClock
@@ -78,6 +79,7 @@ class Runtime:
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
     tasks: TaskService | None = None
+    traces: TraceRecorder | None = None
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
@@ -186,8 +188,18 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
         )
         checkpointer = await stack.enter_async_context(Checkpointer(settings.checkpoints))
+        traces = await stack.enter_async_context(
+            TraceRecorder(
+                TraceStore(settings.data_dir / "traces") if settings.trace_store else None,
+                otlp_exporter_from_env(),
+            )
+        )
         manager = await stack.enter_async_context(
-            StreamManager(settings.stream, tracer=get_tracer())
+            StreamManager(
+                settings.stream,
+                tracer=traces.tracer,
+                stream_listeners=[lambda cid: TraceFlushListener(cid, traces.schedule)],
+            )
         )
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
@@ -226,6 +238,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             tools=tools,
             mcp=catalog,
             drivers=drivers,
+            traces=traces,
             reconciled_rows=rows,
             checkpointer=checkpointer,
             retrier=retrier,

@@ -98,7 +98,6 @@ def serve(
     import uvicorn
 
     from drupe.gateway.app import create_app_with_lifespan
-    from drupe.observability.tracing import configure_tracing
 
     settings = settings_from_options(
         host=host, port=port, data_dir=data_dir, database_url=database_url, config=config
@@ -121,7 +120,7 @@ def serve(
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{bound_port}"
-    configure_tracing()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # Spans go to <data dir>/traces and, with OTEL_EXPORTER_OTLP_ENDPOINT, to OTLP (app.py).
     # Thousands of live streams make many small objects; a lazier collector halves its share.
     gc.set_threshold(20_000, 50, 100)
     app_ = create_app_with_lifespan(settings)

@@ -57,21 +57,34 @@ class ScheduleRunner:
         """Completed passes over the due schedules."""
         self.napping_until: datetime | None = None
         """While asleep: until when."""
+        self.stopping = False
+        self.stopped = anyio.Event()
 
     def wake(self) -> None:
         """Re-read the schedules now (one was created, changed, paused or resumed)."""
         self._wake.set()
 
+    def stop(self) -> None:
+        """Make ``run`` return at its next sleep (never in the middle of a database call)."""
+        self.stopping = True
+        self._wake.set()
+
     async def run(
         self, *, task_status: anyio.abc.TaskStatus[None] = anyio.TASK_STATUS_IGNORED
     ) -> None:
-        """Fire schedules until cancelled."""
+        """Fire schedules until ``stop()`` (or cancelled)."""
         task_status.started()
-        while True:
+        try:
+            await self._loop()
+        finally:
+            self.stopped.set()
+
+    async def _loop(self) -> None:
+        while not self.stopping:
             self._wake = anyio.Event()
             until = await self.tick()
             self.ticks += 1
-            if until > self.clock.now():
+            if until > self.clock.now() and not self.stopping:
                 self.napping_until = until
                 self._notify()
                 try:

@@ -50,6 +50,7 @@ MAX_NAME_CHARS: Final = 200
 MAX_PROMPT_CHARS: Final = 100_000
 HEARTBEAT_PROMPT: Final = "(read from heartbeat.md at each fire)"
 _START_WAIT_S: Final = 30.0
+_STOP_WAIT_S: Final = 10.0
 
 
 class TaskService:
@@ -88,6 +89,11 @@ class TaskService:
         tb: TracebackType | None,
     ) -> bool | None:
         assert self._tg is not None
+        if self.run_scheduler:
+            # The runner stops at its next sleep: a database call is never cut in half.
+            self.runner.stop()
+            with anyio.move_on_after(_STOP_WAIT_S, shield=True):
+                await self.runner.stopped.wait()
         self._tg.cancel_scope.cancel()
         return await self._tg.__aexit__(exc_type, exc, tb)
 
@@ -141,7 +147,7 @@ class TaskService:
         return record
 
     async def update_schedule(self, schedule_id: str, **changes: Any) -> ScheduleRecord:
-        current = await self._schedule(schedule_id)
+        current = await self.get_schedule(schedule_id)
         merged: dict[str, Any] = {
             "name": current.name,
             "prompt": current.prompt,
@@ -174,7 +180,7 @@ class TaskService:
         self.runner.wake()
 
     async def pause(self, schedule_id: str) -> ScheduleRecord:
-        current = await self._schedule(schedule_id)
+        current = await self.get_schedule(schedule_id)
         if not current.enabled:
             return current
         record = await self.store.update(schedule_id, enabled=False)
@@ -182,7 +188,7 @@ class TaskService:
         return record
 
     async def resume(self, schedule_id: str) -> ScheduleRecord:
-        current = await self._schedule(schedule_id)
+        current = await self.get_schedule(schedule_id)
         if current.enabled:
             return current
         now = self.deps.clock.now()
@@ -194,11 +200,11 @@ class TaskService:
         return record
 
     async def run_now(self, schedule_id: str) -> TaskRunRecord:
-        schedule = await self._schedule(schedule_id)
+        schedule = await self.get_schedule(schedule_id)
         return await self._start(schedule, kind="manual", scheduled_for=None)
 
     async def history(self, schedule_id: str, limit: int = 50) -> list[TaskRunRecord]:
-        await self._schedule(schedule_id)
+        await self.get_schedule(schedule_id)
         return await self.store.list_runs(schedule_id=schedule_id, limit=limit)
 
     async def set_heartbeat(
@@ -234,7 +240,7 @@ class TaskService:
             enabled=enabled,
         )
 
-    async def _schedule(self, schedule_id: str) -> ScheduleRecord:
+    async def get_schedule(self, schedule_id: str) -> ScheduleRecord:
         record = await self.store.get(schedule_id)
         if record is None:
             raise NotFoundError("schedule", schedule_id)
@@ -358,6 +364,7 @@ class TaskService:
                 )
             raise
         self.controls[run.id] = control
+        control.started.set()
         record = await self.store.update_run(
             run.id, message_id=admitted.placeholder_ids[0] if admitted.placeholder_ids else None
         )
@@ -402,16 +409,16 @@ class TaskService:
         control = self.controls.get(run_id)
         if control is not None:
             await control.started.wait()
-        return await self._run(run_id)
+        return await self.get_run(run_id)
 
     async def wait_run(self, run_id: str) -> TaskRunRecord:
         """The run row once the run ended (at once when it is not running in this process)."""
         control = self.controls.get(run_id)
         if control is not None:
             await control.finished.wait()
-        return await self._run(run_id)
+        return await self.get_run(run_id)
 
-    async def _run(self, run_id: str) -> TaskRunRecord:
+    async def get_run(self, run_id: str) -> TaskRunRecord:
         record = await self.store.get_run(run_id)
         if record is None:
             raise NotFoundError("run", run_id)
