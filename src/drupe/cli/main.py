@@ -2,7 +2,8 @@
 
 Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the HTTP API),
 ``db upgrade``, ``keys create|list|revoke`` (gateway API keys), ``agent ...`` (agents and
-sessions, over the HTTP API; ``drupe.cli.agent``) and ``doctor``. Each command
+sessions, over the HTTP API; ``drupe.cli.agent``), ``task ...`` (scheduled tasks and background
+runs, over the HTTP API; ``drupe.cli.task``) and ``doctor``. Each command
 builds its ``Settings`` from the environment (``DRUPE_*``) overridden by its options, and maps
 Drupe's errors to a one-line message and exit code 1 (never a traceback for a user mistake).
 """
@@ -20,6 +21,7 @@ from rich.console import Console
 from rich.markup import escape
 
 from drupe.cli.agent import agent_app
+from drupe.cli.task import task_app
 from drupe.errors import DrupeError
 from drupe.settings import Settings
 
@@ -37,6 +39,7 @@ keys_app = typer.Typer(help="Gateway API keys (for the /v1 routes).", no_args_is
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(agent_app, name="agent")
+app.add_typer(task_app, name="task")
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
