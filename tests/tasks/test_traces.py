@@ -180,3 +180,32 @@ async def test_a_chat_turn_is_traced_into_the_data_dir_and_served(
     names = [s["name"] for s in trace["spans"]]
     assert names[0] == "ai.turn" and "chat scripted:echo" in names
     assert (await client.get("/api/conversations/nope/trace")).status_code == 404
+
+
+def test_the_claude_cli_gets_the_sessions_traceparent(tmp_path: Path) -> None:
+    from opentelemetry import trace as otel_trace
+    from opentelemetry.trace.propagation.tracecontext import TraceContextTextMapPropagator
+
+    from drupe.observability.turn_spans import container_context, traceparent_for
+    from drupe.sessions.drivers.base import ConnectInput, SessionInfo, TraceContext
+    from drupe.sessions.drivers.claude_code.driver import ClaudeCodeConfig, build_options
+
+    conversation = "agent-session:sess_1"
+    info = SessionInfo(
+        session_id="sess_1", agent_id="a", agent_name="a", driver_type="claude-code", model_id="m"
+    )
+    traced = ConnectInput(
+        session=info,
+        model_id="m",
+        trace=TraceContext(conversation_id=conversation, traceparent=traceparent_for(conversation)),
+    )
+    env = build_options(ClaudeCodeConfig(env={"HOME": "/h"}), traced, tmp_path).env
+    assert env["HOME"] == "/h"
+    parsed = otel_trace.get_current_span(
+        TraceContextTextMapPropagator().extract({"traceparent": env["TRACEPARENT"]})
+    ).get_span_context()
+    expected = otel_trace.get_current_span(container_context(conversation)).get_span_context()
+    assert f"{parsed.trace_id:032x}" == trace_id_for(conversation)
+    assert (parsed.trace_id, parsed.span_id) == (expected.trace_id, expected.span_id)
+    untraced = build_options(ClaudeCodeConfig(), ConnectInput(session=info, model_id="m"), tmp_path)
+    assert "TRACEPARENT" not in untraced.env

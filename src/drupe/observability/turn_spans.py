@@ -29,7 +29,7 @@ from opentelemetry import context as otel_context
 from opentelemetry import trace
 from opentelemetry.trace import NonRecordingSpan, SpanContext, StatusCode, TraceFlags
 
-__all__ = ["TurnSpans", "container_context", "trace_id_for"]
+__all__ = ["TurnSpans", "container_context", "trace_id_for", "traceparent_for"]
 
 log = logging.getLogger(__name__)
 
@@ -41,6 +41,13 @@ def _digest(conversation_id: str) -> str:
 def trace_id_for(conversation_id: str) -> str:
     """The conversation's trace id (32 hex digits), a pure function of its id."""
     return _digest(conversation_id)[:32]
+
+
+def traceparent_for(conversation_id: str) -> str:
+    """The W3C ``traceparent`` of the conversation's container span (for agent runtimes)."""
+    digest = _digest(conversation_id)
+    span_id = digest[32:48] if int(digest[32:48], 16) else "0000000000000001"
+    return f"00-{digest[:32]}-{span_id}-01"
 
 
 def container_context(conversation_id: str) -> otel_context.Context:
