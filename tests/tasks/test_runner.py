@@ -177,3 +177,28 @@ async def test_concurrent_claims_of_one_occurrence_have_one_winner(tasks: TasksE
 
 def _fields(deps: object) -> dict[str, object]:
     return {name: getattr(deps, name) for name in deps.__slots__}  # type: ignore[attr-defined]
+
+
+async def test_edits_pause_and_resume_recompute_the_next_fire_from_now(tasks: TasksEnv) -> None:
+    agent = await tasks.agent()
+    every = {"kind": "interval", "seconds": 3600}
+    schedule = await tasks.service.create_schedule(
+        agent_id=agent, name="e", prompt="p", trigger=every
+    )
+    tasks.clock.set(START + timedelta(minutes=20))
+    same = await tasks.service.update_schedule(schedule.id, trigger=every, prompt="q")
+    assert same.next_run_at == START + HOUR and same.prompt == "q"  # the phase is kept
+    changed = await tasks.service.update_schedule(
+        schedule.id, trigger={"kind": "interval", "seconds": 7200}
+    )
+    assert changed.next_run_at == START + timedelta(minutes=20) + 2 * HOUR
+    paused = await tasks.service.pause(schedule.id)
+    assert paused.enabled is False
+    assert (await tasks.service.pause(schedule.id)).updated_at == paused.updated_at  # idempotent
+    tasks.clock.set(START + 5 * HOUR)
+    resumed = await tasks.service.resume(schedule.id)
+    assert resumed.enabled is True
+    # the 2 h grid from 12:20: 14:20, 16:20, then 18:20 is the first after 17:00
+    assert resumed.next_run_at == START + 6 * HOUR + timedelta(minutes=20)
+    await tasks.fire_at(START + 5 * HOUR + timedelta(minutes=1))
+    assert await tasks.runs(schedule.id) == []  # nothing missed while paused is made up

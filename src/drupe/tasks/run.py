@@ -105,7 +105,7 @@ async def execute_run(deps: TaskDeps, job: TaskJob, control: RunControl) -> Task
     """Run ``job`` (its run row exists, ``running``) and finish its row."""
     try:
         return await _execute(deps, job, control)
-    except BaseException:
+    except anyio.get_cancelled_exc_class():
         with anyio.CancelScope(shield=True):
             control.started.set()
             _detach(deps, control)

@@ -82,7 +82,11 @@ class ScheduleRunner:
     async def _loop(self) -> None:
         while not self.stopping:
             self._wake = anyio.Event()
-            until = await self.tick()
+            try:
+                until = await self.tick()
+            except Exception:  # isolation boundary: a failed pass never stops the runner
+                log.exception("schedule runner: a pass failed; retrying after the poll interval")
+                until = self.clock.now() + self.poll_interval
             self.ticks += 1
             if until > self.clock.now() and not self.stopping:
                 self.napping_until = until

@@ -38,7 +38,7 @@ from drupe.tasks.plan import DEFAULT_GRACE, FirePlan
 from drupe.tasks.run import CANCEL_REASON, RunControl, TaskDeps, TaskJob, execute_run, stop_run
 from drupe.tasks.runner import ScheduleRunner
 from drupe.tasks.sentinel import TaskSentinel
-from drupe.tasks.triggers import OnceTrigger, next_after, parse_trigger
+from drupe.tasks.triggers import IntervalTrigger, OnceTrigger, Trigger, next_after, parse_trigger
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "TaskService"]
 
@@ -162,11 +162,13 @@ class TaskService:
         merged.update({k: v for k, v in changes.items() if k in merged and v is not None})
         values: dict[str, Any] = _checked(**merged)
         trigger = changes.get("trigger")
-        if trigger is not None and dict(trigger) != _comparable(current.trigger, trigger):
+        if trigger is not None:
             now = self.deps.clock.now()
             parsed = parse_trigger(trigger, anchor=now)
-            values["trigger"] = parsed.as_json()
-            values["next_run_at"] = next_after(parsed, now)
+            if not _same_trigger(parsed, parse_trigger(current.trigger, anchor=current.created_at)):
+                # A changed trigger starts from now; an identical one keeps its phase.
+                values["trigger"] = parsed.as_json()
+                values["next_run_at"] = next_after(parsed, now)
         if values.get("session_mode") == "fresh":
             values["sticky_session_id"] = None
         record = await self.store.update(schedule_id, **values)
@@ -459,11 +461,8 @@ def _checked(
     }
 
 
-def _comparable(stored: Mapping[str, Any], submitted: Mapping[str, Any]) -> dict[str, Any]:
-    """The stored trigger as a submitted one would look (an identical trigger keeps its phase)."""
-    out = dict(stored)
-    if "anchor" not in submitted:
-        out.pop("anchor", None)
-    if stored.get("kind") == "cron" and "timezone" not in submitted:
-        out.pop("timezone", None) if stored.get("timezone") == "UTC" else None
-    return out
+def _same_trigger(a: Trigger, b: Trigger) -> bool:
+    """Equal triggers (an interval's anchor does not count)."""
+    if isinstance(a, IntervalTrigger) and isinstance(b, IntervalTrigger):
+        return a.seconds == b.seconds
+    return a == b
