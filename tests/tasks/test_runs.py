@@ -229,3 +229,28 @@ async def test_a_queued_later_turn_does_not_inherit_the_task_listeners(tasks: Ta
     conn.emit_text("a2", ["user answer"])
     await user.wait_terminals(2)
     assert tasks.sent.items == [(TARGETS[0], "task answer")]
+
+
+async def test_three_failed_runs_in_a_row_pause_the_schedule(tasks: TasksEnv) -> None:
+    agent = await tasks.agent()
+    schedule = await tasks.service.create_schedule(
+        agent_id=agent, name="flaky", prompt="go", trigger=DAILY
+    )
+
+    async def run_once(fail: bool) -> str:
+        tasks.clock.advance(60)  # runs are ordered by their start time
+        run = await tasks.service.wait_started((await tasks.service.run_now(schedule.id)).id)
+        conn = tasks.env.driver.connections[-1]
+        await conn.wait_sends(1)
+        if fail:
+            conn.fail("boom")
+        else:
+            assert run.message_id is not None
+            conn.emit_text(run.message_id, ["fine"])
+        return (await tasks.wait_run(run.id)).status
+
+    outcomes = [await run_once(f) for f in (True, True, False, True, True)]
+    assert outcomes == ["failed", "failed", "completed", "failed", "failed"]
+    assert (await tasks.store.get(schedule.id)).enabled is True  # the success broke the chain
+    assert await run_once(True) == "failed"
+    assert (await tasks.store.get(schedule.id)).enabled is False

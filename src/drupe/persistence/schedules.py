@@ -321,6 +321,20 @@ class ScheduleStore:
         async with self._transactions.read() as db:
             return [_run(row) for row in (await db.scalars(query.limit(limit))).all()]
 
+    async def recent_outcomes(self, schedule_id: str, limit: int) -> builtins.list[str]:
+        """The statuses of the schedule's newest finished runs (cancelled ones left out)."""
+        query = (
+            select(TaskRunRow.status)
+            .where(
+                TaskRunRow.schedule_id == schedule_id,
+                TaskRunRow.status.not_in(("running", "cancelled")),
+            )
+            .order_by(TaskRunRow.started_at.desc(), TaskRunRow.id.desc())
+            .limit(limit)
+        )
+        async with self._transactions.read() as db:
+            return list((await db.scalars(query)).all())
+
     async def fail_running(self, now: datetime, error: str) -> int:
         """Boot: runs a crash left ``running`` become ``failed`` (returns how many)."""
         async with self._transactions.write() as db:

@@ -14,6 +14,8 @@ Rules (``docs/lifecycles/tasks.md``):
 * run now starts a ``manual`` run at once and leaves the schedule's next fire alone;
 * a background run (``start_background``) gets its session before the call returns and returns
   once its turn was admitted, so its conversation can be watched at once;
+* a schedule whose last three finished runs all failed is paused (a skip or a success breaks
+  the chain; a cancel does not count), so a broken task stops failing every minute;
 * a background chat turn (``start_chat_run``) is admitted with only a sentinel listener: it runs
   to its end whatever any client connection does; its run row records how it ended.
 """
@@ -51,6 +53,8 @@ MAX_PROMPT_CHARS: Final = 100_000
 HEARTBEAT_PROMPT: Final = "(read from heartbeat.md at each fire)"
 _START_WAIT_S: Final = 30.0
 _STOP_WAIT_S: Final = 10.0
+BREAKER_FAILURES: Final = 3
+"""A schedule pauses itself after this many failed runs in a row (skips break the chain)."""
 
 
 class TaskService:
@@ -285,7 +289,9 @@ class TaskService:
 
         async def run() -> None:
             try:
-                await execute_run(self.deps, job, control)
+                record = await execute_run(self.deps, job, control)
+                if record.status == "failed" and job.schedule_id is not None:
+                    await self._breaker(job.schedule_id)
             except Exception:  # isolation boundary: one run failing never stops the service
                 log.exception("task run %r failed", job.run_id)
                 with anyio.CancelScope(shield=True):
@@ -302,6 +308,15 @@ class TaskService:
 
         self.task_group.start_soon(run, name=f"task run {job.run_id}")
         return control
+
+    async def _breaker(self, schedule_id: str) -> None:
+        """Pause a schedule whose last ``BREAKER_FAILURES`` finished runs all failed."""
+        outcomes = await self.store.recent_outcomes(schedule_id, BREAKER_FAILURES)
+        if len(outcomes) == BREAKER_FAILURES and all(o == "failed" for o in outcomes):
+            log.warning(
+                "schedule %r paused: its last %d runs failed", schedule_id, BREAKER_FAILURES
+            )
+            await self.pause(schedule_id)
 
     async def start_background(
         self,
