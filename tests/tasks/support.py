@@ -75,6 +75,7 @@ class TasksEnv:
         await runner.wait_napping()
         ticks = runner.ticks
         self.clock.set(when)
+        runner.wake()  # a pass at ``when`` even if the runner sleeps past it
         await runner.wait_ticks(ticks + 1)
 
 
