@@ -2,8 +2,11 @@
 
 Start order: model registry -> database (migrations) -> boot reconciliation of crash leftovers
 (every ``pending`` row becomes ``error`` BEFORE the first admission can run: dispatch waits on
-the ``reconciled`` event) -> terminal-write retrier and checkpointer -> stream manager ->
-dispatcher with its context providers. Shutdown runs in reverse: live streams are aborted and
+the ``reconciled`` event; task runs left ``running`` become ``failed``) -> terminal-write
+retrier and checkpointer -> stream manager -> dispatcher with its context providers ->
+agent-session host -> task service (schedule runner, background runs; its delivery port is
+``NoDelivery`` until a channel layer replaces ``runtime.tasks.deps.delivery``). Shutdown runs in
+reverse: live streams are aborted and
 their partials persisted, then the checkpointer and the retrier stop, then the database is
 closed. Nothing here decides anything; it only connects parts.
 """
@@ -34,7 +37,7 @@ from drupe.channels.registry import AdapterRegistry, default_registry
 from drupe.channels.service import ChannelDeps, ChannelService
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
-from drupe.observability.tracing import get_tracer
+from drupe.observability.trace_store import TraceRecorder, TraceStore, otlp_exporter_from_env
 from drupe.persistence.boot import reconcile_at_boot
 from drupe.persistence.db import Database, open_database
 from drupe.sessions.drivers.inprocess.driver import InProcessDriver
@@ -42,8 +45,13 @@ from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
 from drupe.streaming.checkpoints import Checkpointer
+from drupe.streaming.listeners.trace_flush import TraceFlushListener
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
+from drupe.tasks.clock import SystemClock
+from drupe.tasks.delivery import NoDelivery
+from drupe.tasks.run import TaskDeps
+from drupe.tasks.service import TaskService
 from drupe.tools.builtins import ToolSettings, builtin_tools
 from drupe.tools.mcp.config_file import load_mcp_servers
 from drupe.tools.registry import ToolRegistry
@@ -75,6 +83,8 @@ class Runtime:
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
     channels: ChannelService | None = None
+    tasks: TaskService | None = None
+    traces: TraceRecorder | None = None
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
@@ -173,6 +183,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         rows = await reconcile_at_boot(db)
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
+        runs = await db.schedules.fail_running(SystemClock().now(), "the server stopped")
+        if runs:
+            log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
         reconciled.set()
         # Entered after the database and before the manager: they outlive every stream's
         # terminal work at shutdown, and stop before the database closes.
@@ -180,8 +193,18 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
         )
         checkpointer = await stack.enter_async_context(Checkpointer(settings.checkpoints))
+        traces = await stack.enter_async_context(
+            TraceRecorder(
+                TraceStore(settings.data_dir / "traces") if settings.trace_store else None,
+                otlp_exporter_from_env(),
+            )
+        )
         manager = await stack.enter_async_context(
-            StreamManager(settings.stream, tracer=get_tracer())
+            StreamManager(
+                settings.stream,
+                tracer=traces.tracer,
+                stream_listeners=[lambda cid: TraceFlushListener(cid, traces.schedule)],
+            )
         )
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
@@ -220,6 +243,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             tools=tools,
             mcp=catalog,
             drivers=drivers,
+            traces=traces,
             reconciled_rows=rows,
             checkpointer=checkpointer,
             retrier=retrier,
@@ -231,6 +255,20 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             runtime.channels = await stack.enter_async_context(
                 channel_service(runtime, channel_configs)
             )
+        runtime.tasks = await stack.enter_async_context(
+            TaskService(
+                TaskDeps(
+                    db=db,
+                    manager=manager,
+                    dispatcher=dispatcher,
+                    host=runtime.sessions,
+                    drivers=drivers,
+                    delivery=NoDelivery(),
+                    clock=SystemClock(),
+                ),
+                run_scheduler=settings.run_scheduler,
+            )
+        )
         yield runtime
 
 

@@ -27,6 +27,7 @@ __all__ = [
     "DriverError",
     "DrupeError",
     "DuplicateModelError",
+    "NotFoundError",
     "PersistenceError",
     "ProviderError",
     "TerminalPersistenceError",
@@ -55,6 +56,15 @@ class UnknownConversationError(ValidationError):
     def __init__(self, conversation_id: str) -> None:
         super().__init__(f"unknown conversation {conversation_id!r}")
         self.conversation_id = conversation_id
+
+
+class NotFoundError(ValidationError):
+    """An id names nothing of its kind (a schedule, a task run, ...)."""
+
+    def __init__(self, kind: str, item_id: str) -> None:
+        super().__init__(f"unknown {kind} {item_id!r}")
+        self.kind = kind
+        self.item_id = item_id
 
 
 class DuplicateModelError(ValidationError):

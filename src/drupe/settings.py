@@ -4,8 +4,8 @@
 ``DRUPE_DATA_DIR``, ``DRUPE_DATABASE_URL``, ``DRUPE_CONFIG``, ``DRUPE_ALLOWED_ORIGINS``,
 ``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
 ``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
-``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``); the
-CLI overrides fields from its options.
+``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
+``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``); the CLI overrides fields from its options.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
@@ -58,6 +58,10 @@ class Settings:
     require_gateway_keys: bool = True
     code_execution: bool = False
     """Offer the ``python_exec`` tool (off unless explicitly enabled: it is not a sandbox)."""
+    trace_store: bool = True
+    """Keep each conversation's spans under ``<data_dir>/traces`` (``DRUPE_TRACE_STORE=off``)."""
+    run_scheduler: bool = True
+    """Fire scheduled tasks in this process (several processes may share one database)."""
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -79,6 +83,10 @@ class Settings:
             )
         if env.get("DRUPE_CODE_EXECUTION", "").lower() in ("1", "true", "yes"):
             kwargs["code_execution"] = True
+        if env.get("DRUPE_SCHEDULER", "").lower() in ("0", "false", "no", "off"):
+            kwargs["run_scheduler"] = False
+        if env.get("DRUPE_TRACE_STORE", "").lower() in ("0", "false", "no", "off"):
+            kwargs["trace_store"] = False
         if env.get("DRUPE_GATEWAY_IDLE_TIMEOUT"):
             kwargs["gateway_idle_timeout"] = float(env["DRUPE_GATEWAY_IDLE_TIMEOUT"])
         stream: dict[str, object] = {}

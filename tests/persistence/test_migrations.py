@@ -32,6 +32,8 @@ TABLES = {
     "conversations",
     "gateway_responses",
     "messages",
+    "schedules",
+    "task_runs",
 }
 
 

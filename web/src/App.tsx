@@ -19,7 +19,9 @@ import { SessionPane } from "./components/SessionPane";
 import { EmptyLine } from "./components/MessageView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
-import { conversationHash, parseRoute } from "./route";
+import { SchedulesPage } from "./components/SchedulesPage";
+import { TracePanel } from "./components/TracePanel";
+import { conversationHash, type Page, parsePage, parseRoute, traceHash } from "./route";
 import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
 
 function useRoute(): [string | null, (id: string | null) => void] {
@@ -33,6 +35,16 @@ function useRoute(): [string | null, (id: string | null) => void] {
     window.location.hash = conversationHash(next);
   }, []);
   return [id, go];
+}
+
+function usePage(): Page {
+  const [page, setPage] = useState<Page>(() => parsePage(window.location.hash));
+  useEffect(() => {
+    const onHash = () => setPage(parsePage(window.location.hash));
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  return page;
 }
 
 function usePersisted<T>(key: string, initial: T, valid: (v: unknown) => v is T) {
@@ -84,6 +96,7 @@ function useChannelsRoute(): boolean {
 export function App() {
   const [route, go] = useRoute();
   const channelsOpen = useChannelsRoute();
+  const page = usePage();
   const [items, setItems] = useState<ConversationSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [listError, setListError] = useState<string | null>(null);
@@ -239,6 +252,11 @@ export function App() {
         onRename={onRename}
         onDelete={onDelete}
       >
+        <nav className="side-links">
+          <a href="#/schedules" data-testid="schedules-link" data-active={String(page?.kind === "schedules")}>
+            Scheduled tasks
+          </a>
+        </nav>
         <AgentsSection
           activeId={route}
           statuses={polled.statuses}
@@ -255,8 +273,17 @@ export function App() {
         </a>
       </Sidebar>
       <main className="main">
+        {route && !channelsOpen ? (
+          <a className="trace-link" href={traceHash(route)} data-testid="trace-link">
+            Trace
+          </a>
+        ) : null}
         {channelsOpen ? (
           <ChannelsPage />
+        ) : page?.kind === "schedules" ? (
+          <SchedulesPage />
+        ) : page?.kind === "trace" ? (
+          <TracePanel key={page.conversationId} conversationId={page.conversationId} />
         ) : route && sessionIdOf(route) ? (
           <SessionPane key={route} conversationId={route} sessionId={sessionIdOf(route) ?? ""} onActivity={reloadList} />
         ) : route ? (

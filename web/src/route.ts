@@ -1,15 +1,32 @@
-// Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation.
+// Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation,
+// `#/schedules` the scheduled tasks, `#/trace/<conversation id>` a conversation's trace.
+
+function decoded(raw: string): string {
+  try {
+    return decodeURIComponent(raw);
+  } catch {
+    return raw;
+  }
+}
 
 export function parseRoute(hash: string): string | null {
   const m = /^#\/c\/([^/?#]+)/.exec(hash);
-  if (!m) return null;
-  try {
-    return decodeURIComponent(m[1]);
-  } catch {
-    return m[1];
-  }
+  return m ? decoded(m[1]) : null;
+}
+
+export type Page = { kind: "schedules" } | { kind: "trace"; conversationId: string } | null;
+
+/** The non-conversation page a hash names, if any. */
+export function parsePage(hash: string): Page {
+  if (/^#\/schedules\/?$/.test(hash)) return { kind: "schedules" };
+  const m = /^#\/trace\/([^/?#]+)/.exec(hash);
+  return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
 
 export function conversationHash(id: string | null): string {
   return id ? `#/c/${encodeURIComponent(id)}` : "#/";
+}
+
+export function traceHash(id: string): string {
+  return `#/trace/${encodeURIComponent(id)}`;
 }

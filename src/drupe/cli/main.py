@@ -4,6 +4,8 @@ Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the H
 ``db upgrade``, ``keys create|list|revoke`` (gateway API keys), ``agent ...`` (agents and
 sessions, over the HTTP API; ``drupe.cli.agent``), ``channel ...`` (IM channels;
 ``drupe.cli.channel``) and ``doctor``. Each command
+sessions, over the HTTP API; ``drupe.cli.agent``), ``task ...`` (scheduled tasks and background
+runs, over the HTTP API; ``drupe.cli.task``) and ``doctor``. Each command
 builds its ``Settings`` from the environment (``DRUPE_*``) overridden by its options, and maps
 Drupe's errors to a one-line message and exit code 1 (never a traceback for a user mistake).
 """
@@ -22,6 +24,7 @@ from rich.markup import escape
 
 from drupe.cli.agent import agent_app
 from drupe.cli.channel import channel_app
+from drupe.cli.task import task_app
 from drupe.errors import DrupeError
 from drupe.settings import Settings
 
@@ -40,6 +43,7 @@ app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
 app.add_typer(agent_app, name="agent")
 app.add_typer(channel_app, name="channel")
+app.add_typer(task_app, name="task")
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)
@@ -101,7 +105,6 @@ def serve(
     import uvicorn
 
     from drupe.gateway.app import create_app_with_lifespan
-    from drupe.observability.tracing import configure_tracing
 
     settings = settings_from_options(
         host=host, port=port, data_dir=data_dir, database_url=database_url, config=config
@@ -124,7 +127,7 @@ def serve(
     if ":" in shown_host:
         shown_host = f"[{shown_host}]"
     url = f"http://{shown_host}:{bound_port}"
-    configure_tracing()  # OTLP export when OTEL_EXPORTER_OTLP_ENDPOINT is set
+    # Spans go to <data dir>/traces and, with OTEL_EXPORTER_OTLP_ENDPOINT, to OTLP (app.py).
     # Thousands of live streams make many small objects; a lazier collector halves its share.
     gc.set_threshold(20_000, 50, 100)
     app_ = create_app_with_lifespan(settings)

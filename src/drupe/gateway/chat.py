@@ -12,6 +12,9 @@
   after that event. An answer that ended within the grace period (or waits for a tool
   approval) is replayed with its end (``finish``, ``abort`` or ``error``) and ``[DONE]``;
   204 only when nothing is live and the grace period is over.
+* ``background: true`` in the body: the turn is admitted with no connection attached and the
+  answer is ``202`` with its run (``GET /api/runs/{id}``); it continues whatever any client does
+  and is watched over the resume route.
 * ``POST /api/chat/{id}/stop`` returns after the partial answer is persisted.
 * Closing a stream's connection detaches its listener; it never stops the answer.
 """
@@ -23,6 +26,7 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Request, Response
+from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from drupe.admission.base import DispatchRequest, Regenerate, Submit
@@ -31,6 +35,7 @@ from drupe.gateway.errors import PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.gateway.sse_response import SseResponse
 from drupe.gateway.state import attach, ensure_known, get_runtime
+from drupe.gateway.tasks import run_json
 from drupe.streaming.approvals import Decision
 from drupe.streaming.listeners.sse import SseListener, parse_cursor
 
@@ -146,6 +151,11 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
         dispatch = Regenerate(
             conversation_id=conversation_id, user_message_id=user_id, model_ids=models
         )
+    if body.background:
+        if runtime.tasks is None:
+            raise RuntimeError("the task service is not running")
+        run = await runtime.tasks.start_chat_run(dispatch)
+        return JSONResponse(run_json(run), status_code=202)
     listener = _new_listener()
     cleanup: list[Callable[[], None]] = []
     result = await runtime.dispatcher.dispatch(dispatch, [listener])

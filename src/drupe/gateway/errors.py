@@ -22,6 +22,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from drupe.errors import (
     AdmissionError,
     ConfigError,
+    NotFoundError,
     PersistenceError,
     UnknownConversationError,
     UsageError,
@@ -64,7 +65,7 @@ def status_for(err: BaseException) -> int:
     """The HTTP status code of ``err`` (see the module docstring)."""
     if isinstance(err, HttpError):
         return err.status_code
-    if isinstance(err, UnknownConversationError):
+    if isinstance(err, UnknownConversationError | NotFoundError):
         return 404
     if isinstance(err, UsageError):
         return 422

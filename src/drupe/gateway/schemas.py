@@ -61,6 +61,13 @@ class ChatRequest(BaseModel):
     strategy: Literal["enqueue", "interrupt", "reject", "rollback"] = Field(
         default="enqueue", description="What a submit to a live conversation does."
     )
+    background: bool = Field(
+        default=False,
+        description=(
+            "Run the turn with no connection attached: the answer is 202 with a run "
+            "(GET /api/runs/{id}); watch it over GET /api/chat/{id}/stream."
+        ),
+    )
 
 
 class ApprovalDecisionIn(BaseModel):

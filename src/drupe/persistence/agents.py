@@ -24,6 +24,7 @@ from typing import Any, Final
 from sqlalchemy import delete, select, update
 
 from drupe.errors import ValidationError
+from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import AgentRecord, AgentSessionRecord
 from drupe.persistence.tables import AgentRow, AgentSessionRow, ConversationRow, MessageRow
@@ -68,6 +69,7 @@ def _session(row: AgentSessionRow) -> AgentSessionRecord:
         updated_at=row.updated_at,
         last_resume_token=row.last_resume_token,
         settings=dict(row.settings or {}),
+        trace_id=row.trace_id,
     )
 
 
@@ -189,14 +191,17 @@ class AgentStore:
     ) -> AgentSessionRecord:
         """Create a session and its conversation ``agent-session:<id>`` in one transaction."""
         now = utc_now()
+        new_id = session_id or f"sess_{uuid.uuid4().hex}"
+        trace_id = trace_id_for(session_conversation_id(new_id))
         row = AgentSessionRow(
-            id=session_id or f"sess_{uuid.uuid4().hex}",
+            id=new_id,
             agent_id=agent_id,
             title=title,
             created_at=now,
             updated_at=now,
             last_resume_token=None,
             settings=dict(settings or {}),
+            trace_id=trace_id,
         )
         async with self._transactions.write() as db:
             if await db.get(AgentRow, agent_id) is None:
@@ -210,7 +215,7 @@ class AgentStore:
                     title=title,
                     created_at=now,
                     updated_at=now,
-                    trace_id=None,
+                    trace_id=trace_id,
                     siblings_group_seq=0,
                     meta={"agentId": agent_id, "sessionId": row.id},
                 )

@@ -18,6 +18,7 @@ from sqlalchemy import and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from drupe.errors import PersistenceError, UnknownConversationError, ValidationError
+from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import ConversationRecord
 from drupe.persistence.tables import ConversationRow
@@ -71,12 +72,13 @@ class ConversationStore:
     ) -> ConversationRecord:
         """Create a conversation; raises ``ValidationError`` if the id is taken."""
         now = utc_now()
+        new_id = conversation_id or new_conversation_id()
         row = ConversationRow(
-            id=conversation_id or new_conversation_id(),
+            id=new_id,
             title=title,
             created_at=now,
             updated_at=now,
-            trace_id=trace_id,
+            trace_id=trace_id or trace_id_for(new_id),
             siblings_group_seq=0,
             meta=dict(metadata or {}),
         )

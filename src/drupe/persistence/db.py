@@ -34,6 +34,7 @@ from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
+from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.transaction import Sessions, Transactions
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
@@ -62,6 +63,7 @@ class Database:
     responses: ResponseStore
     agents: AgentStore
     channels: ChannelStore
+    schedules: ScheduleStore
 
     @property
     def dialect(self) -> str:
@@ -176,6 +178,7 @@ async def open_database(
             responses=ResponseStore(transactions),
             agents=AgentStore(transactions),
             channels=ChannelStore(transactions),
+            schedules=ScheduleStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -169,6 +169,8 @@ class AgentSessionRecord:
     updated_at: datetime
     last_resume_token: str | None
     settings: Mapping[str, Any]
+    trace_id: str | None = None
+    """The session's trace id (the conversation's): every turn's ``ai.turn`` span is in it."""
 
     @property
     def conversation_id(self) -> str:

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sqlalchemy import (
+    Boolean,
     CheckConstraint,
     Dialect,
     ForeignKey,
@@ -42,6 +43,8 @@ __all__ = [
     "GatewayResponseRow",
     "JsonValue",
     "MessageRow",
+    "ScheduleRow",
+    "TaskRunRow",
     "UtcDateTime",
 ]
 
@@ -230,6 +233,74 @@ class AgentSessionRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     last_resume_token: Mapped[str | None] = mapped_column(Text)
     settings: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+    trace_id: Mapped[str | None] = mapped_column(String(64))
+    """The session's container trace id (32 hex digits): every turn's ``ai.turn`` span is in it."""
+
+
+class ScheduleRow(Base):
+    """A scheduled agent task: an agent, a prompt, a trigger and its options (``tasks/``)."""
+
+    __tablename__ = "schedules"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    name: Mapped[str] = mapped_column(Text)
+    agent_id: Mapped[str] = mapped_column(
+        String(255), ForeignKey("agents.id", ondelete="CASCADE"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    prompt: Mapped[str] = mapped_column(Text)
+    trigger: Mapped[dict[str, Any]] = mapped_column(JsonValue)
+    timeout_minutes: Mapped[int] = mapped_column(Integer)
+    session_mode: Mapped[str] = mapped_column(String(16))
+    sticky_session_id: Mapped[str | None] = mapped_column(String(255))
+    deliver_to: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
+    missed_policy: Mapped[str] = mapped_column(String(16))
+    enabled: Mapped[bool] = mapped_column(Boolean)
+    next_run_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    last_run_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint("kind IN ('task', 'heartbeat')", name="kind"),
+        CheckConstraint("session_mode IN ('fresh', 'sticky')", name="session_mode"),
+        CheckConstraint("missed_policy IN ('skip', 'run-once')", name="missed_policy"),
+        Index(None, "enabled", "next_run_at"),
+    )
+
+
+class TaskRunRow(Base):
+    """One run of an agent task: a schedule's fire, a run-now, a heartbeat or a background run."""
+
+    __tablename__ = "task_runs"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    schedule_id: Mapped[str | None] = mapped_column(
+        String(64), ForeignKey("schedules.id", ondelete="SET NULL"), index=True
+    )
+    kind: Mapped[str] = mapped_column(String(16))
+    agent_id: Mapped[str | None] = mapped_column(String(255))
+    session_id: Mapped[str | None] = mapped_column(String(255))
+    conversation_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    message_id: Mapped[str | None] = mapped_column(String(255))
+    scheduled_for: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    started_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    finished_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    status: Mapped[str] = mapped_column(String(16))
+    result: Mapped[str | None] = mapped_column(Text)
+    error: Mapped[str | None] = mapped_column(Text)
+    duration_ms: Mapped[int | None] = mapped_column(Integer)
+
+    __table_args__ = (
+        CheckConstraint(
+            "kind IN ('scheduled', 'manual', 'heartbeat', 'background', 'chat')", name="kind"
+        ),
+        CheckConstraint(
+            "status IN ('running', 'completed', 'failed', 'skipped', 'cancelled')", name="status"
+        ),
+        Index(None, "schedule_id", "scheduled_for", unique=True),
+        Index(None, "started_at"),
+    )
 
 
 class ChannelBindingRow(Base):

@@ -29,6 +29,7 @@ import anyio
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError, DrupeError
+from drupe.observability.turn_spans import traceparent_for
 from drupe.sessions.drivers.base import (
     ApiRetry,
     ChunkEvent,
@@ -166,7 +167,10 @@ class ConnectionKeeper:
                     session=info,
                     model_id=model_id,
                     resume_token=entry.last_resume_token,
-                    trace=TraceContext(conversation_id=entry.conversation_id),
+                    trace=TraceContext(
+                        conversation_id=entry.conversation_id,
+                        traceparent=traceparent_for(entry.conversation_id),
+                    ),
                 )
             )
         except BaseException as err:

@@ -10,7 +10,10 @@
   an ``error`` chunk was seen -> ``error`` named ``StreamError``; else ``done``;
 * a user abort cancels the execution's own scope, which absorbs it; external cancellation
   (shutdown) still runs the terminal work (shielded) and then propagates;
-* with a tracer, one ``ai.turn`` span covers the execution and carries its outcome.
+* with a tracer, one ``ai.turn`` span covers the execution and carries its outcome; it lives in
+  the conversation's trace (``container_context``) and has a child span per model request and
+  per tool call (``TurnSpans``, fed every chunk the loop fans out). The spans END before the
+  terminal work runs, so a terminal listener (the trace flush) sees them all.
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ import anyio
 from opentelemetry import trace
 
 from drupe.chunks.accumulate import Accumulator
+from drupe.chunks.types import Chunk
 from drupe.ids import next_attempt_id
 from drupe.observability.tracing import TURN_SPAN
+from drupe.observability.turn_spans import TurnSpans, container_context
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.contracts import ExecutionSpec
 from drupe.streaming.listeners.base import SerializedError, serialize_error
@@ -72,6 +77,7 @@ async def run_execution(
         return
     span = tracer.start_span(
         TURN_SPAN,
+        context=container_context(stream.conversation_id),
         attributes={
             "drupe.conversation_id": stream.conversation_id,
             "drupe.turn_id": stream.turn_id,
@@ -80,42 +86,63 @@ async def run_execution(
             "drupe.message_id": execution.anchor_message_id or "",
         },
     )
-    with trace.use_span(span, end_on_exit=True):
-        await _run(stream, execution, config, span, finish, counted)
+    spans = TurnSpans(
+        tracer, span, model_id=execution.model_id, conversation_id=stream.conversation_id
+    )
+    with trace.use_span(span, end_on_exit=False):
+        await _run(stream, execution, config, (span, spans), finish, counted)
+
+
+def _end_spans(
+    traced: tuple[trace.Span, TurnSpans] | None, ok: bool, description: str | None
+) -> None:
+    if traced is None:
+        return
+    span, spans = traced
+    spans.close(ok, description)
+    if ok:
+        span.set_status(trace.StatusCode.OK)
+    else:
+        span.set_status(trace.StatusCode.ERROR, description)
+    span.end()
 
 
 async def _run(
     stream: LiveStream,
     execution: Execution,
     config: StreamConfig,
-    span: trace.Span | None,
+    traced: tuple[trace.Span, TurnSpans] | None,
     finish: Finish,
     counted: Callable[[], None],
 ) -> None:
+    observe = traced[1].observe if traced is not None else None
     try:
-        outcome, error, reason = await _pump(stream, execution, config, counted)
+        outcome, error, reason = await _pump(stream, execution, config, counted, observe)
     except BaseException:
         # External cancellation (shutdown): settle as paused, then let it propagate.
         execution.status = "aborted"
         execution.abort_reason = execution.abort_reason or "app-shutdown"
+        _end_spans(traced, False, f"aborted: {execution.abort_reason}")
         with anyio.CancelScope(shield=True):
             await finish(stream, execution, "paused", None, execution.abort_reason)
-        if span is not None:
-            span.set_status(trace.StatusCode.ERROR, f"aborted: {execution.abort_reason}")
         raise
-    if span is not None:
-        span.set_attribute("drupe.chunks", execution.chunk_count)
+    if traced is not None:
+        traced[0].set_attribute("drupe.chunks", execution.chunk_count)
         if outcome == "done":
-            span.set_status(trace.StatusCode.OK)
+            _end_spans(traced, True, None)
         elif outcome == "paused":
-            span.set_status(trace.StatusCode.ERROR, f"aborted: {reason}")
+            _end_spans(traced, False, f"aborted: {reason}")
         else:
-            span.set_status(trace.StatusCode.ERROR, (error or {}).get("message", "error"))
+            _end_spans(traced, False, (error or {}).get("message", "error"))
     await finish(stream, execution, outcome, error, reason)
 
 
 async def _pump(
-    stream: LiveStream, execution: Execution, config: StreamConfig, counted: Callable[[], None]
+    stream: LiveStream,
+    execution: Execution,
+    config: StreamConfig,
+    counted: Callable[[], None],
+    observe: Callable[[Chunk], None] | None = None,
 ) -> tuple[Outcome, SerializedError | None, str | None]:
     idle = config.idle_timeout
     approval_idle = config.approval_idle_timeout
@@ -140,6 +167,8 @@ async def _pump(
                         scope.deadline = target
                     if publish(execution, chunk):
                         counted()
+                        if observe is not None:
+                            observe(chunk)
             finally:
                 await _close_source(source)
         except Exception as err:  # isolation boundary: the loop raised -> error outcome

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Coroutine, Iterable
+from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
 from types import TracebackType
 from typing import Any, Literal
@@ -90,11 +90,17 @@ class StreamManager:
     """
 
     def __init__(
-        self, config: StreamConfig | None = None, *, tracer: trace.Tracer | None = None
+        self,
+        config: StreamConfig | None = None,
+        *,
+        tracer: trace.Tracer | None = None,
+        stream_listeners: Sequence[Callable[[str], Listener]] = (),
     ) -> None:
         self.config = config or StreamConfig()
         self._tracer = tracer
         self._locks = ConversationLocks()
+        self._stream_listeners = list(stream_listeners)
+        """Factories of listeners every started stream gets (e.g. the trace flush)."""
         self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
         self.registry = StreamRegistry(self._spawn)
@@ -271,6 +277,8 @@ class StreamManager:
             raise AdmissionError("too-many-subscribers", "too many listeners for one stream")
         for listener in request.listeners:
             stream.add_listener(listener)
+        for factory in self._stream_listeners:
+            stream.add_listener(factory(request.conversation_id))
         self.registry.register(stream)
         self.status_book.record(request.conversation_id, "pending", stream.turn_id)
         for execution in executions:

@@ -249,8 +249,11 @@ class FakeDriver:
         *,
         steerable: bool = True,
         require_workspace: bool = False,
+        headless_runs: bool = True,
     ) -> None:
         self.type = type
+        self.headless_runs = headless_runs
+        """Whether scheduled tasks and heartbeats may run on this runtime."""
         self.steerable = steerable
         self.require_workspace = require_workspace
         self.connect_inputs: list[ConnectInput] = []

@@ -19,6 +19,8 @@ Contract:
   verdict; it must not close the connection itself.
 * ``respond_approval`` resolves an in-place approval the driver holds (agent approvals).
 * ``close`` is idempotent and never raises.
+* A driver that can run turns no human watches (scheduled tasks, heartbeats) sets
+  ``headless_runs = True`` (``runs_headless``); approvals in such turns are denied at once.
 Drivers are registered explicitly (``registry.DriverRegistry``), never as an import side effect.
 """
 
@@ -35,6 +37,7 @@ __all__ = [
     "ApiRetry",
     "SteerableConnection",
     "can_steer",
+    "runs_headless",
     "ApprovalRequest",
     "ChunkEvent",
     "CompactionAnchor",
@@ -319,3 +322,8 @@ class Driver(Protocol):
 def can_steer(connection: Connection) -> bool:
     """Whether ``connection`` implements ``redirect`` (the steering capability)."""
     return callable(getattr(connection, "redirect", None))
+
+
+def runs_headless(driver: Driver) -> bool:
+    """Whether ``driver`` declares ``headless_runs = True`` (scheduled tasks may use it)."""
+    return getattr(driver, "headless_runs", False) is True

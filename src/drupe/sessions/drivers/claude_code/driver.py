@@ -77,6 +77,16 @@ class ClaudeCodeConfig:
     extra_args: Mapping[str, str | None] = field(default_factory=dict)
 
 
+def _env(config: ClaudeCodeConfig, connect_input: ConnectInput) -> dict[str, str]:
+    """The CLI's environment: the configured one, plus the W3C ``TRACEPARENT`` of the session's
+    trace (the CLI parents its own spans under it when its telemetry is enabled)."""
+    env = dict(config.env)
+    trace = connect_input.trace
+    if trace is not None and trace.traceparent and "TRACEPARENT" not in env:
+        env["TRACEPARENT"] = trace.traceparent
+    return env
+
+
 def build_options(
     config: ClaudeCodeConfig, connect_input: ConnectInput, workspace: Path
 ) -> ClaudeAgentOptions:
@@ -97,7 +107,7 @@ def build_options(
         include_partial_messages=True,
         system_prompt=system_prompt,
         permission_mode=sdk_permission_mode(session.permission_mode),
-        env=dict(config.env),
+        env=_env(config, connect_input),
         setting_sources=list(config.setting_sources),  # type: ignore[arg-type]
         max_turns=config.max_turns,
         extra_args=dict(config.extra_args),
@@ -142,6 +152,9 @@ def _workspace_problem(workspace: Path | None) -> str | None:
 
 class ClaudeCodeDriver:
     """The ``claude-code`` driver (see the module docstring)."""
+
+    headless_runs = True
+    """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
 
     def __init__(self, config: ClaudeCodeConfig | None = None) -> None:
         self.type = "claude-code"

@@ -92,6 +92,9 @@ def session_tools(
 class InProcessDriver:
     """The ``inprocess`` driver (see the module docstring)."""
 
+    headless_runs = True
+    """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
+
     def __init__(
         self,
         *,
