@@ -34,6 +34,7 @@ from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.transaction import Sessions, Transactions
+from drupe.persistence.usage import UsageStore
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
 
@@ -60,6 +61,7 @@ class Database:
     api_keys: ApiKeyStore
     responses: ResponseStore
     agents: AgentStore
+    usage: UsageStore
 
     @property
     def dialect(self) -> str:
@@ -173,6 +175,7 @@ async def open_database(
             api_keys=ApiKeyStore(transactions),
             responses=ResponseStore(transactions),
             agents=AgentStore(transactions),
+            usage=UsageStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.
