@@ -17,8 +17,21 @@ import { SessionPane } from "./components/SessionPane";
 import { EmptyLine } from "./components/MessageView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
-import { conversationHash, parseRoute } from "./route";
+import { FirstRunNotice, firstRunSeen, markFirstRunSeen } from "./components/FirstRunNotice";
+import { UsagePage } from "./components/UsagePage";
+import { conversationHash, isUsageRoute, parseRoute } from "./route";
 import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
+
+/** The page a hash names besides conversations (`#/usage`), or null. */
+function usePage(): "usage" | null {
+  const [page, setPage] = useState<"usage" | null>(() => (isUsageRoute(window.location.hash) ? "usage" : null));
+  useEffect(() => {
+    const onHash = () => setPage(isUsageRoute(window.location.hash) ? "usage" : null);
+    window.addEventListener("hashchange", onHash);
+    return () => window.removeEventListener("hashchange", onHash);
+  }, []);
+  return page;
+}
 
 function useRoute(): [string | null, (id: string | null) => void] {
   const [id, setId] = useState(() => parseRoute(window.location.hash));
@@ -71,6 +84,12 @@ const isStringList = (v: unknown): v is string[] =>
 
 export function App() {
   const [route, go] = useRoute();
+  const page = usePage();
+  const [showFirstRun, setShowFirstRun] = useState(() => !firstRunSeen());
+  const dismissFirstRun = useCallback(() => {
+    markFirstRunSeen();
+    setShowFirstRun(false);
+  }, []);
   const [items, setItems] = useState<ConversationSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [listError, setListError] = useState<string | null>(null);
@@ -195,13 +214,14 @@ export function App() {
 
   const startFromHome = useCallback(
     async (text: string) => {
+      dismissFirstRun(); // shown once, before the first answer
       const id = await createConversation();
       if (!id) return false;
       setFirstMessage({ id, text });
       go(id);
       return true;
     },
-    [createConversation, go],
+    [createConversation, go, dismissFirstRun],
   );
 
   const pickerProps = {
@@ -235,7 +255,9 @@ export function App() {
         />
       </Sidebar>
       <main className="main">
-        {route && sessionIdOf(route) ? (
+        {page === "usage" ? (
+          <UsagePage />
+        ) : route && sessionIdOf(route) ? (
           <SessionPane key={route} conversationId={route} sessionId={sessionIdOf(route) ?? ""} onActivity={reloadList} />
         ) : route ? (
           <ConversationPane
@@ -250,6 +272,14 @@ export function App() {
             <div className="message-list" data-testid="message-list">
               <div className="empty-state" data-testid="empty-state">
                 <EmptyLine />
+                {showFirstRun && (
+                  <FirstRunNotice
+                    models={models.models}
+                    selectedModels={selected}
+                    defaultModel={models.default}
+                    onDismiss={dismissFirstRun}
+                  />
+                )}
                 <p className="muted">Start typing below, or pick a conversation on the left.</p>
               </div>
             </div>

@@ -13,3 +13,10 @@ export function parseRoute(hash: string): string | null {
 export function conversationHash(id: string | null): string {
   return id ? `#/c/${encodeURIComponent(id)}` : "#/";
 }
+
+/** `#/usage`: the usage page. */
+export const USAGE_HASH = "#/usage";
+
+export function isUsageRoute(hash: string): boolean {
+  return /^#\/usage\/?$/.test(hash);
+}
