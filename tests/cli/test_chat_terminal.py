@@ -14,6 +14,11 @@ import time
 import httpx
 import pexpect
 import pyte
+import pytest
+
+# Each test drives a real client process for a few seconds of paced answers, after the module's
+# server has started (slow on a busy 2-core machine).
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
 COLUMNS = 400  # wide enough that no line of these answers wraps
 ROWS = 120
