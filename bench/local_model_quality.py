@@ -102,6 +102,8 @@ async def measure(name: str, generation: Generation, prompts: list[str]) -> dict
     started = time.perf_counter()
     for prompt in prompts:
         answers.append(await answer(model, prompt))
+        shown = " / ".join(answers[-1].strip().splitlines())
+        print(f"   [{name}] {prompt!r} -> {shown[:160]!r}", flush=True)
     seconds = time.perf_counter() - started
     n = len(prompts)
     figures = {
@@ -113,19 +115,14 @@ async def measure(name: str, generation: Generation, prompts: list[str]) -> dict
         "empty_share": sum(not a.strip() for a in answers) / n,
         "avg_seconds": seconds / n,
     }
-    print(f"== {name}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()))
-    for prompt, text in zip(prompts, answers, strict=True):
-        shown = " / ".join(text.strip().splitlines())
-        print(f"   {prompt!r} -> {shown[:160]!r}")
+    print(f"== {name}: " + ", ".join(f"{k}={v:.2f}" for k, v in figures.items()), flush=True)
     return {**figures, "answers": answers}
 
 
 async def main(quick: bool, variants: list[str] | None) -> None:
     prompts = PROMPTS[:5] if quick else PROMPTS
     names = variants or (["baseline", "default"] if quick else list(VARIANTS))
-    for required in ("baseline", "default"):
-        if required not in names:
-            names.insert(0 if required == "baseline" else len(names), required)
+    names += [required for required in ("baseline", "default") if required not in names]
     results = {name: await measure(name, VARIANTS[name], prompts) for name in names}
     base, new = results["baseline"], results["default"]
     summary: dict[str, Any] = {
