@@ -75,3 +75,20 @@ def test_cache_lookup_table() -> None:
 
     inactive = on_inactive(ready, now=10)
     assert on_lookup(inactive, now=1e9, refreshing=False) == ([], False)
+
+
+def test_a_misspelt_mcp_key_is_refused_with_the_right_spelling() -> None:
+    from drupe.tools.mcp.config_file import parse_mcp_servers
+
+    with pytest.raises(ConfigError) as refused:
+        parse_mcp_servers({"mcp": {"servers": {"files": {"type": "stdio", "command": "x"}}}})
+    assert str(refused.value) == (
+        '[mcp.servers.files] has unknown keys [\'type\']: use transport = "stdio" or "http"'
+    )
+    with pytest.raises(ConfigError) as refused:
+        parse_mcp_servers({"mcp": {"servers": {"s": {"cmd": "x", "colour": "red"}}}})
+    assert str(refused.value) == "[mcp.servers.s] has unknown keys ['cmd', 'colour']"
+    (server,) = parse_mcp_servers(
+        {"mcp": {"servers": {"web": {"transport": "http", "url": "http://127.0.0.1:9/mcp"}}}}
+    )
+    assert (server.transport, server.url) == ("http", "http://127.0.0.1:9/mcp")

@@ -19,8 +19,10 @@ import { SessionPane } from "./components/SessionPane";
 import { EmptyLine } from "./components/MessageView";
 import { Composer } from "./components/Composer";
 import { Sidebar } from "./components/Sidebar";
+import { FirstRunNotice, firstRunSeen, markFirstRunSeen } from "./components/FirstRunNotice";
 import { SchedulesPage } from "./components/SchedulesPage";
 import { TracePanel } from "./components/TracePanel";
+import { UsagePage } from "./components/UsagePage";
 import { conversationHash, type Page, parsePage, parseRoute, traceHash } from "./route";
 import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
 
@@ -97,6 +99,11 @@ export function App() {
   const [route, go] = useRoute();
   const channelsOpen = useChannelsRoute();
   const page = usePage();
+  const [showFirstRun, setShowFirstRun] = useState(() => !firstRunSeen());
+  const dismissFirstRun = useCallback(() => {
+    markFirstRunSeen();
+    setShowFirstRun(false);
+  }, []);
   const [items, setItems] = useState<ConversationSummary[]>([]);
   const [cursor, setCursor] = useState<string | null>(null);
   const [listError, setListError] = useState<string | null>(null);
@@ -221,13 +228,14 @@ export function App() {
 
   const startFromHome = useCallback(
     async (text: string) => {
+      dismissFirstRun(); // shown once, before the first answer
       const id = await createConversation();
       if (!id) return false;
       setFirstMessage({ id, text });
       go(id);
       return true;
     },
-    [createConversation, go],
+    [createConversation, go, dismissFirstRun],
   );
 
   const pickerProps = {
@@ -282,6 +290,8 @@ export function App() {
           <ChannelsPage />
         ) : page?.kind === "schedules" ? (
           <SchedulesPage />
+        ) : page?.kind === "usage" ? (
+          <UsagePage />
         ) : page?.kind === "trace" ? (
           <TracePanel key={page.conversationId} conversationId={page.conversationId} />
         ) : route && sessionIdOf(route) ? (
@@ -299,6 +309,14 @@ export function App() {
             <div className="message-list" data-testid="message-list">
               <div className="empty-state" data-testid="empty-state">
                 <EmptyLine />
+                {showFirstRun && (
+                  <FirstRunNotice
+                    models={models.models}
+                    selectedModels={selected}
+                    defaultModel={models.default}
+                    onDismiss={dismissFirstRun}
+                  />
+                )}
                 <p className="muted">Start typing below, or pick a conversation on the left.</p>
               </div>
             </div>

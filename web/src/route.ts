@@ -1,5 +1,6 @@
 // Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation,
-// `#/schedules` the scheduled tasks, `#/trace/<conversation id>` a conversation's trace.
+// `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
+// conversation's trace.
 
 function decoded(raw: string): string {
   try {
@@ -14,11 +15,16 @@ export function parseRoute(hash: string): string | null {
   return m ? decoded(m[1]) : null;
 }
 
-export type Page = { kind: "schedules" } | { kind: "trace"; conversationId: string } | null;
+export type Page =
+  | { kind: "schedules" }
+  | { kind: "usage" }
+  | { kind: "trace"; conversationId: string }
+  | null;
 
 /** The non-conversation page a hash names, if any. */
 export function parsePage(hash: string): Page {
   if (/^#\/schedules\/?$/.test(hash)) return { kind: "schedules" };
+  if (isUsageRoute(hash)) return { kind: "usage" };
   const m = /^#\/trace\/([^/?#]+)/.exec(hash);
   return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
@@ -29,4 +35,11 @@ export function conversationHash(id: string | null): string {
 
 export function traceHash(id: string): string {
   return `#/trace/${encodeURIComponent(id)}`;
+}
+
+/** `#/usage`: the usage page. */
+export const USAGE_HASH = "#/usage";
+
+export function isUsageRoute(hash: string): boolean {
+  return /^#\/usage\/?$/.test(hash);
 }

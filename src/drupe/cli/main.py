@@ -131,11 +131,19 @@ def serve(
     # Thousands of live streams make many small objects; a lazier collector halves its share.
     gc.set_threshold(20_000, 50, 100)
     app_ = create_app_with_lifespan(settings)
-    server = uvicorn.Server(
+
+    class AnnouncingServer(uvicorn.Server):
+        """Prints the URL the moment the app has started and the socket accepts requests."""
+
+        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+            await super().startup(sockets)
+            if self.started:
+                console.print(f"Drupe is listening. Open [bold]{url}[/bold]", soft_wrap=True)
+                console.file.flush()
+
+    server = AnnouncingServer(
         uvicorn.Config(app_, log_level="info", timeout_graceful_shutdown=5, ws="websockets-sansio")
     )
-    console.print(f"Drupe is listening. Open [bold]{url}[/bold]", soft_wrap=True)
-    console.file.flush()
     try:
         server.run(sockets=[sock])
     finally:

@@ -23,8 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
 
-from drupe.gateway import agents, channels, chat, conversations, system
-from drupe.gateway import agents, chat, conversations, system, tasks, traces
+from drupe.gateway import agents, channels, chat, conversations, system, tasks, traces, usage
 from drupe.gateway.errors import install_error_handlers
 from drupe.gateway.guards import BodyLimit, OriginCheck
 from drupe.gateway.state import StatusBoard
@@ -69,6 +68,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(channels.router)
     app.include_router(tasks.router)
     app.include_router(traces.router)
+    app.include_router(usage.router)
     app.router.default = StaticUI()
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)

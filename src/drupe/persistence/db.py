@@ -36,6 +36,7 @@ from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.transaction import Sessions, Transactions
+from drupe.persistence.usage import UsageStore
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
 
@@ -64,6 +65,7 @@ class Database:
     agents: AgentStore
     channels: ChannelStore
     schedules: ScheduleStore
+    usage: UsageStore
 
     @property
     def dialect(self) -> str:
@@ -179,6 +181,7 @@ async def open_database(
             agents=AgentStore(transactions),
             channels=ChannelStore(transactions),
             schedules=ScheduleStore(transactions),
+            usage=UsageStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -20,7 +20,14 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 
 from drupe.agent.models import ModelRegistry, load_model_config
-from drupe.agent.models.local import LOCAL_MODEL_NOTE, LocalModel, to_chat_messages
+from drupe.agent.models.local import (
+    DEFAULT_GENERATION,
+    LOCAL_MODEL_NOTE,
+    QA_PREAMBLE,
+    LocalModel,
+    to_chat_messages,
+    to_qa_prompt,
+)
 
 
 def test_messages_render_as_alternating_gemma_turns() -> None:
@@ -38,6 +45,29 @@ def test_messages_render_as_alternating_gemma_turns() -> None:
         {"role": "assistant", "content": "It is sunny."},
         {"role": "user", "content": "Thanks"},
     ]
+
+
+def test_the_qa_prompt_is_a_few_shot_transcript_ending_with_answer() -> None:
+    messages = [
+        ModelRequest(parts=[SystemPromptPart("Be brief."), UserPromptPart("Capital of\nSpain?")]),
+        ModelResponse(parts=[TextPart("Madrid.")]),
+        ModelRequest(parts=[UserPromptPart("And of Portugal?")]),
+    ]
+    assert to_qa_prompt(messages) == (
+        "Be brief.\n\n"
+        + QA_PREAMBLE
+        + "Question: Capital of Spain?\nAnswer: Madrid.\n\n"
+        + "Question: And of Portugal?\nAnswer:"
+    )
+
+
+def test_the_default_generation_is_short_penalised_and_stops_at_a_new_question() -> None:
+    sampling = DEFAULT_GENERATION.sampling()
+    assert sampling["max_tokens"] == 128 and sampling["repeat_penalty"] > 1.0
+    assert "\nQuestion:" in sampling["stop"] and "<start_of_turn>" in sampling["stop"]
+    request = DEFAULT_GENERATION.with_settings({"max_tokens": 16, "temperature": 0.0})
+    assert (request.max_tokens, request.temperature) == (16, 0.0)
+    assert request.repeat_penalty == DEFAULT_GENERATION.repeat_penalty
 
 
 def test_long_histories_drop_the_oldest_turns_first() -> None:

@@ -1,7 +1,7 @@
 // Conversation list: paginated, live status badges (polled), new / rename / delete.
 import { useState } from "react";
 import type { ConversationStatus, ConversationSummary } from "../api";
-import { conversationHash } from "../route";
+import { conversationHash, USAGE_HASH } from "../route";
 import { StatusBadge } from "./StatusBadge";
 
 export function Sidebar({
@@ -33,6 +33,9 @@ export function Sidebar({
       <div className="sidebar-head">
         <a className="brand" href="#/">
           Drupe
+        </a>
+        <a className="ghost small nav-link" href={USAGE_HASH} data-testid="usage-link">
+          Usage
         </a>
         <button type="button" className="primary" data-testid="new-conversation" onClick={onNew}>
           + New

@@ -43,6 +43,16 @@ _KEYS = frozenset(
     )
 )
 
+#: What a newcomer may write instead of the real key (other MCP clients' spellings).
+_HINTS = {
+    "type": ': use transport = "stdio" or "http"',
+    "cmd": ": use command",
+    "arguments": ": use args",
+    "endpoint": ": use url",
+    "environment": ": use env",
+    "enabled": ": use active",
+}
+
 
 def parse_mcp_servers(document: Mapping[str, Any]) -> list[McpServerConfig]:
     """The MCP servers of a parsed TOML document (``[]`` when there is no ``mcp`` table)."""
@@ -58,7 +68,8 @@ def parse_mcp_servers(document: Mapping[str, Any]) -> list[McpServerConfig]:
             raise ConfigError(f"[mcp.servers.{server_id}] must be a table")
         unknown = sorted(set(table) - _KEYS)
         if unknown:
-            raise ConfigError(f"[mcp.servers.{server_id}] has unknown keys {unknown!r}")
+            hint = _HINTS.get(unknown[0], "") if len(unknown) == 1 else ""
+            raise ConfigError(f"[mcp.servers.{server_id}] has unknown keys {unknown!r}{hint}")
         values: dict[str, Any] = dict(table)
         if "args" in values:
             values["args"] = tuple(str(a) for a in values["args"])
