@@ -19,8 +19,8 @@ from drupe.persistence.schedules import TaskRunRecord
 from drupe.tasks.delivery import BufferedDelivery, DeliveryTarget
 from drupe.tasks.run import TaskDeps
 from drupe.tasks.service import TaskService
-from drupe.testing.task_clock import ManualClock
 from drupe.testing.fake_driver import FakeDriver
+from drupe.testing.task_clock import ManualClock
 from tests.sessions.support import Env, open_env
 
 START = datetime(2026, 3, 27, 12, 0, tzinfo=UTC)
