@@ -49,7 +49,7 @@ from drupe.streaming.listeners.trace_flush import TraceFlushListener
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
 from drupe.tasks.clock import SystemClock
-from drupe.tasks.delivery import NoDelivery
+from drupe.tasks.delivery import BufferedDelivery, DeliveryPort, DeliveryTarget, NoDelivery
 from drupe.tasks.run import TaskDeps
 from drupe.tasks.service import TaskService
 from drupe.tools.builtins import ToolSettings, builtin_tools
@@ -61,7 +61,13 @@ if TYPE_CHECKING:
     from drupe.streaming.listeners.channel_outbox import Clock
     from drupe.tools.mcp.catalog import McpCatalog
 
-__all__ = ["Runtime", "channel_service", "open_runtime", "turn_runner"]
+__all__ = [
+    "Runtime",
+    "channel_service",
+    "open_runtime",
+    "task_delivery",
+    "turn_runner",
+]
 
 log = logging.getLogger(__name__)
 
@@ -263,13 +269,29 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                     dispatcher=dispatcher,
                     host=runtime.sessions,
                     drivers=drivers,
-                    delivery=NoDelivery(),
+                    delivery=task_delivery(runtime.channels),
                     clock=SystemClock(),
                 ),
                 run_scheduler=settings.run_scheduler,
             )
         )
         yield runtime
+
+
+def task_delivery(channels: ChannelService | None) -> DeliveryPort:
+    """Where scheduled tasks deliver: one message per answer (and each failure notice) to each
+    subscribed chat through the IM channels' outboxes; ``NoDelivery`` when no channel is set up.
+    A chat of a channel that is not configured is skipped with a warning."""
+    if channels is None:
+        return NoDelivery()
+
+    async def send(target: DeliveryTarget, text: str) -> None:
+        try:
+            channels.deliver(target.channel, target.chat, text)
+        except ValidationError as err:
+            log.warning("task delivery to %s/%s skipped: %s", target.channel, target.chat, err)
+
+    return BufferedDelivery(send)
 
 
 def channel_service(
