@@ -185,7 +185,10 @@ async def test_dead_and_hanging_servers_never_delay_a_caller() -> None:
                 assert catalog.list_tools("hang") == []
                 await anyio.lowlevel.checkpoint()
         status = {s.id: s for s in catalog.status()}
-        assert status["dead"].state == "connecting" and status["hang"].state == "connecting"
+        # The hanging server is still connecting; the dead one may already have exited (a fast
+        # machine spawns and reaps it within the loop), which delays no caller either.
+        assert status["hang"].state == "connecting"
+        assert status["dead"].state in ("connecting", "failed")
 
         with anyio.fail_after(10):
             await catalog.refresh("dead")  # joins the in-flight background refresh

@@ -77,8 +77,9 @@ async def test_a_tool_turn_writes_and_reads_files_inside_the_workspace(tmp_path:
     workspace = tmp_path / "ws"
     model_id = script_model(
         [
+            # The calls of one step run concurrently, so the reads come one step later.
+            [ToolCall("write_file", {"path": "notes/todo.txt", "content": "buy milk"})],
             [
-                ToolCall("write_file", {"path": "notes/todo.txt", "content": "buy milk"}),
                 ToolCall("read_file", {"path": "notes/todo.txt"}),
                 ToolCall("list_dir", {"path": "notes"}),
                 ToolCall("search_files", {"pattern": "mil+k"}),
@@ -106,7 +107,7 @@ async def test_a_tool_turn_writes_and_reads_files_inside_the_workspace(tmp_path:
     ]
     assert text_of(events) == "Done."
     assert isinstance(events[-1], TurnComplete)
-    assert [k for k in kinds(events) if k == "start-step"] == ["start-step", "start-step"]
+    assert [k for k in kinds(events) if k == "start-step"] == ["start-step"] * 3
 
 
 async def test_confinement_refusals_reach_the_model_as_tool_errors(tmp_path: Path) -> None:
