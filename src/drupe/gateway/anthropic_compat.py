@@ -28,6 +28,7 @@ from drupe.agent.chunker import PROVIDER_METADATA_KEY
 from drupe.agent.models.registry import ModelInfo
 from drupe.chunks.types import Chunk, UIMessage, UIPart
 from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
+from drupe.gateway.request_values import sampling_settings, tool_call_part
 
 __all__ = [
     "AnthropicDialect",
@@ -137,19 +138,7 @@ def parse_messages_request(body: Any, fail: Fail) -> AnthropicMessages:
 
 
 def _settings(body: Mapping[str, Any], fail: Fail) -> dict[str, Any] | None:
-    settings: dict[str, Any] = {}
-    max_tokens = body.get("max_tokens")
-    if max_tokens is not None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise fail("'max_tokens' must be a positive integer")
-        settings["max_tokens"] = max_tokens
-    for key in ("temperature", "top_p"):
-        value = body.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise fail(f"{key!r} must be a number")
-        settings[key] = float(value)
+    settings = sampling_settings(body, fail, max_tokens=("max_tokens",))
     stop = body.get("stop_sequences")
     if stop is not None:
         if not isinstance(stop, list) or not all(isinstance(s, str) for s in stop):
@@ -278,13 +267,9 @@ def _assistant_part(
         if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
             raise fail(f"{where}: a tool_use block needs an 'id' and a 'name'")
         tool_input = block.get("input")
-        part = {
-            "type": "dynamic-tool",
-            "toolName": name,
-            "toolCallId": call_id,
-            "state": "input-available",
-            "input": tool_input if isinstance(tool_input, dict) else {},
-        }
+        part = tool_call_part(
+            call_id, name, tool_input if isinstance(tool_input, dict) else {}, bad_json=""
+        )
         calls[call_id] = part
         return part
     raise fail(f"{where}: unsupported assistant content block {kind!r}")

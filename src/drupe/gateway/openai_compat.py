@@ -27,6 +27,7 @@ import orjson
 from drupe.agent.models.registry import ModelInfo
 from drupe.chunks.types import Chunk, UIMessage, UIPart
 from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
+from drupe.gateway.request_values import sampling_settings, tool_call_part
 
 __all__ = [
     "OpenAIChat",
@@ -126,19 +127,12 @@ def parse_chat_request(body: Any, fail: Fail) -> OpenAIChat:
 
 
 def _settings(body: Mapping[str, Any], fail: Fail) -> dict[str, Any] | None:
-    settings: dict[str, Any] = {}
-    max_tokens = body.get("max_completion_tokens", body.get("max_tokens"))
-    if max_tokens is not None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise fail("'max_tokens' must be a positive integer")
-        settings["max_tokens"] = max_tokens
-    for key in ("temperature", "top_p", "presence_penalty", "frequency_penalty"):
-        value = body.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise fail(f"{key!r} must be a number")
-        settings[key] = float(value)
+    settings = sampling_settings(
+        body,
+        fail,
+        max_tokens=("max_completion_tokens", "max_tokens"),
+        numbers=("temperature", "top_p", "presence_penalty", "frequency_penalty"),
+    )
     seed = body.get("seed")
     if seed is not None:
         if not isinstance(seed, int) or isinstance(seed, bool):
@@ -276,18 +270,15 @@ def _assistant_parts(
         name = function.get("name")
         if not isinstance(name, str) or not name:
             raise fail(f"tool call {call_id!r} needs a function name")
-        raw = function.get("arguments") or "{}"
         try:
-            arguments = orjson.loads(raw) if isinstance(raw, str) else raw
-        except orjson.JSONDecodeError:
-            raise fail(f"tool call {call_id!r}: arguments are not valid JSON") from None
-        part: UIPart = {
-            "type": "dynamic-tool",
-            "toolName": name,
-            "toolCallId": call_id,
-            "state": "input-available",
-            "input": arguments if isinstance(arguments, dict) else {},
-        }
+            part = tool_call_part(
+                call_id,
+                name,
+                function.get("arguments"),
+                bad_json=f"tool call {call_id!r}: arguments are not valid JSON",
+            )
+        except ValueError as err:
+            raise fail(str(err)) from None
         calls[call_id] = part
         parts.append(part)
     return parts

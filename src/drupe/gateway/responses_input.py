@@ -29,6 +29,7 @@ import orjson
 
 from drupe.chunks.types import UIMessage, UIPart
 from drupe.gateway.prompt import PromptSpec, client_tool
+from drupe.gateway.request_values import sampling_settings, tool_call_part
 from drupe.tools.base import ToolEntry
 
 __all__ = ["ResponsesRequest", "parse_responses_request", "ui_messages"]
@@ -160,19 +161,7 @@ def _metadata(raw: Any, fail: Fail) -> dict[str, str] | None:
 
 
 def _settings(body: Mapping[str, Any], fail: Fail) -> dict[str, Any]:
-    settings: dict[str, Any] = {}
-    max_tokens = body.get("max_output_tokens")
-    if max_tokens is not None:
-        if not isinstance(max_tokens, int) or isinstance(max_tokens, bool) or max_tokens < 1:
-            raise fail("'max_output_tokens' must be a positive integer")
-        settings["max_tokens"] = max_tokens
-    for key in ("temperature", "top_p"):
-        value = body.get(key)
-        if value is None:
-            continue
-        if not isinstance(value, int | float) or isinstance(value, bool):
-            raise fail(f"{key!r} must be a number")
-        settings[key] = float(value)
+    settings = sampling_settings(body, fail, max_tokens=("max_output_tokens",))
     if isinstance(body.get("parallel_tool_calls"), bool):
         settings["parallel_tool_calls"] = body["parallel_tool_calls"]
     return settings
@@ -319,17 +308,14 @@ def _assistant_parts(
     call_id, name = item.get("call_id"), item.get("name")
     if not isinstance(call_id, str) or not call_id or not isinstance(name, str) or not name:
         raise fail(f"input[{index}]: a function_call needs a 'call_id' and a 'name'")
-    raw = item.get("arguments") or "{}"
     try:
-        arguments = orjson.loads(raw) if isinstance(raw, str) else raw
-    except orjson.JSONDecodeError:
-        raise fail(f"input[{index}]: function_call arguments are not valid JSON") from None
-    part: UIPart = {
-        "type": "dynamic-tool",
-        "toolName": name,
-        "toolCallId": call_id,
-        "state": "input-available",
-        "input": arguments if isinstance(arguments, dict) else {},
-    }
+        part = tool_call_part(
+            call_id,
+            name,
+            item.get("arguments"),
+            bad_json=f"input[{index}]: function_call arguments are not valid JSON",
+        )
+    except ValueError as err:
+        raise fail(str(err)) from None
     calls[call_id] = part
     return [part]
