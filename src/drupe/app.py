@@ -58,6 +58,7 @@ from drupe.tools.registry import ToolRegistry
 from drupe.tools.request import ToolRequest, prepare_tools
 
 if TYPE_CHECKING:
+    from drupe.cluster.node import ClusterNode
     from drupe.streaming.listeners.channel_outbox import Clock
     from drupe.tools.mcp.catalog import McpCatalog
 
@@ -94,6 +95,8 @@ class Runtime:
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
+    cluster: ClusterNode | None = None
+    """This process's cluster membership (None: single-process, the embedded default)."""
 
 
 def turn_runner(agent: AgentRunner, **kwargs: Any) -> TurnRunner:
@@ -176,7 +179,14 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             return None
 
     reconciled = anyio.Event()
+    settings.check()
     async with AsyncExitStack() as stack:
+        cluster: ClusterNode | None = None
+        if settings.cluster.enabled:
+            from drupe.cluster.node import ClusterNode
+
+            cluster = await stack.enter_async_context(ClusterNode(settings.cluster))
+            log.info("cluster mode: node %s", cluster.node_id)
         catalog: McpCatalog | None = None
         if mcp_servers:
             from drupe.tools.mcp.catalog import McpCatalog  # the MCP SDK costs ~1 s to import
@@ -253,6 +263,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             reconciled_rows=rows,
             checkpointer=checkpointer,
             retrier=retrier,
+            cluster=cluster,
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)

@@ -5,7 +5,10 @@
 ``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
 ``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
 ``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
-``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``); the CLI overrides fields from its options.
+``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``, and for cluster mode ``DRUPE_REDIS_URL``,
+``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_ON_OWNER_LOSS``); the CLI
+overrides fields from its options. ``redis_url`` together with a PostgreSQL ``database_url``
+turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the embedded default.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
@@ -16,13 +19,15 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Literal
 
 import platformdirs
 
+from drupe.errors import ConfigError
 from drupe.streaming.checkpoints import CheckpointPolicy
 from drupe.streaming.config import StreamConfig
 
-__all__ = ["Limits", "Settings"]
+__all__ = ["ClusterSettings", "Limits", "Settings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -36,6 +41,28 @@ class Limits:
     max_page_size: int = 200
     """Most conversations one listing page returns."""
     max_models_per_turn: int = 8
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ClusterSettings:
+    """Cluster mode (``docs/deploy.md``): on when ``redis_url`` is set."""
+
+    redis_url: str | None = None
+    node_id: str | None = None
+    """This process's name in leases and routing; None: ``<host>-<pid>-<random>``."""
+    lease_ttl: float = 10.0
+    """Seconds an owner's lease lives without renewal (renewed every third of it)."""
+    coalesce_window: float = 0.025
+    """Seconds a text delta may wait before the owner writes it to the chunk log."""
+    on_owner_loss: Literal["error", "retry"] = "error"
+    """What a node that takes over a dead owner's turn does: end it with an error part, or
+    re-run it as a new attempt."""
+    key_prefix: str = "drupe"
+    """Prefix of every Redis key (several clusters may share one Redis)."""
+
+    @property
+    def enabled(self) -> bool:
+        return self.redis_url is not None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -62,6 +89,21 @@ class Settings:
     """Keep each conversation's spans under ``<data_dir>/traces`` (``DRUPE_TRACE_STORE=off``)."""
     run_scheduler: bool = True
     """Fire scheduled tasks in this process (several processes may share one database)."""
+    cluster: ClusterSettings = field(default_factory=ClusterSettings)
+
+    def check(self) -> None:
+        """Refuse settings that cannot work together (``ConfigError`` says what to change).
+
+        Cluster mode shares rows through PostgreSQL: Redis with SQLite is refused."""
+        if not self.cluster.enabled:
+            return
+        url = self.database_url or ""
+        if not url.startswith(("postgresql", "postgres")):
+            raise ConfigError(
+                "cluster mode (--redis-url / DRUPE_REDIS_URL) needs a PostgreSQL --database-url "
+                "(DRUPE_DATABASE_URL), e.g. postgresql+asyncpg://user@host/db; "
+                "SQLite is for one process"
+            )
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
@@ -112,4 +154,20 @@ class Settings:
             checkpoints["max_loss"] = float(env["DRUPE_CHECKPOINT_MAX_LOSS"])
         if checkpoints:
             kwargs["checkpoints"] = CheckpointPolicy(**checkpoints)  # type: ignore[arg-type]
+        cluster: dict[str, object] = {}
+        if env.get("DRUPE_REDIS_URL"):
+            cluster["redis_url"] = env["DRUPE_REDIS_URL"]
+        if env.get("DRUPE_NODE_ID"):
+            cluster["node_id"] = env["DRUPE_NODE_ID"]
+        if env.get("DRUPE_LEASE_TTL"):
+            cluster["lease_ttl"] = float(env["DRUPE_LEASE_TTL"])
+        if env.get("DRUPE_COALESCE_MS"):
+            cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
+        if env.get("DRUPE_ON_OWNER_LOSS"):
+            loss = env["DRUPE_ON_OWNER_LOSS"]
+            if loss not in ("error", "retry"):
+                raise ValueError("DRUPE_ON_OWNER_LOSS must be 'error' or 'retry'")
+            cluster["on_owner_loss"] = loss
+        if cluster:
+            kwargs["cluster"] = ClusterSettings(**cluster)  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]

@@ -25,7 +25,7 @@ from rich.markup import escape
 from drupe.cli.agent import agent_app
 from drupe.cli.channel import channel_app
 from drupe.cli.task import task_app
-from drupe.errors import DrupeError
+from drupe.errors import ConfigError, DrupeError
 from drupe.settings import Settings
 
 __all__ = ["app", "main", "settings_from_options"]
@@ -55,6 +55,13 @@ DatabaseUrl = Annotated[
     str | None,
     typer.Option("--database-url", help="SQLAlchemy URL (default: SQLite in the data dir)."),
 ]
+RedisUrl = Annotated[
+    str | None,
+    typer.Option(
+        "--redis-url",
+        help="Redis URL: with a PostgreSQL --database-url, runs in cluster mode (docs/deploy.md).",
+    ),
+]
 ConfigPath = Annotated[
     Path | None, typer.Option("--config", help="The model/provider config.toml.")
 ]
@@ -67,6 +74,7 @@ def settings_from_options(
     data_dir: Path | None = None,
     database_url: str | None = None,
     config: Path | None = None,
+    redis_url: str | None = None,
 ) -> Settings:
     """``Settings.from_env()`` with the command-line options laid over it."""
     from dataclasses import replace
@@ -83,6 +91,8 @@ def settings_from_options(
         changes["database_url"] = database_url
     if config is not None:
         changes["config_path"] = config
+    if redis_url is not None:
+        changes["cluster"] = replace(settings.cluster, redis_url=redis_url)
     return replace(settings, **changes) if changes else settings
 
 
@@ -100,6 +110,7 @@ def serve(
     data_dir: DataDir = None,
     database_url: DatabaseUrl = None,
     config: ConfigPath = None,
+    redis_url: RedisUrl = None,
 ) -> None:
     """Run the Drupe server (API, gateway and web UI)."""
     import uvicorn
@@ -107,8 +118,17 @@ def serve(
     from drupe.gateway.app import create_app_with_lifespan
 
     settings = settings_from_options(
-        host=host, port=port, data_dir=data_dir, database_url=database_url, config=config
+        host=host,
+        port=port,
+        data_dir=data_dir,
+        database_url=database_url,
+        config=config,
+        redis_url=redis_url,
     )
+    try:
+        settings.check()
+    except ConfigError as err:
+        raise fail(str(err)) from err
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:

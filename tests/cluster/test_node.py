@@ -1,0 +1,65 @@
+"""Cluster mode's boot rules: Redis with PostgreSQL only, a reachable Redis, a unique node id."""
+
+from __future__ import annotations
+
+import pytest
+
+from drupe.cluster.node import ClusterNode, default_node_id
+from drupe.errors import ConfigError
+from drupe.settings import ClusterSettings, Settings
+from tests.cluster.conftest import redis_url
+
+
+def test_cluster_mode_with_sqlite_is_refused_with_what_to_change() -> None:
+    settings = Settings(cluster=ClusterSettings(redis_url="redis://127.0.0.1:6379/15"))
+    with pytest.raises(ConfigError, match="needs a PostgreSQL --database-url"):
+        settings.check()
+
+
+def test_the_embedded_default_needs_no_redis() -> None:
+    Settings().check()  # SQLite, no Redis: nothing to refuse
+    assert not Settings().cluster.enabled
+
+
+def test_cluster_settings_come_from_the_environment() -> None:
+    settings = Settings.from_env(
+        {
+            "DRUPE_REDIS_URL": "redis://r:6379/0",
+            "DRUPE_DATABASE_URL": "postgresql+asyncpg://u@h/db",
+            "DRUPE_NODE_ID": "n1",
+            "DRUPE_LEASE_TTL": "3.5",
+            "DRUPE_COALESCE_MS": "10",
+            "DRUPE_ON_OWNER_LOSS": "retry",
+        }
+    )
+    settings.check()
+    assert settings.cluster == ClusterSettings(
+        redis_url="redis://r:6379/0",
+        node_id="n1",
+        lease_ttl=3.5,
+        coalesce_window=0.01,
+        on_owner_loss="retry",
+    )
+    with pytest.raises(ValueError, match="DRUPE_ON_OWNER_LOSS"):
+        Settings.from_env({"DRUPE_ON_OWNER_LOSS": "ignore"})
+
+
+def test_node_ids_differ_per_process_and_never_hold_the_lease_separator() -> None:
+    assert default_node_id() != default_node_id()
+    assert "|" not in ClusterNode(ClusterSettings(redis_url="redis://x", node_id="a|b")).node_id
+
+
+@pytest.mark.redis
+async def test_a_node_connects_and_reads_with_one_reader() -> None:
+    async with ClusterNode(ClusterSettings(redis_url=redis_url(), node_id="t1")) as node:
+        assert await node.redis.ping()
+        assert node.reader.keys == []
+        assert node.node_id == "t1"
+
+
+async def test_an_unreachable_redis_fails_the_boot_without_leaking_the_password() -> None:
+    settings = ClusterSettings(redis_url="redis://user:s3cret@127.0.0.1:1/0")
+    with pytest.raises(ConfigError, match="cannot reach Redis") as caught:
+        async with ClusterNode(settings):
+            pass
+    assert "s3cret" not in str(caught.value)
