@@ -6,7 +6,8 @@
 ``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
 ``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
 ``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``, and for cluster mode ``DRUPE_REDIS_URL``,
-``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_ON_OWNER_LOSS``); the CLI
+``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_ON_OWNER_LOSS``,
+``DRUPE_REDIS_PREFIX``); the CLI
 overrides fields from its options. ``redis_url`` together with a PostgreSQL ``database_url``
 turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the embedded default.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
@@ -163,6 +164,8 @@ class Settings:
             cluster["lease_ttl"] = float(env["DRUPE_LEASE_TTL"])
         if env.get("DRUPE_COALESCE_MS"):
             cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
+        if env.get("DRUPE_REDIS_PREFIX"):
+            cluster["key_prefix"] = env["DRUPE_REDIS_PREFIX"]
         if env.get("DRUPE_ON_OWNER_LOSS"):
             loss = env["DRUPE_ON_OWNER_LOSS"]
             if loss not in ("error", "retry"):

@@ -30,6 +30,7 @@ def test_cluster_settings_come_from_the_environment() -> None:
             "DRUPE_LEASE_TTL": "3.5",
             "DRUPE_COALESCE_MS": "10",
             "DRUPE_ON_OWNER_LOSS": "retry",
+            "DRUPE_REDIS_PREFIX": "team-a",
         }
     )
     settings.check()
@@ -39,6 +40,7 @@ def test_cluster_settings_come_from_the_environment() -> None:
         lease_ttl=3.5,
         coalesce_window=0.01,
         on_owner_loss="retry",
+        key_prefix="team-a",
     )
     with pytest.raises(ValueError, match="DRUPE_ON_OWNER_LOSS"):
         Settings.from_env({"DRUPE_ON_OWNER_LOSS": "ignore"})
