@@ -58,7 +58,11 @@ from drupe.tools.registry import ToolRegistry
 from drupe.tools.request import ToolRequest, prepare_tools
 
 if TYPE_CHECKING:
+    from drupe.cluster.chat import ClusterChat
+    from drupe.cluster.log_writer import LogWriter
     from drupe.cluster.node import ClusterNode
+    from drupe.cluster.ownership import LeaseOwnership
+    from drupe.streaming.listeners.base import Listener
     from drupe.streaming.listeners.channel_outbox import Clock
     from drupe.tools.mcp.catalog import McpCatalog
 
@@ -97,6 +101,8 @@ class Runtime:
     retrier: TerminalWriteRetrier | None = None
     cluster: ClusterNode | None = None
     """This process's cluster membership (None: single-process, the embedded default)."""
+    cluster_chat: ClusterChat | None = None
+    """Cluster mode: chat admission, commands and subscriptions across nodes."""
 
 
 def turn_runner(agent: AgentRunner, **kwargs: Any) -> TurnRunner:
@@ -196,7 +202,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
-        rows = await reconcile_at_boot(db)
+        # Cluster mode: other nodes' rows are live; the takeover sweep finalizes only the rows
+        # whose owner's lease is dead (drupe.cluster.chat), so the boot reconcile is skipped.
+        rows = 0 if cluster is not None else await reconcile_at_boot(db)
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
         runs = await db.schedules.fail_running(SystemClock().now(), "the server stopped")
@@ -215,12 +223,17 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 otlp_exporter_from_env(),
             )
         )
+        stream_listeners: list[Callable[[str], Listener]] = [
+            lambda cid: TraceFlushListener(cid, traces.schedule)
+        ]
+        ownership: LeaseOwnership | None = None
+        if cluster is not None:
+            # Entered before the manager: leases and the log writer outlive every stream's
+            # terminal work at shutdown.
+            ownership, writer = await _open_cluster_parts(stack, cluster, settings, lambda: manager)
+            stream_listeners.append(writer.listener)
         manager = await stack.enter_async_context(
-            StreamManager(
-                settings.stream,
-                tracer=traces.tracer,
-                stream_listeners=[lambda cid: TraceFlushListener(cid, traces.schedule)],
-            )
+            StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
         )
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
@@ -245,7 +258,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 retrier=retrier,
             ),
         ]
-        dispatcher = Dispatcher(manager, providers, reconciled=reconciled)
+        dispatcher = Dispatcher(manager, providers, reconciled=reconciled, ownership=ownership)
         drivers = await _open_drivers(stack, models, agent, db)
         runtime = Runtime(
             settings=settings,
@@ -267,6 +280,20 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)
+        if cluster is not None and ownership is not None:
+            from drupe.cluster.chat import ClusterChat
+
+            runtime.cluster_chat = await stack.enter_async_context(
+                ClusterChat(
+                    cluster,
+                    ownership,
+                    dispatcher=dispatcher,
+                    manager=manager,
+                    approvals=runtime.approvals,
+                    messages=db.messages,
+                    sessions=lambda: runtime.sessions,
+                )
+            )
         channel_configs = load_channel_configs(config_file)
         if channel_configs:
             runtime.channels = await stack.enter_async_context(
@@ -349,6 +376,43 @@ def install_sessions(
         0, AgentSessionProvider(host=host, messages=runtime.db.messages, drivers=drivers)
     )
     return host
+
+
+async def _open_cluster_parts(
+    stack: AsyncExitStack,
+    cluster: ClusterNode,
+    settings: Settings,
+    manager: Callable[[], StreamManager],
+) -> tuple[LeaseOwnership, LogWriter]:
+    """This node's leases (busy while a stream, even a finished one in its grace period, or a
+    queued steer needs it; a lost lease aborts the local stream) and its chunk-log writer."""
+    from drupe.cluster.log_writer import LogWriter
+    from drupe.cluster.ownership import LeaseOwnership
+
+    def busy(conversation_id: str) -> bool:
+        current = manager()
+        return current.get(conversation_id) is not None or current.has_pending_steer(
+            conversation_id
+        )
+
+    def on_lost(conversation_id: str) -> None:
+        manager().abort(conversation_id, "lease-lost")
+
+    ownership = await stack.enter_async_context(
+        LeaseOwnership(cluster.lease, cluster.node_id, busy=busy, on_lost=on_lost)
+    )
+    writer = await stack.enter_async_context(
+        LogWriter(
+            cluster.redis,
+            cluster.log,
+            node_id=cluster.node_id,
+            fence_of=ownership.fence,
+            lease_key=cluster.lease.lease_key,
+            window=settings.cluster.coalesce_window,
+            terminal_timeout=settings.stream.terminal_timeout,
+        )
+    )
+    return ownership, writer
 
 
 async def _open_drivers(

@@ -6,6 +6,8 @@
     │   ├── DuplicateModelError
     │   └── ValidationError        a request failed validation; nothing was written
     ├── AdmissionError             a turn could not be admitted (reason: busy, live, paused, ...)
+    ├── NotOwnerError              cluster: another node owns the conversation (route to it)
+    ├── OwnerUnavailableError      cluster: the owner is gone and nobody took over yet (503)
     ├── ConfigError                configuration is missing or wrong (names the key/provider)
     ├── ProviderError              a model API failed (status_code, retryable)
     ├── PersistenceError
@@ -28,6 +30,8 @@ __all__ = [
     "DrupeError",
     "DuplicateModelError",
     "NotFoundError",
+    "NotOwnerError",
+    "OwnerUnavailableError",
     "PersistenceError",
     "ProviderError",
     "TerminalPersistenceError",
@@ -93,6 +97,23 @@ class AdmissionError(DrupeError):
     def __init__(self, reason: AdmissionReason, message: str) -> None:
         super().__init__(message)
         self.reason: AdmissionReason = reason
+
+
+class NotOwnerError(DrupeError):
+    """Cluster mode: another node owns the conversation's live stream (route the command)."""
+
+    def __init__(self, conversation_id: str, node_id: str) -> None:
+        super().__init__(f"conversation {conversation_id!r} is owned by node {node_id!r}")
+        self.conversation_id = conversation_id
+        self.node_id = node_id
+
+
+class OwnerUnavailableError(DrupeError):
+    """Cluster mode: the owner did not answer and no other node has taken over yet."""
+
+    def __init__(self, message: str, *, retry_after: float) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
 
 
 class ConfigError(DrupeError):

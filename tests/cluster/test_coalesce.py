@@ -93,3 +93,27 @@ def test_the_written_batches_rebuild_the_same_message_and_respect_the_window(
     assert [c["type"] for c in written if c["type"] not in DELTAS] == [
         c["type"] for c in chunks if c["type"] not in DELTAS
     ]
+
+
+def test_each_batch_chunk_carries_the_seq_of_the_last_chunk_merged_into_it() -> None:
+    coalescer = Coalescer(window=10.0)
+    pushed: list[tuple[dict[str, object], int]] = [
+        ({"type": "text-start", "id": "t1"}, 1),
+        (_delta("a", "t1"), 2),
+        (_delta("b", "t1"), 3),
+        (_delta("c", "t2"), 4),
+        (_delta("d", "t1"), 5),
+        (_delta("e", "t1"), 6),
+    ]
+    for chunk, seq in pushed:
+        batch = coalescer.push(chunk, 0.0, seq)
+        if seq == 1:
+            assert batch == [{"type": "text-start", "id": "t1"}]
+            assert coalescer.batch_seqs == [1]
+    assert coalescer.push({"type": "text-end", "id": "t1"}, 0.0, 7) == [
+        _delta("ab", "t1"),
+        _delta("c", "t2"),
+        _delta("de", "t1"),
+        {"type": "text-end", "id": "t1"},
+    ]
+    assert coalescer.batch_seqs == [3, 4, 6, 7]

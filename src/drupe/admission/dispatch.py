@@ -1,7 +1,9 @@
 """``Dispatcher``: the only caller of ``StreamManager.send`` for user traffic (reference §4.1).
 
 Order, all under the conversation's admission lock: wait for boot reconciliation (before the
-lock) -> wait for any in-flight terminal dispatch of the conversation -> pick the first provider
+lock) -> own the conversation (``Ownership.hold``: a no-op in one process, the node's lease in
+cluster mode, where another node's lease raises ``NotOwnerError`` before anything is written)
+-> wait for any in-flight terminal dispatch of the conversation -> pick the first provider
 that handles the conversation -> apply the double-texting strategy when the conversation is
 live -> ``prepare`` (validation, then the row writes) -> queue a steer if one was prepared ->
 ``send``. A validation error raises before anything is written.
@@ -31,6 +33,7 @@ from drupe.admission.base import (
     SteerContinuation,
     Submit,
 )
+from drupe.admission.ownership import LocalOwnership, Ownership
 from drupe.errors import AdmissionError
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import SendInput, StreamManager
@@ -61,9 +64,11 @@ class Dispatcher:
         providers: Sequence[ContextProvider],
         *,
         reconciled: anyio.Event | None = None,
+        ownership: Ownership | None = None,
     ) -> None:
         if not providers:
             raise ValueError("at least one context provider is needed")
+        self.ownership: Ownership = ownership or LocalOwnership()
         self.manager = manager
         self.providers = list(providers)
         self.reconciled = reconciled
@@ -75,7 +80,10 @@ class Dispatcher:
         """Admit ``request``; ``subscribers`` are attached to the turn's stream."""
         if self.reconciled is not None:
             await self.reconciled.wait()
-        async with self.manager.conversation_lock(request.conversation_id):
+        async with (
+            self.ownership.hold(request.conversation_id),
+            self.manager.conversation_lock(request.conversation_id),
+        ):
             return await self.dispatch_locked(request, subscribers)
 
     async def dispatch_locked(

@@ -75,6 +75,10 @@ class RedisLease:
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
+    def lease_key(self, conversation_id: str) -> str:
+        """The Redis key that holds the conversation's lease (``<node>|<token>``)."""
+        return self._keys(conversation_id)[0]
+
     def _keys(self, conversation_id: str) -> tuple[str, str]:
         return (
             f"{self._prefix}:lease:{conversation_id}",

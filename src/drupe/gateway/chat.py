@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import itertools
+import time
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -30,6 +31,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from drupe.admission.base import DispatchRequest, Regenerate, Submit
+from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.errors import ConfigError, UnknownConversationError, ValidationError
 from drupe.gateway.errors import PayloadTooLarge
 from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
@@ -156,6 +158,8 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
             raise RuntimeError("the task service is not running")
         run = await runtime.tasks.start_chat_run(dispatch)
         return JSONResponse(run_json(run), status_code=202)
+    if runtime.cluster_chat is not None and isinstance(dispatch, Submit | Regenerate):
+        return await _post_chat_cluster(runtime, dispatch)
     listener = _new_listener()
     cleanup: list[Callable[[], None]] = []
     result = await runtime.dispatcher.dispatch(dispatch, [listener])
@@ -180,6 +184,67 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
         _detach(runtime, conversation_id, listener)
         for undo in cleanup:
             undo()  # a client that left before the next turn started leaves no observer behind
+
+    return SseResponse(listener.buffer, on_close=on_close)
+
+
+async def _post_chat_cluster(runtime: Runtime, dispatch: Submit | Regenerate) -> Response:
+    """Cluster mode: the owner admits the turn; this node follows its chunk log."""
+    cluster = runtime.cluster_chat
+    assert cluster is not None
+    result = await cluster.dispatch(dispatch)
+    listener = _new_listener()
+    follower = cluster.follower(dispatch.conversation_id, listener)
+    if result.mode == "started" and result.turn_id is not None and result.execution_ids:
+        listener.follow(result.turn_id, result.execution_ids[0])
+        await follower.follow_turn(result.turn_id)
+    elif result.steer == "drop":
+        listener.close_with_error(
+            "the message was stored but not answered: the running turn ended first"
+        )
+    elif result.steer == "queue-and-hold":
+        listener.close_with_error(
+            "the message was stored; it is answered once the pending tool approvals are decided"
+        )
+    else:
+        listener.follow_next_turn(result.turn_id)
+        await follower.follow_next(result.turn_id)
+
+    def on_close() -> None:
+        listener.buffer.disconnected = True
+        follower.close()
+
+    return SseResponse(listener.buffer, on_close=on_close)
+
+
+async def _resume_cluster(runtime: Runtime, conversation_id: str, cursor: str | None) -> Response:
+    """Cluster mode: resume from the chunk log of the conversation's newest turn, on any node."""
+    cluster = runtime.cluster_chat
+    assert cluster is not None
+    latest = await cluster.latest_turn(conversation_id)
+    if latest is None:
+        await ensure_known(runtime, conversation_id)
+        return Response(status_code=204)
+    turn_id, _announced_ms = latest
+    parsed = parse_cursor(cursor)
+    after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
+    node = runtime.cluster
+    assert node is not None
+    entries = await node.log.read(node.log.key(conversation_id, turn_id))
+    if not entries:
+        return Response(status_code=204)
+    ended = [e for e in entries if e.terminal is not None and e.done]
+    grace_ms = runtime.settings.stream.grace_period * 1000
+    if ended and int(ended[-1].cursor.split("-")[0]) + grace_ms < time.time() * 1000:
+        return Response(status_code=204)  # ended, and its grace period is over
+    listener = SseListener(f"sse:{next(_listener_ids)}")
+    listener.follow_next_turn(None)  # the first execution that speaks in this turn
+    follower = cluster.follower(conversation_id, listener)
+    await follower.follow_turn(turn_id, after=after)
+
+    def on_close() -> None:
+        listener.buffer.disconnected = True
+        follower.close()
 
     return SseResponse(listener.buffer, on_close=on_close)
 
@@ -225,6 +290,8 @@ async def resume_chat(
 ) -> Response:
     """Resume the answer: live, or just ended (grace period); 204 when nothing is left."""
     runtime = get_runtime(request)
+    if runtime.cluster_chat is not None:
+        return await _resume_cluster(runtime, conversation_id, last_event_id)
     stream = runtime.manager.get(conversation_id)
     if stream is None:
         await ensure_known(runtime, conversation_id)
@@ -268,21 +335,12 @@ async def stop_chat(conversation_id: str, request: Request) -> StopResult:
     runtime = get_runtime(request)
     if not runtime.manager.is_live(conversation_id):
         await ensure_known(runtime, conversation_id)
-    session_id = _session_id(conversation_id)
-    if session_id is not None and runtime.sessions is not None:
-        # An agent session may be between turns (a steer roll, a queued follow-up): the host
-        # stops the runtime turn, drops the queue and closes the connection.
-        live = runtime.manager.is_live(conversation_id)
-        stopped = await runtime.sessions.stop(session_id)
-        await runtime.manager.abort_and_drain(conversation_id)
-        return StopResult(stopped=stopped or live)
-    stopped = await runtime.manager.abort_and_drain(conversation_id)
+    if runtime.cluster_chat is not None:  # the owner stops it, wherever it runs
+        return StopResult(stopped=await runtime.cluster_chat.stop(conversation_id))
+    # An agent session may be between turns (a steer roll, a queued follow-up): the host
+    # stops the runtime turn, drops the queue and closes the connection.
+    stopped = await stop_conversation(runtime.manager, runtime.sessions, conversation_id)
     return StopResult(stopped=stopped)
-
-
-def _session_id(conversation_id: str) -> str | None:
-    prefix = "agent-session:"
-    return conversation_id[len(prefix) :] if conversation_id.startswith(prefix) else None
 
 
 @router.post("/api/chat/{conversation_id}/approvals", response_model=ApprovalResult)
@@ -292,28 +350,16 @@ async def post_approvals(
     """Answer pending tool approvals; an answered turn continues in the same message."""
     runtime = get_runtime(request)
     await ensure_known(runtime, conversation_id)
-    service = runtime.approvals
     decisions = [
         Decision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
         for d in body.decisions
     ]
-    session_id = _session_id(conversation_id)
-    if session_id is not None and runtime.sessions is not None:
-        # Agent approvals are answered in place: the driver holds the pending decision.
-        answered = [
-            await runtime.sessions.respond_approval(
-                session_id, d.approval_id, approved=d.approved, reason=d.reason
-            )
-            for d in decisions
-        ]
-        return ApprovalResult(
-            ok=all(answered),
-            continued=any(answered),
-            messageId=None,
-            pending=0,
-            reason=None if all(answered) else "unknown or already answered approval id",
+    if runtime.cluster_chat is not None:  # the owner answers, wherever it runs
+        outcome = await runtime.cluster_chat.approvals(conversation_id, decisions)
+    else:
+        outcome = await answer_approvals(
+            runtime.approvals, runtime.sessions, conversation_id, decisions
         )
-    outcome = await service.respond(conversation_id, decisions)
     return ApprovalResult(
         ok=outcome.ok,
         continued=outcome.continued,

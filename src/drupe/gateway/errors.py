@@ -4,13 +4,15 @@ Rules: bad input is a 4xx that says what is wrong, never a 500. ``UnknownConvers
 404; ``ValidationError`` / ``UsageError`` / a malformed body -> 422; ``AdmissionError`` -> 409
 (``too-many-subscribers`` -> 429, ``shutting-down`` -> 503); ``PayloadTooLarge`` -> 413;
 ``Forbidden`` -> 403; ``ConfigError`` / ``PersistenceError`` -> 503 (the server, not the
-request, is at fault, and the message says how). Anything else is logged with its traceback
+request, is at fault, and the message says how); cluster mode's ``OwnerUnavailableError`` -> 503
+with ``Retry-After`` (the owner is gone and no node has taken over yet). Anything else is logged with its traceback
 and answered 500 without internals. Route code raises; it never builds error responses itself.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Sequence
 from typing import Any
 
@@ -23,6 +25,8 @@ from drupe.errors import (
     AdmissionError,
     ConfigError,
     NotFoundError,
+    NotOwnerError,
+    OwnerUnavailableError,
     PersistenceError,
     UnknownConversationError,
     UsageError,
@@ -71,7 +75,7 @@ def status_for(err: BaseException) -> int:
         return 422
     if isinstance(err, AdmissionError):
         return _ADMISSION_STATUS.get(err.reason, 409)
-    if isinstance(err, ConfigError | PersistenceError):
+    if isinstance(err, ConfigError | PersistenceError | OwnerUnavailableError | NotOwnerError):
         return 503
     return 500
 
@@ -95,7 +99,10 @@ def install_error_handlers(app: FastAPI) -> None:
         status = status_for(err)
         if status >= 500 and not isinstance(err, AdmissionError):
             log.warning("%s %s: %s", request.method, request.url.path, err)
-        return error_response(status, str(err) or type(err).__name__)
+        response = error_response(status, str(err) or type(err).__name__)
+        if isinstance(err, OwnerUnavailableError):
+            response.headers["Retry-After"] = str(max(1, math.ceil(err.retry_after)))
+        return response
 
     async def on_validation(request: Request, err: Exception) -> JSONResponse:
         assert isinstance(err, RequestValidationError)
@@ -111,7 +118,15 @@ def install_error_handlers(app: FastAPI) -> None:
         log.error("%s %s failed", request.method, request.url.path, exc_info=err)
         return error_response(500, "internal server error")
 
-    for kind in (HttpError, UsageError, AdmissionError, ConfigError, PersistenceError):
+    for kind in (
+        HttpError,
+        UsageError,
+        AdmissionError,
+        ConfigError,
+        PersistenceError,
+        OwnerUnavailableError,
+        NotOwnerError,
+    ):
         app.add_exception_handler(kind, on_drupe_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -263,6 +263,10 @@ class SseListener(BaseListener):
     async def on_error(self, result: TerminalResult) -> None:
         self._terminal(result)
 
+    def end_with(self, result: TerminalResult) -> None:
+        """A terminal delivered synchronously (cluster mode's chunk-log follower)."""
+        self._terminal(result)
+
     def is_alive(self) -> bool:
         buffer = self.buffer  # called once per chunk per listener: kept inline
         return not (buffer.closed or buffer.disconnected)

@@ -1,0 +1,365 @@
+"""``ClusterChat``: chat admission, stop, approvals and subscriptions across the cluster's nodes.
+
+Contract (``docs/lifecycles/cluster.md``):
+
+* ``dispatch(request)``: the conversation's owner admits it. With no owner (or this node), the
+  local dispatcher runs it (taking this node's lease first); with another owner the request is
+  routed to it (``CommandBus``) and its ``DispatchResult`` comes back. An owner that is gone
+  (its node died) is waited for until a node took over (at most ``lease_ttl + 2`` s), then the
+  request runs here; one that does not answer is a 503 with ``Retry-After``.
+* ``stop`` and ``approvals`` follow the same rule (a stop with no owner anywhere stops nothing).
+* ``follower(conversation, listener)``: subscribers on every node read the chunk log
+  (``LogFollower``); ``latest_turn`` finds what a resume should follow.
+* The takeover sweep (one task, every ``sweep_interval``): every live turn (``<prefix>:live``)
+  and every conversation with ``pending`` rows whose lease is gone (its owner died or stalled
+  past the TTL) is taken over: this node acquires the lease (a new, higher fencing token),
+  finalizes the rows from their checkpoints (``MessageStore.take_over``: the partial text is
+  kept, interrupted parts are closed, one ``data-error`` part says the node was lost), writes
+  the turn's terminal to the chunk log so every subscriber on every node ends, and releases the
+  lease. The old owner, if it ever wakes, is fenced out of both (``LeaseOwnership``).
+* ``on_lost`` (this node lost a lease): the local stream is aborted; its writes are fenced.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+
+import anyio
+import anyio.abc
+import orjson
+from redis.exceptions import RedisError
+
+from drupe.admission.approvals import ApprovalOutcome, ApprovalService
+from drupe.admission.base import Regenerate, Submit
+from drupe.admission.commands import answer_approvals, stop_conversation
+from drupe.admission.dispatch import Dispatcher, DispatchResult
+from drupe.cluster.commands import CommandBus, NodeGone
+from drupe.cluster.follower import LogFollower
+from drupe.cluster.log_writer import live_key, turns_key
+from drupe.cluster.ownership import LeaseOwnership
+from drupe.errors import NotOwnerError, OwnerUnavailableError, ValidationError
+from drupe.streaming.approvals import Decision
+from drupe.streaming.listeners.sse import SseListener
+from drupe.streaming.manager import StreamManager
+
+if TYPE_CHECKING:
+    from drupe.cluster.node import ClusterNode
+    from drupe.persistence.messages import MessageStore
+    from drupe.sessions.host import AgentSessionHost
+
+__all__ = ["NODE_LOST", "ClusterChat"]
+
+log = logging.getLogger(__name__)
+
+NODE_LOST: Final = "the node that was answering was lost; the partial answer was kept"
+T = TypeVar("T")
+
+
+class ClusterChat:
+    """The cluster-mode face of admission; enter it to start routing and the sweep."""
+
+    def __init__(
+        self,
+        node: ClusterNode,
+        ownership: LeaseOwnership,
+        *,
+        dispatcher: Dispatcher,
+        manager: StreamManager,
+        approvals: ApprovalService,
+        messages: MessageStore,
+        sessions: Callable[[], AgentSessionHost | None],
+        sweep_interval: float | None = None,
+    ) -> None:
+        self.node = node
+        self.ownership = ownership
+        self.dispatcher = dispatcher
+        self.manager = manager
+        self.approval_service = approvals
+        self.messages = messages
+        self._sessions = sessions
+        ttl = node.settings.lease_ttl
+        self.wait_for_takeover = ttl + 2.0
+        self.sweep_interval = sweep_interval or min(1.0, ttl / 4)
+        self._tg: anyio.abc.TaskGroup | None = None
+        self.bus = CommandBus(
+            node.redis,
+            prefix=node.prefix,
+            node_id=node.node_id,
+            handlers={
+                "dispatch": self._on_dispatch,
+                "stop": self._on_stop,
+                "approvals": self._on_approvals,
+            },
+            timeout=ttl + 2.0,
+        )
+        self.takeovers = 0
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        await self.bus.__aenter__()
+        self._tg.start_soon(self._sweep_loop)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        try:
+            await self.bus.__aexit__(exc_type, exc, tb)
+        finally:
+            self._tg.cancel_scope.cancel()
+            await self._tg.__aexit__(exc_type, exc, tb)
+        return None
+
+    @property
+    def task_group(self) -> anyio.abc.TaskGroup:
+        assert self._tg is not None
+        return self._tg
+
+    # --- commands ------------------------------------------------------------------------------
+
+    async def dispatch(self, request: Submit | Regenerate) -> DispatchResult:
+        return await self._routed(
+            request.conversation_id,
+            lambda: self.dispatcher.dispatch(request),
+            "dispatch",
+            {"request": _request_json(request)},
+            _result_from_json,
+        )
+
+    async def stop(self, conversation_id: str) -> bool:
+        return await self._routed(
+            conversation_id,
+            lambda: stop_conversation(self.manager, self._sessions(), conversation_id),
+            "stop",
+            {"conversation": conversation_id},
+            lambda data: bool(data["stopped"]),
+        )
+
+    async def approvals(self, conversation_id: str, decisions: list[Decision]) -> ApprovalOutcome:
+        return await self._routed(
+            conversation_id,
+            lambda: answer_approvals(
+                self.approval_service, self._sessions(), conversation_id, decisions
+            ),
+            "approvals",
+            {"conversation": conversation_id, "decisions": [asdict(d) for d in decisions]},
+            lambda data: ApprovalOutcome(**data),
+        )
+
+    async def _routed(
+        self,
+        conversation_id: str,
+        local: Callable[[], Awaitable[T]],
+        kind: str,
+        payload: dict[str, Any],
+        decode: Callable[[dict[str, Any]], T],
+    ) -> T:
+        deadline = time.monotonic() + self.wait_for_takeover
+        while True:
+            try:
+                holder = await self.node.lease.holder(conversation_id)
+            except (OSError, RedisError) as err:
+                raise OwnerUnavailableError(
+                    f"cannot reach Redis to find the owner: {err}", retry_after=1.0
+                ) from err
+            try:
+                if holder is None or holder.node_id == self.node.node_id:
+                    return await local()
+                return decode(await self.bus.call(holder.node_id, kind, payload))
+            except (NotOwnerError, NodeGone) as err:
+                # The owner changed under us, or died: wait for a takeover (or the TTL).
+                if time.monotonic() > deadline:
+                    raise OwnerUnavailableError(
+                        f"the node that owns conversation {conversation_id!r} is gone and no "
+                        "node has taken over yet",
+                        retry_after=self.node.settings.lease_ttl,
+                    ) from err
+                await anyio.sleep(0.2)
+
+    async def _on_dispatch(self, payload: dict[str, Any]) -> dict[str, Any]:
+        # A node that no longer owns it raises NotOwnerError (the ownership port): the caller
+        # re-resolves the owner.
+        request = _request_from_json(payload["request"])
+        result = await self.dispatcher.dispatch(request)
+        return _result_json(result)
+
+    async def _on_stop(self, payload: dict[str, Any]) -> dict[str, Any]:
+        conversation_id = str(payload["conversation"])
+        stopped = await stop_conversation(self.manager, self._sessions(), conversation_id)
+        return {"stopped": stopped}
+
+    async def _on_approvals(self, payload: dict[str, Any]) -> dict[str, Any]:
+        decisions = [Decision(**d) for d in payload["decisions"]]
+        outcome = await answer_approvals(
+            self.approval_service, self._sessions(), str(payload["conversation"]), decisions
+        )
+        return asdict(outcome)
+
+    # --- subscriptions -------------------------------------------------------------------------
+
+    def follower(self, conversation_id: str, listener: SseListener) -> LogFollower:
+        return LogFollower(self.node, conversation_id, listener, self.task_group)
+
+    async def latest_turn(self, conversation_id: str) -> tuple[str, int] | None:
+        """The newest turn of the conversation and when it was announced (ms), if any."""
+        rows: Any = await self.node.redis.xrevrange(
+            turns_key(self.node.prefix, conversation_id), count=1
+        )
+        if not rows:
+            return None
+        entry_id, fields = rows[0]
+        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+        turn = fields.get(b"e", fields.get("e"))
+        turn = turn.decode() if isinstance(turn, bytes) else str(turn)
+        return turn, int(text.split("-")[0])
+
+    # --- takeover --------------------------------------------------------------------------
+
+    async def _sweep_loop(self) -> None:
+        while True:
+            await anyio.sleep(self.sweep_interval)
+            try:
+                await self.sweep()
+            except (OSError, RedisError) as err:
+                log.warning("takeover sweep skipped: %s", err)
+            except Exception:  # isolation boundary: the sweep runs again next period
+                log.exception("takeover sweep failed")
+
+    async def sweep(self) -> int:
+        """Take over every orphaned conversation once; returns how many were taken over."""
+        redis = self.node.redis
+        live: Any = await redis.hgetall(live_key(self.node.prefix))
+        candidates: dict[str, str | None] = {}
+        for raw_conversation, raw_info in (live or {}).items():
+            conversation_id = _text(raw_conversation)
+            info = orjson.loads(raw_info)
+            candidates[conversation_id] = str(info.get("key") or "") or None
+        for conversation_id in await self.messages.pending_conversations():
+            candidates.setdefault(conversation_id, None)
+        taken = 0
+        for conversation_id, key in candidates.items():
+            if self.ownership.owns(conversation_id) or self.manager.get(conversation_id):
+                continue
+            if await self.node.lease.holder(conversation_id) is not None:
+                continue
+            if await self.take_over(conversation_id, key):
+                taken += 1
+        return taken
+
+    async def take_over(self, conversation_id: str, log_key: str | None) -> bool:
+        lease = self.node.lease
+        fence = await lease.acquire(conversation_id, self.node.node_id)
+        if fence is None:
+            return False  # another node is taking over (or a new owner admitted a turn)
+        try:
+            rows = await self.messages.take_over(
+                conversation_id, fence=fence.token, reason=NODE_LOST
+            )
+            guard = (lease.lease_key(conversation_id), fence.value)
+            if log_key is not None:
+                await self._end_log(log_key, guard)
+                await redis_hdel(self.node, conversation_id)
+            self.takeovers += 1
+            log.warning(
+                "took over conversation %r (token %d): %d row(s) finalized",
+                conversation_id,
+                fence.token,
+                len(rows),
+            )
+            return True
+        finally:
+            await lease.release(fence)
+
+    async def _end_log(self, key: str, guard: tuple[str, str]) -> None:
+        entries = await self.node.log.read(key)
+        seen: list[str] = []
+        ended: set[str] = set()
+        for entry in entries:
+            if entry.terminal is not None:
+                ended.add(entry.execution_id)
+            elif entry.execution_id not in seen:
+                seen.append(entry.execution_id)
+        error = {"name": "NodeLost", "message": NODE_LOST}
+        for execution_id in [*(e for e in seen if e not in ended), ""]:
+            await self.node.log.end(key, execution_id, "error", done=True, error=error, fence=guard)
+
+
+async def redis_hdel(node: ClusterNode, conversation_id: str) -> None:
+    await node.redis.hdel(live_key(node.prefix), conversation_id)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _request_json(request: Submit | Regenerate) -> dict[str, Any]:
+    if isinstance(request, Submit):
+        return {
+            "kind": "submit",
+            "conversation_id": request.conversation_id,
+            "parts": [dict(p) for p in request.parts],
+            "parent_id": request.parent_id,
+            "model_ids": list(request.model_ids),
+            "strategy": request.strategy,
+            "metadata": request.metadata,
+        }
+    return {
+        "kind": "regenerate",
+        "conversation_id": request.conversation_id,
+        "user_message_id": request.user_message_id,
+        "model_ids": list(request.model_ids),
+    }
+
+
+def _request_from_json(data: dict[str, Any]) -> Submit | Regenerate:
+    kind = data.get("kind")
+    if kind == "submit":
+        return Submit(
+            conversation_id=data["conversation_id"],
+            parts=data["parts"],
+            parent_id=data.get("parent_id"),
+            model_ids=tuple(data.get("model_ids") or ()),
+            strategy=data.get("strategy", "enqueue"),
+            metadata=data.get("metadata"),
+        )
+    if kind == "regenerate":
+        return Regenerate(
+            conversation_id=data["conversation_id"],
+            user_message_id=data["user_message_id"],
+            model_ids=tuple(data.get("model_ids") or ()),
+        )
+    raise ValidationError(f"unknown routed request kind {kind!r}")
+
+
+def _result_json(result: DispatchResult) -> dict[str, Any]:
+    return {
+        "mode": result.mode,
+        "conversation_id": result.conversation_id,
+        "turn_id": result.turn_id,
+        "user_message_id": result.user_message_id,
+        "placeholder_ids": list(result.placeholder_ids),
+        "execution_ids": list(result.execution_ids),
+        "steer": result.steer,
+    }
+
+
+def _result_from_json(data: dict[str, Any]) -> DispatchResult:
+    return DispatchResult(
+        mode=data["mode"],
+        conversation_id=data["conversation_id"],
+        turn_id=data.get("turn_id"),
+        user_message_id=data.get("user_message_id"),
+        placeholder_ids=tuple(data.get("placeholder_ids") or ()),
+        execution_ids=tuple(data.get("execution_ids") or ()),
+        steer=data.get("steer"),
+    )

@@ -1,0 +1,325 @@
+"""``LogWriter``: the owner's side of the chunk log — every stream's chunks, coalesced, in Redis.
+
+Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
+
+* ``listener(conversation_id)`` is a stream-listener factory for the stream manager: every
+  stream the node starts gets one ``LogListener``. Its ``on_chunk`` never blocks: it hands the
+  event to the writer, which coalesces text deltas per execution (``Coalescer``, at most
+  ``window`` seconds) and writes the batches in order with ONE writer task per node.
+* Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in
+  the conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream followers of
+  "the next turn" watch), and the field ``<conversation>`` of the hash ``<prefix>:live`` (the
+  takeover sweep's list of live turns). A conversation's field leaves ``live`` when a terminal
+  says the conversation is done.
+* An execution's terminal (``on_done``/``on_paused``/``on_error``, cleanup phase: after the row
+  was written) flushes what is held, then writes the terminal entry and waits until it is in
+  Redis (bounded by ``terminal_timeout``).
+* Every write is fenced with the node's lease on the conversation (``fence_of``): once the
+  lease is lost the writes are refused by Redis itself, and that turn's pending batches are
+  dropped (``fenced_out`` counts them).
+* A Redis error drops nothing silently: the batch is retried with a capped backoff while the
+  turn is live; ``write_errors`` counts the failures.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import deque
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from types import TracebackType
+from typing import TYPE_CHECKING, Any, Final, Self
+
+import anyio
+import anyio.abc
+import orjson
+from redis.exceptions import RedisError
+
+from drupe.cluster.chunk_log import FencedOut, RedisChunkLog
+from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
+from drupe.cluster.lease import Fence
+from drupe.streaming.listeners.base import (
+    BaseListener,
+    StreamEvent,
+    TerminalPhase,
+    TerminalResult,
+)
+
+if TYPE_CHECKING:
+    from redis.asyncio import Redis
+
+__all__ = ["LogListener", "LogWriter", "live_key", "turns_key"]
+
+log = logging.getLogger(__name__)
+
+_TURNS_MAXLEN: Final = 64
+_MAX_BACKOFF: Final = 1.0
+
+
+def turns_key(prefix: str, conversation_id: str) -> str:
+    """The conversation's turn list (one entry per started turn)."""
+    return f"{prefix}:turns:{conversation_id}"
+
+
+def live_key(prefix: str) -> str:
+    """The hash of live turns: conversation -> ``{"node", "turn", "key"}``."""
+    return f"{prefix}:live"
+
+
+@dataclass(slots=True)
+class _Op:
+    """One write, in order: an announcement, a batch or a terminal."""
+
+    conversation_id: str
+    key: str
+    kind: str  # "announce" | "batch" | "end"
+    execution_id: str = ""
+    chunks: list[Any] = field(default_factory=list)
+    seqs: list[int] = field(default_factory=list)
+    result: TerminalResult | None = None
+    written: anyio.Event | None = None
+    turn_id: str = ""
+
+
+class LogWriter:
+    """One writer task per node; see the module docstring."""
+
+    def __init__(
+        self,
+        redis: Redis,
+        chunk_log: RedisChunkLog,
+        *,
+        node_id: str,
+        fence_of: Callable[[str], Fence | None],
+        lease_key: Callable[[str], str],
+        window: float = DEFAULT_WINDOW,
+        terminal_timeout: float = 5.0,
+    ) -> None:
+        self._redis = redis
+        self._log = chunk_log
+        self.prefix = chunk_log.prefix
+        self.node_id = node_id
+        self._fence_of = fence_of
+        self._lease_key = lease_key
+        self.window = window
+        self.terminal_timeout = terminal_timeout
+        self._coalescers: dict[tuple[str, str], Coalescer] = {}
+        self._conversations: dict[tuple[str, str], str] = {}
+        self._announced: set[str] = set()
+        self._ops: deque[_Op] = deque()
+        self._wake = anyio.Event()
+        self._tg: anyio.abc.TaskGroup | None = None
+        self._fenced_keys: set[str] = set()
+        self.entries_written = 0
+        self.fenced_out = 0
+        self.write_errors = 0
+
+    async def __aenter__(self) -> Self:
+        self._tg = anyio.create_task_group()
+        await self._tg.__aenter__()
+        self._tg.start_soon(self._run)
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> bool | None:
+        assert self._tg is not None
+        self._tg.cancel_scope.cancel()
+        return await self._tg.__aexit__(exc_type, exc, tb)
+
+    def listener(self, conversation_id: str) -> LogListener:
+        return LogListener(self, conversation_id)
+
+    # --- called by the listeners (synchronous, never blocking) ------------------------------
+
+    def push(self, event: StreamEvent) -> None:
+        key = self._log.key(event.conversation_id, event.turn_id)
+        if key in self._fenced_keys:
+            return
+        self._announce(event.conversation_id, event.turn_id, key)
+        slot = (key, event.execution_id)
+        coalescer = self._coalescers.get(slot)
+        if coalescer is None:
+            coalescer = self._coalescers[slot] = Coalescer(window=self.window)
+            self._conversations[slot] = event.conversation_id
+        batch = coalescer.push(event.chunk, anyio.current_time(), event.seq)
+        if batch is not None:
+            self._queue(
+                _Op(
+                    event.conversation_id,
+                    key,
+                    "batch",
+                    event.execution_id,
+                    batch,
+                    coalescer.batch_seqs,
+                )
+            )
+        elif coalescer.due is not None:
+            self._wake.set()  # the loop's timer must learn the new due time
+
+    async def end(self, result: TerminalResult) -> None:
+        key = self._log.key(result.conversation_id, result.turn_id)
+        self._announce(result.conversation_id, result.turn_id, key)
+        self._flush_slot(key, result.execution_id, result.conversation_id)
+        op = _Op(
+            result.conversation_id,
+            key,
+            "end",
+            result.execution_id,
+            result=result,
+            written=anyio.Event(),
+        )
+        self._queue(op)
+        assert op.written is not None
+        with anyio.move_on_after(self.terminal_timeout):
+            await op.written.wait()
+
+    def _announce(self, conversation_id: str, turn_id: str, key: str) -> None:
+        if key in self._announced:
+            return
+        if len(self._announced) > 100_000:  # bounded: turns end long before this many
+            self._announced.clear()
+        self._announced.add(key)
+        self._queue(_Op(conversation_id, key, "announce", turn_id=turn_id))
+
+    def _flush_slot(self, key: str, execution_id: str, conversation_id: str) -> None:
+        coalescer = self._coalescers.pop((key, execution_id), None)
+        self._conversations.pop((key, execution_id), None)
+        if coalescer is None:
+            return
+        batch = coalescer.flush()
+        if batch is not None:
+            self._queue(
+                _Op(conversation_id, key, "batch", execution_id, batch, coalescer.batch_seqs)
+            )
+
+    def _queue(self, op: _Op) -> None:
+        self._ops.append(op)
+        self._wake.set()
+
+    # --- the writer task -----------------------------------------------------------------
+
+    async def _run(self) -> None:
+        while True:
+            self._flush_due()
+            if not self._ops:
+                due = [c.due for c in self._coalescers.values() if c.due is not None]
+                self._wake = anyio.Event()
+                if due:
+                    with anyio.move_on_after(max(0.0, min(due) - anyio.current_time())):
+                        await self._wake.wait()
+                else:
+                    await self._wake.wait()
+                continue
+            op = self._ops.popleft()
+            await self._write(op)
+
+    def _flush_due(self) -> None:
+        now = anyio.current_time()
+        for (key, execution_id), coalescer in list(self._coalescers.items()):
+            if coalescer.due is not None and coalescer.due <= now:
+                batch = coalescer.flush()
+                if batch is not None:
+                    conversation_id = key.split(":log:", 1)[1].rsplit(":", 1)[0]
+                    self._ops.append(
+                        _Op(
+                            conversation_id, key, "batch", execution_id, batch, coalescer.batch_seqs
+                        )
+                    )
+
+    async def _write(self, op: _Op) -> None:
+        backoff = 0.05
+        try:
+            while True:
+                try:
+                    await self._write_once(op)
+                    return
+                except FencedOut:
+                    self.fenced_out += 1
+                    self._fenced_keys.add(op.key)
+                    if len(self._fenced_keys) > 10_000:
+                        self._fenced_keys.pop()
+                    log.warning(
+                        "chunk log write refused: the lease of %r is lost", op.conversation_id
+                    )
+                    return
+                except (OSError, RedisError) as err:
+                    self.write_errors += 1
+                    log.warning("chunk log write failed (%s); retrying in %.2f s", err, backoff)
+                    await anyio.sleep(backoff)
+                    backoff = min(backoff * 2, _MAX_BACKOFF)
+        finally:
+            if op.written is not None:
+                op.written.set()
+
+    async def _write_once(self, op: _Op) -> None:
+        fence = self._fence_of(op.conversation_id)
+        guard = None if fence is None else (self._lease_key(op.conversation_id), fence.value)
+        if op.kind == "announce":
+            turn_id = op.turn_id
+            payload = orjson.dumps({"node": self.node_id, "turn": turn_id, "key": op.key})
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.xadd(
+                    turns_key(self.prefix, op.conversation_id),
+                    {"e": turn_id, "n": self.node_id},
+                    maxlen=_TURNS_MAXLEN,
+                    approximate=True,
+                )
+                pipe.hset(live_key(self.prefix), op.conversation_id, payload)
+                await pipe.execute()
+            return
+        if op.kind == "batch":
+            await self._log.append(op.key, op.execution_id, op.chunks, op.seqs, fence=guard)
+            self.entries_written += 1
+            return
+        result = op.result
+        assert result is not None
+        await self._log.end(
+            op.key,
+            op.execution_id,
+            result.status,
+            done=result.is_conversation_done,
+            error=result.error,
+            reason=result.reason,
+            fence=guard,
+        )
+        self.entries_written += 1
+        if result.is_conversation_done:
+            await _hdel_if(self._redis, live_key(self.prefix), op.conversation_id, op.key)
+
+
+_HDEL_IF: Final = """
+local v = redis.call('HGET', KEYS[1], ARGV[1])
+if v and string.find(v, ARGV[2], 1, true) then return redis.call('HDEL', KEYS[1], ARGV[1]) end
+return 0
+"""
+
+
+async def _hdel_if(redis: Redis, key: str, field_: str, turn_key: str) -> None:
+    """Remove the conversation's live entry only if it still names this turn."""
+    await redis.eval(_HDEL_IF, 1, key, field_, turn_key)
+
+
+class LogListener(BaseListener):
+    """A stream's chunks and terminals to the node's ``LogWriter`` (cleanup phase)."""
+
+    terminal_phase: TerminalPhase | None = "cleanup"
+
+    def __init__(self, writer: LogWriter, conversation_id: str) -> None:
+        super().__init__(f"chunk-log:{conversation_id}")
+        self._writer = writer
+
+    def on_chunk(self, event: StreamEvent) -> None:
+        self._writer.push(event)
+
+    async def on_done(self, result: TerminalResult) -> None:
+        await self._writer.end(result)
+
+    async def on_paused(self, result: TerminalResult) -> None:
+        await self._writer.end(result)
+
+    async def on_error(self, result: TerminalResult) -> None:
+        await self._writer.end(result)

@@ -1,0 +1,153 @@
+"""Cluster mode across two real runtimes: attach and resume on another node, routed commands.
+
+Both nodes run in this process on their own uvicorn servers, with one PostgreSQL database and
+one Redis prefix: everything between them goes through PostgreSQL and Redis only.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.cluster.nodes import cluster_nodes, sse_events, text_of
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+PACED = "scripted:lorem?words=60&rate=120"
+
+
+def chat_body(conversation: str, text: str, models: list[str] | None = None) -> dict[str, object]:
+    body: dict[str, object] = {
+        "id": conversation,
+        "trigger": "submit-message",
+        "messages": [{"id": f"u-{text}", "role": "user", "parts": [{"type": "text", "text": text}]}],
+    }
+    if models is not None:
+        body["models"] = models
+    return body
+
+
+async def stored_answer(http: httpx.AsyncClient, conversation: str) -> dict[str, object]:
+    response = await http.get(f"/api/conversations/{conversation}")
+    response.raise_for_status()
+    rows: list[dict[str, object]] = response.json()["messages"]
+    return [m for m in rows if m["role"] == "assistant"][-1]
+
+
+async def test_a_subscriber_on_another_node_sees_the_same_answer_and_resumes_exactly(
+    tmp_path: Path, prefix: str
+) -> None:
+    async with cluster_nodes(tmp_path, prefix) as (a, b):
+        async with (
+            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
+            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
+        ):
+            first_on_b: list[bytes] = []
+            owner_body: list[bytes] = []
+            speaking = anyio.Event()
+
+            async def submit() -> None:
+                body = chat_body("c1", "hi", [PACED])
+                async with on_a.stream("POST", "/api/chat", json=body) as r:
+                    assert r.status_code == 200
+                    async for chunk in r.aiter_bytes():
+                        owner_body.append(chunk)
+                        if b"text-delta" in chunk:
+                            speaking.set()
+
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(submit)
+                with anyio.fail_after(10):
+                    await speaking.wait()
+                # Attach on B mid-answer, read a little, then drop the connection.
+                async with on_b.stream("GET", "/api/chat/c1/stream") as r:
+                    assert r.status_code == 200
+                    async for chunk in r.aiter_bytes():
+                        first_on_b.append(chunk)
+                        if b"text-delta" in b"".join(first_on_b) and len(first_on_b) > 2:
+                            break
+            owner = sse_events(b"".join(owner_body))
+            assert owner[-1][1] == "[DONE]"
+            seen = sse_events(b"".join(first_on_b).rsplit(b"\n\n", 1)[0] + b"\n\n")
+            last_id = [i for i, _ in seen if i is not None][-1]
+            # Resume on B after the last id it delivered: the rest, exactly.
+            async with on_b.stream(
+                "GET", "/api/chat/c1/stream", headers={"Last-Event-ID": last_id}
+            ) as r:
+                rest = sse_events(b"".join([c async for c in r.aiter_bytes()]))
+            assert text_of(seen) + text_of(rest) == text_of(owner)
+            ids = [i for i, _ in owner if i is not None]
+            assert ids == sorted(set(ids), key=ids.index) and len(ids) == len(set(ids))
+            row = await stored_answer(on_b, "c1")
+            stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
+            assert stored == text_of(owner) and row["status"] == "success"
+
+
+async def _stream_until_speaking(
+    http: httpx.AsyncClient, body: dict[str, object], chunks: list[bytes], speaking: anyio.Event
+) -> None:
+    async with http.stream("POST", "/api/chat", json=body) as r:
+        assert r.status_code == 200
+        async for chunk in r.aiter_bytes():
+            chunks.append(chunk)
+            if b"text-delta" in chunk:
+                speaking.set()
+
+
+async def test_stop_from_another_node_stops_the_owner_and_keeps_the_partial(
+    tmp_path: Path, prefix: str
+) -> None:
+    async with cluster_nodes(tmp_path, prefix) as (a, b):
+        async with (
+            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
+            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
+        ):
+            owner_body: list[bytes] = []
+            speaking = anyio.Event()
+            slow = "scripted:lorem?words=400&rate=50"
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    _stream_until_speaking, on_a, chat_body("c2", "go", [slow]), owner_body, speaking
+                )
+                with anyio.fail_after(10):
+                    await speaking.wait()
+                response = await on_b.post("/api/chat/c2/stop")
+                assert response.status_code == 200 and response.json() == {"stopped": True}
+            events = sse_events(b"".join(owner_body))
+            assert [d for _, d in events][-2:] == [{"type": "abort"}, "[DONE]"]
+            row = await stored_answer(on_b, "c2")
+            stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
+            assert row["status"] == "paused"
+            assert stored == text_of(events) and 0 < len(stored.split()) < 400
+            assert not a.runtime.manager.is_live("c2")
+
+
+async def test_a_message_sent_to_another_node_while_answering_is_a_steer_answered_next(
+    tmp_path: Path, prefix: str
+) -> None:
+    async with cluster_nodes(tmp_path, prefix) as (a, b):
+        async with (
+            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
+            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
+        ):
+            owner_body: list[bytes] = []
+            speaking = anyio.Event()
+            paced = "scripted:lorem?words=40&rate=80"
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(
+                    _stream_until_speaking, on_a, chat_body("c3", "one", [paced]), owner_body, speaking
+                )
+                with anyio.fail_after(10):
+                    await speaking.wait()
+                async with on_b.stream(
+                    "POST", "/api/chat", json=chat_body("c3", "two", ["scripted:echo"])
+                ) as r:
+                    assert r.status_code == 200
+                    steer = sse_events(b"".join([c async for c in r.aiter_bytes()]))
+            assert steer[-1][1] == "[DONE]"
+            assert "two" in text_of(steer)  # the echo model answers the steer on the owner
+            assert a.runtime.manager.outcomes["success"] == 2
+            assert b.runtime.manager.outcomes == {"success": 0, "paused": 0, "error": 0}
