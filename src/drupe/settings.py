@@ -6,8 +6,7 @@
 ``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
 ``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
 ``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``, and for cluster mode ``DRUPE_REDIS_URL``,
-``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_ON_OWNER_LOSS``,
-``DRUPE_REDIS_PREFIX``); the CLI
+``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_REDIS_PREFIX``); the CLI
 overrides fields from its options. ``redis_url`` together with a PostgreSQL ``database_url``
 turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the embedded default.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
@@ -20,7 +19,6 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import platformdirs
 
@@ -55,9 +53,6 @@ class ClusterSettings:
     """Seconds an owner's lease lives without renewal (renewed every third of it)."""
     coalesce_window: float = 0.025
     """Seconds a text delta may wait before the owner writes it to the chunk log."""
-    on_owner_loss: Literal["error", "retry"] = "error"
-    """What a node that takes over a dead owner's turn does: end it with an error part, or
-    re-run it as a new attempt."""
     key_prefix: str = "drupe"
     """Prefix of every Redis key (several clusters may share one Redis)."""
 
@@ -166,11 +161,6 @@ class Settings:
             cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
         if env.get("DRUPE_REDIS_PREFIX"):
             cluster["key_prefix"] = env["DRUPE_REDIS_PREFIX"]
-        if env.get("DRUPE_ON_OWNER_LOSS"):
-            loss = env["DRUPE_ON_OWNER_LOSS"]
-            if loss not in ("error", "retry"):
-                raise ValueError("DRUPE_ON_OWNER_LOSS must be 'error' or 'retry'")
-            cluster["on_owner_loss"] = loss
         if cluster:
             kwargs["cluster"] = ClusterSettings(**cluster)  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]

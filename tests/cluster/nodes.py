@@ -95,7 +95,5 @@ def sse_events(body: bytes) -> list[tuple[str | None, object]]:
 
 def text_of(events: list[tuple[str | None, object]]) -> str:
     return "".join(
-        str(d["delta"])
-        for _, d in events
-        if isinstance(d, dict) and d.get("type") == "text-delta"
+        str(d["delta"]) for _, d in events if isinstance(d, dict) and d.get("type") == "text-delta"
     )

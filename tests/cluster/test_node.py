@@ -29,7 +29,6 @@ def test_cluster_settings_come_from_the_environment() -> None:
             "DRUPE_NODE_ID": "n1",
             "DRUPE_LEASE_TTL": "3.5",
             "DRUPE_COALESCE_MS": "10",
-            "DRUPE_ON_OWNER_LOSS": "retry",
             "DRUPE_REDIS_PREFIX": "team-a",
         }
     )
@@ -39,11 +38,8 @@ def test_cluster_settings_come_from_the_environment() -> None:
         node_id="n1",
         lease_ttl=3.5,
         coalesce_window=0.01,
-        on_owner_loss="retry",
         key_prefix="team-a",
     )
-    with pytest.raises(ValueError, match="DRUPE_ON_OWNER_LOSS"):
-        Settings.from_env({"DRUPE_ON_OWNER_LOSS": "ignore"})
 
 
 def test_node_ids_differ_per_process_and_never_hold_the_lease_separator() -> None:

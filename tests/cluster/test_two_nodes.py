@@ -6,24 +6,39 @@ one Redis prefix: everything between them goes through PostgreSQL and Redis only
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from pathlib import Path
 
 import anyio
 import httpx
 import pytest
 
-from tests.cluster.nodes import cluster_nodes, sse_events, text_of
+from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 PACED = "scripted:lorem?words=60&rate=120"
+Pair = tuple[Node, Node, httpx.AsyncClient, httpx.AsyncClient]
+
+
+@pytest.fixture
+async def pair(tmp_path: Path, prefix: str) -> AsyncIterator[Pair]:
+    """Nodes A and B, and an HTTP client on each."""
+    async with (
+        cluster_nodes(tmp_path, prefix) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
+    ):
+        yield a, b, on_a, on_b
 
 
 def chat_body(conversation: str, text: str, models: list[str] | None = None) -> dict[str, object]:
     body: dict[str, object] = {
         "id": conversation,
         "trigger": "submit-message",
-        "messages": [{"id": f"u-{text}", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "messages": [
+            {"id": f"u-{text}", "role": "user", "parts": [{"type": "text", "text": text}]}
+        ],
     }
     if models is not None:
         body["models"] = models
@@ -38,52 +53,46 @@ async def stored_answer(http: httpx.AsyncClient, conversation: str) -> dict[str,
 
 
 async def test_a_subscriber_on_another_node_sees_the_same_answer_and_resumes_exactly(
-    tmp_path: Path, prefix: str
+    pair: Pair,
 ) -> None:
-    async with cluster_nodes(tmp_path, prefix) as (a, b):
-        async with (
-            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
-            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
-        ):
-            first_on_b: list[bytes] = []
-            owner_body: list[bytes] = []
-            speaking = anyio.Event()
+    _a, _b, on_a, on_b = pair
+    first_on_b: list[bytes] = []
+    owner_body: list[bytes] = []
+    speaking = anyio.Event()
 
-            async def submit() -> None:
-                body = chat_body("c1", "hi", [PACED])
-                async with on_a.stream("POST", "/api/chat", json=body) as r:
-                    assert r.status_code == 200
-                    async for chunk in r.aiter_bytes():
-                        owner_body.append(chunk)
-                        if b"text-delta" in chunk:
-                            speaking.set()
+    async def submit() -> None:
+        body = chat_body("c1", "hi", [PACED])
+        async with on_a.stream("POST", "/api/chat", json=body) as r:
+            assert r.status_code == 200
+            async for chunk in r.aiter_bytes():
+                owner_body.append(chunk)
+                if b"text-delta" in chunk:
+                    speaking.set()
 
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(submit)
-                with anyio.fail_after(10):
-                    await speaking.wait()
-                # Attach on B mid-answer, read a little, then drop the connection.
-                async with on_b.stream("GET", "/api/chat/c1/stream") as r:
-                    assert r.status_code == 200
-                    async for chunk in r.aiter_bytes():
-                        first_on_b.append(chunk)
-                        if b"text-delta" in b"".join(first_on_b) and len(first_on_b) > 2:
-                            break
-            owner = sse_events(b"".join(owner_body))
-            assert owner[-1][1] == "[DONE]"
-            seen = sse_events(b"".join(first_on_b).rsplit(b"\n\n", 1)[0] + b"\n\n")
-            last_id = [i for i, _ in seen if i is not None][-1]
-            # Resume on B after the last id it delivered: the rest, exactly.
-            async with on_b.stream(
-                "GET", "/api/chat/c1/stream", headers={"Last-Event-ID": last_id}
-            ) as r:
-                rest = sse_events(b"".join([c async for c in r.aiter_bytes()]))
-            assert text_of(seen) + text_of(rest) == text_of(owner)
-            ids = [i for i, _ in owner if i is not None]
-            assert ids == sorted(set(ids), key=ids.index) and len(ids) == len(set(ids))
-            row = await stored_answer(on_b, "c1")
-            stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
-            assert stored == text_of(owner) and row["status"] == "success"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit)
+        with anyio.fail_after(10):
+            await speaking.wait()
+        # Attach on B mid-answer, read a little, then drop the connection.
+        async with on_b.stream("GET", "/api/chat/c1/stream") as r:
+            assert r.status_code == 200
+            async for chunk in r.aiter_bytes():
+                first_on_b.append(chunk)
+                if b"text-delta" in b"".join(first_on_b) and len(first_on_b) > 2:
+                    break
+    owner = sse_events(b"".join(owner_body))
+    assert owner[-1][1] == "[DONE]"
+    seen = sse_events(b"".join(first_on_b).rsplit(b"\n\n", 1)[0] + b"\n\n")
+    last_id = [i for i, _ in seen if i is not None][-1]
+    # Resume on B after the last id it delivered: the rest, exactly.
+    async with on_b.stream("GET", "/api/chat/c1/stream", headers={"Last-Event-ID": last_id}) as r:
+        rest = sse_events(b"".join([c async for c in r.aiter_bytes()]))
+    assert text_of(seen) + text_of(rest) == text_of(owner)
+    ids = [i for i, _ in owner if i is not None]
+    assert ids == sorted(set(ids), key=ids.index) and len(ids) == len(set(ids))
+    row = await stored_answer(on_b, "c1")
+    stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
+    assert stored == text_of(owner) and row["status"] == "success"
 
 
 async def _stream_until_speaking(
@@ -97,57 +106,81 @@ async def _stream_until_speaking(
                 speaking.set()
 
 
-async def test_stop_from_another_node_stops_the_owner_and_keeps_the_partial(
-    tmp_path: Path, prefix: str
-) -> None:
-    async with cluster_nodes(tmp_path, prefix) as (a, b):
-        async with (
-            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
-            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
-        ):
-            owner_body: list[bytes] = []
-            speaking = anyio.Event()
-            slow = "scripted:lorem?words=400&rate=50"
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(
-                    _stream_until_speaking, on_a, chat_body("c2", "go", [slow]), owner_body, speaking
-                )
-                with anyio.fail_after(10):
-                    await speaking.wait()
-                response = await on_b.post("/api/chat/c2/stop")
-                assert response.status_code == 200 and response.json() == {"stopped": True}
-            events = sse_events(b"".join(owner_body))
-            assert [d for _, d in events][-2:] == [{"type": "abort"}, "[DONE]"]
-            row = await stored_answer(on_b, "c2")
-            stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
-            assert row["status"] == "paused"
-            assert stored == text_of(events) and 0 < len(stored.split()) < 400
-            assert not a.runtime.manager.is_live("c2")
+async def test_stop_from_another_node_stops_the_owner_and_keeps_the_partial(pair: Pair) -> None:
+    a, _b, on_a, on_b = pair
+    owner_body: list[bytes] = []
+    speaking = anyio.Event()
+    slow = "scripted:lorem?words=400&rate=50"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            _stream_until_speaking, on_a, chat_body("c2", "go", [slow]), owner_body, speaking
+        )
+        with anyio.fail_after(10):
+            await speaking.wait()
+        response = await on_b.post("/api/chat/c2/stop")
+        assert response.status_code == 200 and response.json() == {"stopped": True}
+    events = sse_events(b"".join(owner_body))
+    assert [d for _, d in events][-2:] == [{"type": "abort"}, "[DONE]"]
+    row = await stored_answer(on_b, "c2")
+    stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
+    assert row["status"] == "paused"
+    assert stored == text_of(events) and 0 < len(stored.split()) < 400
+    assert not a.runtime.manager.is_live("c2")
 
 
 async def test_a_message_sent_to_another_node_while_answering_is_a_steer_answered_next(
-    tmp_path: Path, prefix: str
+    pair: Pair,
 ) -> None:
-    async with cluster_nodes(tmp_path, prefix) as (a, b):
-        async with (
-            httpx.AsyncClient(base_url=a.url, timeout=30) as on_a,
-            httpx.AsyncClient(base_url=b.url, timeout=30) as on_b,
-        ):
-            owner_body: list[bytes] = []
-            speaking = anyio.Event()
-            paced = "scripted:lorem?words=40&rate=80"
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(
-                    _stream_until_speaking, on_a, chat_body("c3", "one", [paced]), owner_body, speaking
-                )
-                with anyio.fail_after(10):
-                    await speaking.wait()
-                async with on_b.stream(
-                    "POST", "/api/chat", json=chat_body("c3", "two", ["scripted:echo"])
-                ) as r:
-                    assert r.status_code == 200
-                    steer = sse_events(b"".join([c async for c in r.aiter_bytes()]))
-            assert steer[-1][1] == "[DONE]"
-            assert "two" in text_of(steer)  # the echo model answers the steer on the owner
-            assert a.runtime.manager.outcomes["success"] == 2
-            assert b.runtime.manager.outcomes == {"success": 0, "paused": 0, "error": 0}
+    a, b, on_a, on_b = pair
+    owner_body: list[bytes] = []
+    speaking = anyio.Event()
+    paced = "scripted:lorem?words=40&rate=80"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            _stream_until_speaking, on_a, chat_body("c3", "one", [paced]), owner_body, speaking
+        )
+        with anyio.fail_after(10):
+            await speaking.wait()
+        async with on_b.stream(
+            "POST", "/api/chat", json=chat_body("c3", "two", ["scripted:echo"])
+        ) as r:
+            assert r.status_code == 200
+            steer = sse_events(b"".join([c async for c in r.aiter_bytes()]))
+    assert steer[-1][1] == "[DONE]"
+    assert "two" in text_of(steer)  # the echo model answers the steer on the owner
+    assert a.runtime.manager.outcomes["success"] == 2
+    assert b.runtime.manager.outcomes == {"success": 0, "paused": 0, "error": 0}
+
+
+async def test_the_conversation_event_stream_on_another_node_carries_every_turns_chunks(
+    pair: Pair,
+) -> None:
+    _a, _b, on_a, on_b = pair
+    await on_a.post("/api/chat", json=chat_body("c4", "first", ["scripted:echo"]))
+    frames: list[dict[str, object]] = []
+    async with on_b.stream("GET", "/api/conversations/c4/events") as events:
+        assert events.status_code == 200
+        answer = await on_a.post("/api/chat", json=chat_body("c4", "second", ["scripted:echo"]))
+        expected = text_of(sse_events(answer.content))
+        with anyio.fail_after(10):
+            async for chunk in events.aiter_bytes():
+                frames.extend(d for _, d in sse_events(chunk) if isinstance(d, dict))
+                turns = {f["turnId"] for f in frames if f.get("kind") == "chunk"}
+                finished = [
+                    f
+                    for f in frames
+                    if f.get("kind") == "chunk"
+                    and isinstance(f["chunk"], dict)
+                    and f["chunk"].get("type") == "finish"
+                ]
+                if len(turns) == 2 and len(finished) == 2:
+                    break
+    second_turn = [f for f in frames if f.get("kind") == "chunk"][-1]["turnId"]
+    got = "".join(
+        str(f["chunk"]["delta"])  # type: ignore[index]
+        for f in frames
+        if f.get("kind") == "chunk"
+        and f["turnId"] == second_turn
+        and f["chunk"]["type"] == "text-delta"  # type: ignore[index]
+    )
+    assert got == expected and "second" in expected

@@ -44,7 +44,7 @@ from drupe.cluster.log_writer import live_key, turns_key
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
-from drupe.streaming.listeners.sse import SseListener
+from drupe.streaming.listeners.sse import MultiplexListener, SseListener
 from drupe.streaming.manager import StreamManager
 
 if TYPE_CHECKING:
@@ -207,7 +207,9 @@ class ClusterChat:
 
     # --- subscriptions -------------------------------------------------------------------------
 
-    def follower(self, conversation_id: str, listener: SseListener) -> LogFollower:
+    def follower(
+        self, conversation_id: str, listener: SseListener | MultiplexListener
+    ) -> LogFollower:
         return LogFollower(self.node, conversation_id, listener, self.task_group)
 
     async def latest_turn(self, conversation_id: str) -> tuple[str, int] | None:

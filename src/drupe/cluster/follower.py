@@ -12,6 +12,8 @@ Contract (``docs/lifecycles/cluster.md``, "Subscribers"):
 * ``follow_next(after_turn)``: a steer's answer — the turn list from where ``after_turn`` is (or
   its end), so the first later turn is followed; plus ``after_turn``'s own terminals, so a
   conversation that ends without a continuation closes the response with its error.
+* A ``MultiplexListener`` (the conversation's event stream) gets every turn's chunks and no
+  terminals (its status frames come from the status observers).
 * A terminal entry with no execution id ends the whole turn (the takeover writes one).
 * ``close()`` (the connection closed) unwatches everything; nothing here ever stops a stream.
 """
@@ -27,7 +29,7 @@ import anyio.abc
 from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.log_writer import turns_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
-from drupe.streaming.listeners.sse import SseListener
+from drupe.streaming.listeners.sse import MultiplexListener, SseListener
 
 if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
@@ -60,7 +62,7 @@ class LogFollower:
         self,
         node: ClusterNode,
         conversation_id: str,
-        listener: SseListener,
+        listener: SseListener | MultiplexListener,
         task_group: anyio.abc.TaskGroup,
     ) -> None:
         self.node = node
@@ -114,6 +116,8 @@ class LogFollower:
     def _deliver(self, turn_id: str, entry: LogEntry, after: int | None) -> None:
         listener = self.listener
         if entry.terminal is not None:
+            if isinstance(listener, MultiplexListener):
+                return  # its status frames come from the status observers
             result = terminal_of(self.conversation_id, turn_id, entry)
             if not entry.execution_id and listener.target is not None:
                 # A turn-wide terminal (a takeover of a turn whose executions never wrote).

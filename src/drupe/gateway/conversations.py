@@ -164,11 +164,13 @@ async def conversation_events(
     manager = runtime.manager
     listener = MultiplexListener(f"events:{next(_listener_ids)}")
 
+    cluster = runtime.cluster_chat
+
     def observer(observed: str, record: StatusRecord) -> None:
         if observed != conversation_id:
             return
         listener.on_status(record.status, record.turn_id)
-        if record.status == "pending":
+        if record.status == "pending" and cluster is None:
             stream = manager.get(conversation_id)
             if stream is not None and stream.turn_id == record.turn_id and listener.is_alive():
                 try:
@@ -184,7 +186,16 @@ async def conversation_events(
             record.turn_id if record is not None else None,
         )
         stream = manager.get(conversation_id)
-        if stream is not None and stream.is_live:
+        if cluster is not None:
+            # Cluster mode: the chunks come from the log, whichever node runs the turns.
+            follower = cluster.follower(conversation_id, listener)
+            latest = await cluster.latest_turn(conversation_id)
+            if latest is not None:
+                cursor = parse_cursor(last_event_id)
+                after = cursor[1] if cursor is not None and cursor[0] == latest[0] else None
+                await follower.follow_turn(latest[0], after=after)
+            await follower.follow_next(latest[0] if latest is not None else None)
+        elif stream is not None and stream.is_live:
             cursor = parse_cursor(last_event_id)
             after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
             attach(manager, conversation_id, listener, after=after)
@@ -195,5 +206,7 @@ async def conversation_events(
     def close() -> None:
         remove()
         manager.detach(conversation_id, listener.listener_id)
+        if cluster is not None:
+            follower.close()
 
     return SseResponse(listener.buffer, on_close=close, ui_message_stream=False)

@@ -4,9 +4,9 @@ Rules: bad input is a 4xx that says what is wrong, never a 500. ``UnknownConvers
 404; ``ValidationError`` / ``UsageError`` / a malformed body -> 422; ``AdmissionError`` -> 409
 (``too-many-subscribers`` -> 429, ``shutting-down`` -> 503); ``PayloadTooLarge`` -> 413;
 ``Forbidden`` -> 403; ``ConfigError`` / ``PersistenceError`` -> 503 (the server, not the
-request, is at fault, and the message says how); cluster mode's ``OwnerUnavailableError`` -> 503
-with ``Retry-After`` (the owner is gone and no node has taken over yet). Anything else is logged with its traceback
-and answered 500 without internals. Route code raises; it never builds error responses itself.
+request, is at fault, and the message says how); cluster mode's ``OwnerUnavailableError`` ->
+503 with ``Retry-After`` (the owner is gone and no node has taken over yet). Anything else is
+logged with its traceback and answered 500 without internals. Route code raises; it never builds error responses itself.
 """
 
 from __future__ import annotations

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from drupe.admission.base import Submit
-from drupe.errors import DrupeError, ValidationError
+from drupe.errors import DrupeError, NotOwnerError, ValidationError
 from drupe.persistence.agents import session_conversation_id
 from drupe.persistence.schedules import TaskRunRecord
 from drupe.sessions.drivers.base import runs_headless
@@ -145,10 +145,15 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
     ]
     control.sentinel, control.deliveries = sentinel, deliveries
     sentinel.on_settle = lambda: _detach(deps, control)
-    async with deps.manager.conversation_lock(conversation_id):
-        if deps.host.is_busy(session_id) or deps.manager.is_live(conversation_id):
-            return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
-        try:
+    # Own the session's conversation first (cluster mode: this node's lease; another node's
+    # lease means that session is answering there: skipped, like a busy one), then lock it.
+    try:
+        async with (
+            deps.dispatcher.ownership.hold(conversation_id),
+            deps.manager.conversation_lock(conversation_id),
+        ):
+            if deps.host.is_busy(session_id) or deps.manager.is_live(conversation_id):
+                return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
             admitted = await deps.dispatcher.dispatch_locked(
                 Submit(
                     conversation_id=conversation_id,
@@ -157,8 +162,10 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
                 ),
                 [sentinel, *deliveries],
             )
-        except DrupeError as err:
-            return await _finish(deps, job, control, "failed", None, str(err))
+    except NotOwnerError:
+        return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
+    except DrupeError as err:
+        return await _finish(deps, job, control, "failed", None, str(err))
     if admitted.placeholder_ids:
         await store.update_run(job.run_id, message_id=admitted.placeholder_ids[0])
     control.started.set()
