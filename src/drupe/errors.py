@@ -11,7 +11,8 @@
     ├── ConfigError                configuration is missing or wrong (names the key/provider)
     ├── ProviderError              a model API failed (status_code, retryable)
     ├── PersistenceError
-    │   └── TerminalPersistenceError   the terminal write of a turn failed
+    │   ├── TerminalPersistenceError   the terminal write of a turn failed
+    │   └── FencedWriteError           a newer owner holds the conversation (cluster fencing)
     ├── ToolError
     └── DriverError                an agent runtime failed
 
@@ -29,6 +30,7 @@ __all__ = [
     "DriverError",
     "DrupeError",
     "DuplicateModelError",
+    "FencedWriteError",
     "NotFoundError",
     "NotOwnerError",
     "OwnerUnavailableError",
@@ -137,6 +139,22 @@ class PersistenceError(DrupeError):
 
 class TerminalPersistenceError(PersistenceError):
     """The terminal write of a turn failed; success notifications are suppressed."""
+
+
+class FencedWriteError(PersistenceError):
+    """A row write carried a fencing token below the row's: a newer owner holds the
+    conversation, so this node lost its lease and must write nothing more (invariant 10).
+
+    Final, never worth retrying: the token will not grow back.
+    """
+
+    def __init__(self, message_id: str, fence: int) -> None:
+        super().__init__(
+            f"message {message_id!r} was not written with fencing token {fence}: "
+            "a newer owner holds the conversation"
+        )
+        self.message_id = message_id
+        self.fence = fence
 
 
 class ToolError(DrupeError):

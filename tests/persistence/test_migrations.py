@@ -11,7 +11,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.runtime.migration import MigrationContext
 from sqlalchemy import Connection, inspect
 
-from drupe.persistence import migrate, open_database, upgrade
+from drupe.persistence import NewMessage, NewPlaceholder, migrate, open_database, upgrade
 from drupe.persistence.tables import Base
 
 
@@ -106,3 +106,43 @@ def test_reopening_a_migrated_database_does_not_import_alembic(tmp_path: Path) -
     again = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert again.returncode == 0, again.stderr
     assert again.stdout.strip() == "False"
+
+
+def _message_columns(conn: Connection) -> set[str]:
+    return {column["name"] for column in inspect(conn).get_columns("messages")}
+
+
+async def test_0006_adds_the_fence_to_a_0005_database_with_its_rows_intact(
+    target: Target,
+) -> None:
+    async with open_database(target.url, connect_args=target.connect_args) as database:
+        conversation = await database.conversations.create(title="kept")
+        await database.messages.create_turn(
+            conversation.id,
+            user_message=NewMessage(id="u1", parts=[{"type": "text", "text": "q"}]),
+            parent_id=None,
+            placeholders=[
+                NewPlaceholder(message_id="a1", model_id="m"),
+                NewPlaceholder(message_id="a2", model_id=None),
+            ],
+        )
+        await database.messages.finalize_assistant(
+            "a1", parts=[{"type": "text", "text": "answer"}], status="success"
+        )
+        await database.messages.write_checkpoints([("a2", '[{"type":"text","text":"par"}]')])
+        before = await database.messages.list_for_conversation(conversation.id)
+        async with database.engine.begin() as conn:
+            await conn.run_sync(migrate.downgrade, "0005")
+        async with database.engine.connect() as conn:
+            assert await conn.run_sync(migrate.current_revision) == "0005"
+            assert "fence" not in await conn.run_sync(_message_columns)
+
+    async with open_database(target.url, connect_args=target.connect_args) as database:
+        async with database.engine.connect() as conn:
+            assert await conn.run_sync(migrate.current_revision) == "0006"
+            assert "fence" in await conn.run_sync(_message_columns)
+        after = await database.messages.list_for_conversation(conversation.id)
+        assert after == before
+        assert [row.fence for row in after] == [None, None, None]
+        assert await database.messages.pending_conversations() == [conversation.id]
+        assert await database.messages.take_over(conversation.id, fence=1, reason="lost") == ["a2"]

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.backends import PlaceholderBackend
+from drupe.persistence.checkpoints import FencedCheckpoints
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.db import Database, database_url, open_database, upgrade
 from drupe.persistence.messages import MessageStore
@@ -24,8 +25,10 @@ from drupe.persistence.records import (
     NewPlaceholder,
     TerminalStatus,
 )
+from drupe.persistence.takeover import NODE_LOST, takeover_error_part
 
 __all__ = [
+    "NODE_LOST",
     "RESTART_ERROR",
     "RESTART_ERROR_PART",
     "ApiKeyRecord",
@@ -33,6 +36,7 @@ __all__ = [
     "ConversationRecord",
     "ConversationStore",
     "Database",
+    "FencedCheckpoints",
     "MessageRecord",
     "MessageRole",
     "MessageStatus",
@@ -43,5 +47,6 @@ __all__ = [
     "TerminalStatus",
     "database_url",
     "open_database",
+    "takeover_error_part",
     "upgrade",
 ]

@@ -9,6 +9,13 @@ The only code that issues SQL against ``messages``. It owns:
 * checkpoints of live answers (``write_checkpoints``: one executemany ``UPDATE`` of rows that
   are still ``pending``, see ``drupe.persistence.checkpoints``);
 * boot reconciliation (``reconcile_pending``, see ``drupe.persistence.reconcile``);
+* cluster fencing and takeover: every write above takes an optional ``fence`` (the writer's
+  fencing token, ``drupe.cluster.lease.Fence.token``). A fenced update only changes a row whose
+  stored ``fence`` is NULL or not above the token, and stores the token; otherwise it raises
+  ``FencedWriteError`` (``mark_error`` returns False, checkpoints skip the row), so an owner
+  that lost its lease writes nothing. ``fence=None`` is the single-node behaviour, unchanged.
+  ``take_over`` settles a lost owner's ``pending`` rows of one conversation and
+  ``pending_conversations`` lists the conversations that have some (``drupe.persistence.takeover``);
 * reads: a row, a conversation's rows, the newest row, and the root-to-message path (a recursive
   CTE that runs on SQLite and PostgreSQL).
 
@@ -21,18 +28,30 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, cast
+from weakref import WeakValueDictionary
 
-from sqlalchemy import Integer, Table, bindparam, delete, literal_column, select, update
+from sqlalchemy import (
+    ColumnElement,
+    Integer,
+    Table,
+    bindparam,
+    delete,
+    literal_column,
+    or_,
+    select,
+    update,
+)
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from drupe.errors import (
     DuplicateModelError,
+    FencedWriteError,
     PersistenceError,
     UnknownConversationError,
     ValidationError,
 )
-from drupe.persistence.checkpoints import checkpoint_statement
+from drupe.persistence.checkpoints import FencedCheckpoints, checkpoint_statement
 from drupe.persistence.clock import utc_now
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.reconcile import (
@@ -49,6 +68,11 @@ from drupe.persistence.records import (
     TerminalStatus,
 )
 from drupe.persistence.tables import ConversationRow, MessageRow
+from drupe.persistence.takeover import (
+    pending_conversations_statement,
+    takeover_rows_statement,
+    takeover_statement,
+)
 from drupe.persistence.transaction import Transactions
 
 __all__ = ["MessageStore"]
@@ -72,7 +96,13 @@ def _record(row: MessageRow) -> MessageRecord:
         created_at=row.created_at,
         updated_at=row.updated_at,
         runtime_resume_token=row.runtime_resume_token,
+        fence=row.fence,
     )
+
+
+def _fence_allows(fence: int) -> ColumnElement[bool]:
+    """The fencing guard: the row was never fenced, or not by a newer owner."""
+    return or_(MessageRow.fence.is_(None), MessageRow.fence <= fence)
 
 
 def _check_placeholders(placeholders: Sequence[NewPlaceholder]) -> None:
@@ -95,6 +125,7 @@ class MessageStore:
         self._transactions = transactions
         self.dialect = dialect
         """``"sqlite"`` or ``"postgresql"``: the backends report it as their ``kind``."""
+        self._fenced_sinks: WeakValueDictionary[int, FencedCheckpoints] = WeakValueDictionary()
 
     # -- admission writes ------------------------------------------------------------------
 
@@ -106,6 +137,7 @@ class MessageStore:
         parent_id: str | None,
         placeholders: Sequence[NewPlaceholder],
         siblings_group_id: int | None = None,
+        fence: int | None = None,
     ) -> None:
         """Store a turn's rows in one transaction: all of them, or none.
 
@@ -113,7 +145,8 @@ class MessageStore:
         is given, else (a regenerate that reuses an existing user row) of every placeholder,
         and then it is required. Placeholders hang under the user row otherwise. Raises
         ``UnknownConversationError``, ``DuplicateModelError`` or ``ValidationError`` (unknown
-        parent, duplicate ids) and stores nothing.
+        parent, duplicate ids) and stores nothing. Every row stores ``fence`` (the owner's
+        token in cluster mode; None: unfenced).
         """
         if user_message is None and parent_id is None:
             raise ValidationError("a turn without a user message needs parent_id (regenerate)")
@@ -125,7 +158,7 @@ class MessageStore:
         rows: list[MessageRow] = []
         placeholder_parent = parent_id
         if user_message is not None:
-            rows.append(self._complete_row(conversation_id, user_message, parent_id))
+            rows.append(self._complete_row(conversation_id, user_message, parent_id, fence))
             placeholder_parent = user_message.id
         rows.extend(
             self._placeholder_row(
@@ -135,16 +168,22 @@ class MessageStore:
                 model_id=placeholder.model_id,
                 siblings_group_id=siblings_group_id,
                 metadata=placeholder.metadata,
+                fence=fence,
             )
             for placeholder in placeholders
         )
         await self._insert(conversation_id, parent_id, rows)
 
     async def create_user_message(
-        self, conversation_id: str, *, message: NewMessage, parent_id: str | None
+        self,
+        conversation_id: str,
+        *,
+        message: NewMessage,
+        parent_id: str | None,
+        fence: int | None = None,
     ) -> MessageRecord:
         """Store one complete message alone (a steer row); status ``success``."""
-        row = self._complete_row(conversation_id, message, parent_id)
+        row = self._complete_row(conversation_id, message, parent_id, fence)
         await self._insert(conversation_id, parent_id, [row])
         return _record(row)
 
@@ -156,8 +195,9 @@ class MessageStore:
         parent_id: str | None,
         model_id: str | None,
         siblings_group_id: int | None = None,
+        fence: int | None = None,
     ) -> MessageRecord:
-        """Store one ``pending`` assistant row (e.g. the answer to a steer)."""
+        """Store one ``pending`` assistant row (e.g. the answer to a steer) with ``fence``."""
         row = self._placeholder_row(
             conversation_id,
             message_id=message_id,
@@ -165,6 +205,7 @@ class MessageStore:
             model_id=model_id,
             siblings_group_id=siblings_group_id,
             metadata=None,
+            fence=fence,
         )
         await self._insert(conversation_id, parent_id, [row])
         return _record(row)
@@ -194,10 +235,12 @@ class MessageStore:
         stats: Mapping[str, Any] | None = None,
         model_id: str | None = None,
         runtime_resume_token: str | None = None,
+        fence: int | None = None,
     ) -> None:
         """Write the final parts and status of a row; ``None`` keeps the stored value.
 
-        Raises ``PersistenceError`` when the row does not exist (nothing to finalize).
+        Raises ``PersistenceError`` when the row does not exist (nothing to finalize), and
+        ``FencedWriteError`` when a newer owner fenced it (``fence`` below the row's).
         """
         if status not in _TERMINAL_STATUSES:
             raise ValidationError(f"{status!r} is not a terminal status")
@@ -214,12 +257,17 @@ class MessageStore:
             values["model_id"] = model_id
         if runtime_resume_token is not None:
             values["runtime_resume_token"] = runtime_resume_token
-        await self._update_existing(message_id, values)
+        await self._update_existing(message_id, values, fence)
 
-    async def set_pending(self, message_id: str, *, parts: Sequence[Mapping[str, Any]]) -> None:
-        """Reopen a row as ``pending`` with these parts (an approval continuation resumes it)."""
+    async def set_pending(
+        self, message_id: str, *, parts: Sequence[Mapping[str, Any]], fence: int | None = None
+    ) -> None:
+        """Reopen a row as ``pending`` with these parts (an approval continuation resumes it).
+
+        Raises like ``finalize_assistant`` (missing row, or fenced by a newer owner).
+        """
         values = {"parts": [dict(part) for part in parts], "status": "pending"}
-        await self._update_existing(message_id, {**values, "updated_at": utc_now()})
+        await self._update_existing(message_id, {**values, "updated_at": utc_now()}, fence)
 
     async def set_parent(self, message_id: str, parent_id: str) -> None:
         """Move a row under ``parent_id`` (same conversation; never under itself or a descendant).
@@ -244,33 +292,104 @@ class MessageStore:
             row.parent_id = parent_id
             row.updated_at = utc_now()
 
-    async def mark_error(self, message_id: str) -> bool:
+    async def mark_error(self, message_id: str, *, fence: int | None = None) -> bool:
         """Move a ``pending`` row to ``error``; return whether a row changed.
 
         Best-effort path after a failed terminal write: a row that already settled is never
-        demoted, and a missing row is not an error.
+        demoted, and a missing row is not an error. With ``fence``, a row fenced by a newer
+        owner is left alone (False) and a marked row stores the token.
         """
+        query = update(MessageRow).where(
+            MessageRow.id == message_id, MessageRow.status == "pending"
+        )
+        values: dict[str, Any] = {"status": "error", "updated_at": utc_now()}
+        if fence is not None:
+            query = query.where(_fence_allows(fence))
+            values["fence"] = fence
         async with self._transactions.write() as db:
-            changed = await db.scalar(
-                update(MessageRow)
-                .where(MessageRow.id == message_id, MessageRow.status == "pending")
-                .values(status="error", updated_at=utc_now())
-                .returning(MessageRow.id)
-            )
+            changed = await db.scalar(query.values(**values).returning(MessageRow.id))
             return changed is not None
 
-    async def write_checkpoints(self, batch: Sequence[tuple[str, str]]) -> int:
+    async def write_checkpoints(
+        self, batch: Sequence[tuple[str, str]], *, fence: int | None = None
+    ) -> int:
         """Write ``(message id, parts JSON text)`` into rows still ``pending``, in one
         transaction and one executemany ``UPDATE``; return the rows changed (PostgreSQL's
-        driver reports no count for an executemany: the batch size is returned there)."""
+        driver reports no count for an executemany: the batch size is returned there).
+
+        With ``fence``, rows fenced by a newer owner are skipped (in the same statement) and
+        the rows written store the token.
+        """
         if not batch:
             return 0
         safe = jsonb_safe if self.dialect == "postgresql" else str
-        params = [{"id": key, "parts": safe(parts)} for key, parts in batch]
+        params: list[dict[str, Any]] = [{"id": key, "parts": safe(parts)} for key, parts in batch]
+        if fence is not None:
+            for param in params:
+                param["fence"] = fence
+        statement = checkpoint_statement(self.dialect, fenced=fence is not None)
         async with self._transactions.write_connection() as conn:
-            result = await conn.execute(checkpoint_statement(self.dialect), params)
+            result = await conn.execute(statement, params)
             count = result.rowcount
         return count if count >= 0 else len(batch)
+
+    def fenced_checkpoints(self, fence: int) -> FencedCheckpoints:
+        """The checkpoint sink of writers holding ``fence``: one object per token while it is
+        in use, so the checkpointer batches the rows of one token together."""
+        sink = self._fenced_sinks.get(fence)
+        if sink is None:
+            sink = FencedCheckpoints(self, fence)
+            self._fenced_sinks[fence] = sink
+        return sink
+
+    # -- cluster takeover ------------------------------------------------------------------
+
+    async def take_over(self, conversation_id: str, *, fence: int, reason: str) -> list[str]:
+        """Settle the ``pending`` assistant rows a lost owner left in this conversation.
+
+        In one transaction, every such row whose fence is NULL or below ``fence`` keeps its
+        checkpointed parts closed as interrupted, loses any ``data-error`` part and gains
+        exactly one (``takeover_error_part(reason)``), becomes ``error`` and stores ``fence``.
+        Returns the ids changed. Other conversations, settled rows and rows fenced with
+        ``fence`` or above are untouched.
+        """
+        async with self._transactions.write() as db:
+            conn = await db.connection()
+            rows = (
+                await conn.execute(takeover_rows_statement(self.dialect, conversation_id, fence))
+            ).all()
+            closed = [
+                {"row_id": row[0], "new_parts": parts}
+                for row in rows
+                if (parts := close_checkpointed_parts(row[1])) is not None
+            ]
+            if closed:
+                table = cast(Table, MessageRow.__table__)
+                await conn.execute(
+                    update(table)
+                    .where(table.c.id == bindparam("row_id"))
+                    .values(parts=bindparam("new_parts")),
+                    closed,
+                )
+            result = await conn.execute(
+                takeover_statement(
+                    self.dialect,
+                    conversation_id=conversation_id,
+                    fence=fence,
+                    reason=reason,
+                    now=utc_now(),
+                )
+            )
+            return sorted(str(row[0]) for row in result.all())
+
+    async def pending_conversations(self, limit: int = 1000) -> list[str]:
+        """Ids of conversations that have ``pending`` assistant rows (at most ``limit``, in id
+        order): what the cluster's takeover sweep and cluster-mode boot reconcile look at."""
+        if limit < 1:
+            raise ValidationError("limit must be at least 1")
+        async with self._transactions.read() as db:
+            result = await db.execute(pending_conversations_statement(limit))
+            return [str(row[0]) for row in result.all()]
 
     async def reconcile_pending(self) -> int:
         """Turn every ``pending`` assistant row into ``error``; return how many changed.
@@ -373,7 +492,7 @@ class MessageStore:
 
     @staticmethod
     def _complete_row(
-        conversation_id: str, message: NewMessage, parent_id: str | None
+        conversation_id: str, message: NewMessage, parent_id: str | None, fence: int | None
     ) -> MessageRow:
         now = utc_now()
         return MessageRow(
@@ -389,6 +508,7 @@ class MessageStore:
             meta=None if message.metadata is None else dict(message.metadata),
             created_at=now,
             updated_at=now,
+            fence=fence,
         )
 
     @staticmethod
@@ -400,6 +520,7 @@ class MessageStore:
         model_id: str | None,
         siblings_group_id: int | None,
         metadata: Mapping[str, Any] | None,
+        fence: int | None,
     ) -> MessageRow:
         now = utc_now()
         return MessageRow(
@@ -415,6 +536,7 @@ class MessageStore:
             meta=None if metadata is None else dict(metadata),
             created_at=now,
             updated_at=now,
+            fence=fence,
         )
 
     async def _insert(
@@ -451,13 +573,17 @@ class MessageStore:
                 f"parent message {parent_id!r} is not in conversation {conversation_id!r}"
             )
 
-    async def _update_existing(self, message_id: str, values: Mapping[str, Any]) -> None:
+    async def _update_existing(
+        self, message_id: str, values: Mapping[str, Any], fence: int | None
+    ) -> None:
+        query = update(MessageRow).where(MessageRow.id == message_id)
+        if fence is not None:
+            query = query.where(_fence_allows(fence))
+            values = {**values, "fence": fence}
         async with self._transactions.write() as db:
-            changed = await db.scalar(
-                update(MessageRow)
-                .where(MessageRow.id == message_id)
-                .values(**values)
-                .returning(MessageRow.id)
-            )
-            if changed is None:
-                raise PersistenceError(f"message {message_id!r} does not exist")
+            changed = await db.scalar(query.values(**values).returning(MessageRow.id))
+            if changed is not None:
+                return
+            if fence is not None and await db.get(MessageRow, message_id) is not None:
+                raise FencedWriteError(message_id, fence)
+            raise PersistenceError(f"message {message_id!r} does not exist")

@@ -69,6 +69,8 @@ class MessageRecord:
     updated_at: datetime
     runtime_resume_token: str | None = None
     """Agent sessions: the runtime's resume token when the row was written."""
+    fence: int | None = None
+    """Cluster mode: the fencing token of the owner that last wrote the row (None: unfenced)."""
 
     def as_ui_message(self) -> UIMessage:
         """Return the AI SDK UIMessage JSON (``{id, role, parts, metadata?}``) of this row."""

@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import Any, Final
 
 from sqlalchemy import (
+    BigInteger,
     Boolean,
     CheckConstraint,
     Dialect,
@@ -144,6 +145,9 @@ class MessageRow(Base):
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
     runtime_resume_token: Mapped[str | None] = mapped_column(Text)
     """Agent sessions: the runtime's resume token when this row was written (opaque)."""
+    fence: Mapped[int | None] = mapped_column(BigInteger)
+    """Cluster mode: the fencing token of the owner that last wrote the row (NULL: never
+    fenced, a single-node write). A fenced write never lowers it."""
 
     __table_args__ = (
         CheckConstraint("role IN ('user', 'assistant', 'system')", name="role"),
