@@ -184,3 +184,82 @@ async def test_the_conversation_event_stream_on_another_node_carries_every_turns
         and f["chunk"]["type"] == "text-delta"  # type: ignore[index]
     )
     assert got == expected and "second" in expected
+
+
+async def test_approvals_sent_to_another_node_are_answered_by_the_owner(pair: Pair) -> None:
+    from collections.abc import Mapping
+    from typing import Any
+
+    from drupe.testing.script import Text, ToolCall
+    from drupe.testing.scripted import register_script
+    from drupe.tools.base import ToolContext, ToolEntry
+
+    a, b, on_a, on_b = pair
+    ran_on: list[str] = []
+
+    def tool_for(node: str) -> ToolEntry:
+        async def remove(arguments: Mapping[str, Any], context: ToolContext) -> str:
+            ran_on.append(node)
+            return f"removed {arguments.get('path')}"
+
+        return ToolEntry(
+            name="rm",
+            description="Remove a file",
+            input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+            execute=remove,
+            needs_approval=lambda args: True,
+        )
+
+    register_script(
+        "cl-approve-rm",
+        [[ToolCall("rm", {"path": "/tmp/x"}, tool_call_id="call-1")], [Text("All clean.")]],
+    )
+    a.runtime.tools.register(tool_for("a"))
+    b.runtime.tools.register(tool_for("b"))
+    r = await on_a.post("/api/chat", json=chat_body("c5", "clean", ["scripted:cl-approve-rm"]))
+    request = next(
+        d
+        for _, d in sse_events(r.content)
+        if isinstance(d, dict) and d["type"] == "tool-approval-request"
+    )
+    wrong = await on_b.post(
+        "/api/chat/c5/approvals", json={"decisions": [{"approvalId": "nope", "approved": True}]}
+    )
+    assert wrong.status_code == 422 and "nope" in wrong.json()["detail"]
+    ok = await on_b.post(
+        "/api/chat/c5/approvals",
+        json={"decisions": [{"approvalId": request["approvalId"], "approved": True}]},
+    )
+    assert ok.status_code == 200 and ok.json()["continued"] is True
+    await a.runtime.manager.wait_settled("c5")
+    answer = (await on_b.get("/api/conversations/c5")).json()["messages"][-1]
+    tool = next(p for p in answer["parts"] if p["type"] == "tool-rm")
+    assert tool["output"] == "removed /tmp/x" and ran_on == ["a"]
+    assert "All clean." in "".join(p.get("text", "") for p in answer["parts"])
+
+
+async def test_a_rollback_sent_to_another_node_restarts_the_answer_on_the_owner(
+    pair: Pair,
+) -> None:
+    a, b, on_a, on_b = pair
+    owner_body: list[bytes] = []
+    speaking = anyio.Event()
+    slow = "scripted:lorem?words=400&rate=50"
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(
+            _stream_until_speaking, on_a, chat_body("c6", "one", [slow]), owner_body, speaking
+        )
+        with anyio.fail_after(10):
+            await speaking.wait()
+        body = chat_body("c6", "two", ["scripted:echo"])
+        body["strategy"] = "rollback"
+        second = await on_b.post("/api/chat", json=body)
+        assert second.status_code == 200
+    answer = text_of(sse_events(second.content))
+    assert "two" in answer
+    messages = (await on_b.get("/api/conversations/c6")).json()["messages"]
+    assistants = [m for m in messages if m["role"] == "assistant"]
+    assert len(assistants) == 1 and assistants[0]["status"] == "success"
+    assert [m["role"] for m in messages] == ["user", "user", "assistant"]
+    assert b.runtime.manager.outcomes["success"] == 0
+    assert a.runtime.manager.outcomes == {"success": 1, "paused": 1, "error": 0}

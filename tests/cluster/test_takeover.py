@@ -1,0 +1,116 @@
+"""Takeover and fencing across two real runtimes (one PostgreSQL database, one Redis prefix).
+
+The owner's lease is deleted while it answers: exactly what a successor sees when the owner was
+paused (or cut off) past the TTL. The successor's sweep takes the conversation over; the old
+owner, still running, must then write nothing: not its rows, not the chunk log.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from drupe.cluster.chat import NODE_LOST
+from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+SLOW = "scripted:lorem?words=400&rate=40"
+
+
+def chat_body(conversation: str, text: str, models: list[str]) -> dict[str, object]:
+    return {
+        "id": conversation,
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": text}]}],
+        "models": models,
+    }
+
+
+@pytest.fixture
+async def nodes(tmp_path: Path, prefix: str) -> AsyncIterator[tuple[Node, Node]]:
+    async with cluster_nodes(tmp_path, prefix, lease_ttl=3.0) as (a, b):
+        yield a, b
+
+
+async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_nothing(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    cluster_a, cluster_b = a.runtime.cluster_chat, b.runtime.cluster_chat
+    assert cluster_a is not None and cluster_b is not None
+    owner_body: list[bytes] = []
+    follower_body: list[bytes] = []
+    speaking, owner_done, follower_done = anyio.Event(), anyio.Event(), anyio.Event()
+
+    async def submit(http: httpx.AsyncClient) -> None:
+        async with http.stream("POST", "/api/chat", json=chat_body("t1", "go", [SLOW])) as r:
+            assert r.status_code == 200
+            async for chunk in r.aiter_bytes():
+                owner_body.append(chunk)
+                if b"text-delta" in chunk:
+                    speaking.set()
+        owner_done.set()
+
+    async def follow(http: httpx.AsyncClient) -> None:
+        async with http.stream("GET", "/api/chat/t1/stream") as r:
+            assert r.status_code == 200
+            async for chunk in r.aiter_bytes():
+                follower_body.append(chunk)
+        follower_done.set()
+
+    async with (
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(submit, on_a)
+        with anyio.fail_after(20):
+            await speaking.wait()
+            tg.start_soon(follow, on_b)
+            # Wait until the partial answer reached its row (a checkpoint), as the owner would
+            # have it stored when it stalls.
+            while True:
+                rows = await a.runtime.db.messages.list_for_conversation("t1")
+                answer = [r for r in rows if r.role == "assistant"][-1]
+                if any(p.get("text") for p in answer.parts):
+                    break
+                await anyio.sleep(0.05)
+        fence_a = cluster_a.ownership.fence_for("t1")
+        assert fence_a is not None
+        # The owner stalls past its TTL: its lease is gone (what Redis does on expiry).
+        node_a = a.runtime.cluster
+        assert node_a is not None
+        await node_a.redis.delete(node_a.lease.lease_key("t1"))
+        with anyio.fail_after(10):
+            taken = 0
+            while not taken:
+                taken = await cluster_b.sweep()
+        row = await b.runtime.db.messages.get(answer.id)
+        assert row is not None and row.status == "error"
+        errors = [p for p in row.parts if p["type"] == "data-error"]
+        assert len(errors) == 1 and NODE_LOST in str(errors[0])
+        kept = "".join(p.get("text", "") for p in row.parts if p["type"] == "text")
+        assert kept  # the checkpointed text is kept
+        # Subscribers on every node end with the takeover's error.
+        with anyio.fail_after(10):
+            await owner_done.wait()
+            await follower_done.wait()
+        for body in (owner_body, follower_body):
+            events = sse_events(b"".join(body))
+            assert events[-1][1] == "[DONE]"
+            assert events[-2][1]["type"] == "error"  # type: ignore[index]
+            assert "lost" in events[-2][1]["errorText"]  # type: ignore[index]
+        assert text_of(sse_events(b"".join(follower_body))).startswith(kept)
+        # The old owner learns it lost the lease (next renewal), stops, and writes nothing.
+        with anyio.fail_after(10):
+            await a.runtime.manager.wait_settled("t1")
+        tg.cancel_scope.cancel()
+    after = await b.runtime.db.messages.get(answer.id)
+    assert after is not None
+    assert (after.status, after.parts) == (row.status, row.parts)
+    assert cluster_a.ownership.lost >= 1
