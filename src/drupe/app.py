@@ -408,6 +408,7 @@ async def _open_cluster_parts(
             node_id=cluster.node_id,
             fence_of=ownership.fence,
             lease_key=cluster.lease.lease_key,
+            recover=ownership.recover,
             window=settings.cluster.coalesce_window,
             terminal_timeout=settings.stream.terminal_timeout,
         )

@@ -49,7 +49,12 @@ class Node:
 
 @asynccontextmanager
 async def cluster_nodes(
-    tmp_path: Path, prefix: str, count: int = 2, *, lease_ttl: float = 3.0
+    tmp_path: Path,
+    prefix: str,
+    count: int = 2,
+    *,
+    lease_ttl: float = 3.0,
+    redis: str | None = None,
 ) -> AsyncIterator[list[Node]]:
     async with AsyncExitStack() as stack:
         database_url = await stack.enter_async_context(fresh_database())
@@ -67,7 +72,10 @@ async def cluster_nodes(
                 trace_store=False,
                 run_scheduler=False,
                 cluster=ClusterSettings(
-                    redis_url=redis_url(), node_id=name, lease_ttl=lease_ttl, key_prefix=prefix
+                    redis_url=redis or redis_url(),
+                    node_id=name,
+                    lease_ttl=lease_ttl,
+                    key_prefix=prefix,
                 ),
             )
             runtime = await stack.enter_async_context(open_runtime(settings))

@@ -2,26 +2,58 @@
 
 from __future__ import annotations
 
+import time
+
 from redis.asyncio import Redis
 
-from drupe.cluster.lease import Fence, RedisLease
+from drupe.cluster.lease import RedisLease
 
 
 async def test_only_one_node_holds_a_conversation_and_tokens_only_grow(
     redis: Redis, prefix: str
 ) -> None:
     lease = RedisLease(redis, prefix=prefix, ttl=10)
+    before_ms = time.time_ns() // 1_000_000
     first = await lease.acquire("c1", "node-a")
-    assert first == Fence("c1", "node-a", 1)
+    assert first is not None and first.node_id == "node-a"
+    assert first.token >= before_ms  # floored at the clock: survives a Redis data loss
     assert await lease.acquire("c1", "node-b") is None
     assert await lease.acquire("c1", "node-a") is None  # not re-entrant either
     assert await lease.holder("c1") == first
-    assert await lease.acquire("c2", "node-b") == Fence("c2", "node-b", 1)
+    other = await lease.acquire("c2", "node-b")
+    assert other is not None and other.conversation_id == "c2"
 
     assert await lease.release(first)
     assert await lease.holder("c1") is None
     second = await lease.acquire("c1", "node-b")
-    assert second is not None and second.token == 2
+    assert second is not None and second.token > first.token
+
+
+async def test_tokens_keep_growing_after_redis_lost_its_data(redis: Redis, prefix: str) -> None:
+    lease = RedisLease(redis, prefix=prefix, ttl=10)
+    first = await lease.acquire("c1", "node-a")
+    assert first is not None
+    await redis.delete(f"{prefix}:lease:c1", f"{prefix}:fence:c1")  # a restart without data
+    second = await lease.acquire("c1", "node-b")
+    assert second is not None and second.token > first.token
+
+
+async def test_a_vanished_lease_is_taken_again_only_if_nobody_took_it_since(
+    redis: Redis, prefix: str
+) -> None:
+    lease = RedisLease(redis, prefix=prefix, ttl=10)
+    first = await lease.acquire("c1", "node-a")
+    assert first is not None
+    await redis.delete(f"{prefix}:lease:c1", f"{prefix}:fence:c1")  # Redis lost its data
+    again = await lease.reacquire(first)
+    assert again is not None and again.token > first.token and again.node_id == "node-a"
+    assert await lease.reacquire(again) is None  # it is held (by node-a itself)
+    # A takeover in between: the lease expired, node-b took and released it.
+    await redis.delete(f"{prefix}:lease:c1")
+    taken = await lease.acquire("c1", "node-b")
+    assert taken is not None and await lease.release(taken)
+    assert await lease.reacquire(again) is None  # never undoes a takeover
+    assert await lease.holder("c1") is None
 
 
 async def test_an_owner_whose_lease_expired_cannot_renew_or_release_its_successors_lease(

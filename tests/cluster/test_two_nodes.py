@@ -6,6 +6,7 @@ one Redis prefix: everything between them goes through PostgreSQL and Redis only
 
 from __future__ import annotations
 
+import random
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -90,6 +91,17 @@ async def test_a_subscriber_on_another_node_sees_the_same_answer_and_resumes_exa
     assert text_of(seen) + text_of(rest) == text_of(owner)
     ids = [i for i, _ in owner if i is not None]
     assert ids == sorted(set(ids), key=ids.index) and len(ids) == len(set(ids))
+    # Resume on B at random cut points of what the owner's client saw: always exact.
+    rng = random.Random(1234)
+    cut_points = [i for i, (event_id, _) in enumerate(owner) if event_id is not None]
+    for cut in rng.sample(cut_points, min(8, len(cut_points))):
+        event_id = owner[cut][0]
+        assert event_id is not None
+        async with on_b.stream(
+            "GET", "/api/chat/c1/stream", headers={"Last-Event-ID": event_id}
+        ) as r:
+            tail = sse_events(b"".join([c async for c in r.aiter_bytes()]))
+        assert text_of(owner[: cut + 1]) + text_of(tail) == text_of(owner)
     row = await stored_answer(on_b, "c1")
     stored = "".join(p.get("text", "") for p in row["parts"] if p["type"] == "text")
     assert stored == text_of(owner) and row["status"] == "success"

@@ -4,20 +4,24 @@ Contract (``docs/lifecycles/cluster.md``):
 
 * ``acquire(conversation, node)`` succeeds for at most one node at a time: one Lua script checks
   that no lease exists, takes the next fencing token from a per-conversation counter (``INCR``,
-  so tokens only grow, across owners and restarts of Redis data), and sets the lease with
-  ``SET NX PX``. It returns a ``Fence`` (node, token), or ``None`` when another node holds it.
+  floored at the caller's clock in milliseconds, so tokens only grow across owners, and across
+  a restart of Redis that lost its data too), and sets the lease with ``SET NX PX``. It
+  returns a ``Fence`` (node, token), or ``None`` when another node holds it.
 * ``renew(fence)`` extends the lease only while it is still that exact fence (same node and
   token); ``release(fence)`` deletes it only then. A node whose lease expired (paused, cut off)
   gets ``False`` from both, and a successor's lease is never touched.
+* ``reacquire(fence)``: the owner whose lease vanished takes it again, only when no lease exists
+  AND no node acquired one since (the counter is missing, as after Redis lost its data, or not
+  above the fence's token). A takeover (which raised the counter) is never undone.
 * ``holder(conversation)`` reads the current fence, for routing and takeover.
 
-Fencing of row writes builds on ``Fence.token``: a store that refuses a write whose token is
-below the conversation's newest keeps an owner that lost its lease from writing anything. That
-wiring is not in place yet (``docs/lifecycles/cluster.md`` says what is).
+Fencing builds on ``Fence.token``: rows store the token of their last writer and refuse a lower
+one (``messages.fence``), and chunk-log writes check the lease value in the same Lua call.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final
 
@@ -32,6 +36,24 @@ DEFAULT_LEASE_TTL: Final = 10.0
 _ACQUIRE: Final = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
 local token = redis.call('INCR', KEYS[2])
+local floor = tonumber(ARGV[3])
+if token < floor then
+  token = floor
+  redis.call('SET', KEYS[2], token)
+end
+redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
+return token
+"""
+_REACQUIRE: Final = """
+if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local seen = redis.call('GET', KEYS[2])
+if seen and tonumber(seen) > tonumber(ARGV[4]) then return false end
+local token = redis.call('INCR', KEYS[2])
+local floor = tonumber(ARGV[3])
+if token < floor then
+  token = floor
+  redis.call('SET', KEYS[2], token)
+end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 return token
 """
@@ -45,6 +67,10 @@ _RELEASE: Final = """
 if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
 return 0
 """
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,6 +98,7 @@ class RedisLease:
         self._prefix = prefix
         self.ttl = ttl
         self._acquire = redis.register_script(_ACQUIRE)
+        self._reacquire = redis.register_script(_REACQUIRE)
         self._renew = redis.register_script(_RENEW)
         self._release = redis.register_script(_RELEASE)
 
@@ -93,11 +120,21 @@ class RedisLease:
         if "|" in node_id:
             raise ValueError("a node id must not contain '|'")
         token = await self._acquire(
-            keys=list(self._keys(conversation_id)), args=[node_id, self._ttl_ms()]
+            keys=list(self._keys(conversation_id)), args=[node_id, self._ttl_ms(), _now_ms()]
         )
         if token is None:
             return None
         return Fence(conversation_id, node_id, int(token))
+
+    async def reacquire(self, fence: Fence) -> Fence | None:
+        """Take a vanished lease again (see the module docstring); ``None`` when it is gone."""
+        token = await self._reacquire(
+            keys=list(self._keys(fence.conversation_id)),
+            args=[fence.node_id, self._ttl_ms(), _now_ms(), fence.token],
+        )
+        if token is None:
+            return None
+        return Fence(fence.conversation_id, fence.node_id, int(token))
 
     async def renew(self, fence: Fence) -> bool:
         """Extend the lease by the TTL; ``False`` when it is no longer this fence's."""

@@ -16,7 +16,8 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   Redis (bounded by ``terminal_timeout``).
 * Every write is fenced with the node's lease on the conversation (``fence_of``): once the
   lease is lost the writes are refused by Redis itself, and that turn's pending batches are
-  dropped (``fenced_out`` counts them).
+  dropped (``fenced_out`` counts them). A lease that merely vanished (Redis restarted without
+  its data, and no node took it since) is re-taken (``recover``) and the write retried.
 * A Redis error drops nothing silently: the batch is retried with a capped backoff while the
   turn is live; ``write_errors`` counts the failures.
 """
@@ -25,7 +26,7 @@ from __future__ import annotations
 
 import logging
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self
@@ -92,6 +93,7 @@ class LogWriter:
         node_id: str,
         fence_of: Callable[[str], Fence | None],
         lease_key: Callable[[str], str],
+        recover: Callable[[str], Awaitable[Fence | None]] | None = None,
         window: float = DEFAULT_WINDOW,
         terminal_timeout: float = 5.0,
     ) -> None:
@@ -101,6 +103,7 @@ class LogWriter:
         self.node_id = node_id
         self._fence_of = fence_of
         self._lease_key = lease_key
+        self._recover = recover
         self.window = window
         self.terminal_timeout = terminal_timeout
         self._coalescers: dict[tuple[str, str], Coalescer] = {}
@@ -238,6 +241,8 @@ class LogWriter:
                     await self._write_once(op)
                     return
                 except FencedOut:
+                    if self._recover is not None and await self._recover(op.conversation_id):
+                        continue  # the lease had vanished with Redis's data: re-taken, retry
                     self.fenced_out += 1
                     self._fenced_keys.add(op.key)
                     if len(self._fenced_keys) > 10_000:

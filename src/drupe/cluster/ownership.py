@@ -10,10 +10,12 @@ Contract (``docs/lifecycles/cluster.md``, "Ownership"):
   a stream inside its grace period).
 * One renewal loop (a task of the keeper's task group) renews every held lease each third of
   the TTL. A conversation that is no longer busy is released. A renewal that fails means the
-  lease was lost (this node was paused or cut off longer than the TTL, and a successor may own
-  the conversation): the fence is kept as *stale* (``fence_for`` still returns its token, so
-  every fenced write of this node is refused by PostgreSQL and by the chunk log) and
-  ``on_lost(conversation)`` is called once (the shell aborts the local stream).
+  lease vanished: if no node took it since (Redis restarted without its data), it is taken
+  again (``recover``: a new, higher token that rows and the log accept); otherwise it was lost
+  (this node was paused or cut off past the TTL, and a successor took over). The lost fence is
+  kept as *stale* (``fence_for`` still returns its token, so every fenced write of this node is
+  refused by PostgreSQL and by the chunk log) and ``on_lost(conversation)`` is called once (the
+  shell aborts the local stream).
 * ``fence_for`` is the token this node's row writes carry; ``fence(conversation)`` the full
   fence (for fenced chunk-log writes); both None for a conversation this node never owned.
 """
@@ -66,6 +68,7 @@ class LeaseOwnership:
         self._tg: anyio.abc.TaskGroup | None = None
         self.renewals = 0
         self.lost = 0
+        self.recovered = 0
 
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
@@ -166,8 +169,29 @@ class LeaseOwnership:
                 log.warning("lease renewal of %r failed: %s", conversation_id, err)
                 continue  # Redis is down: the TTL decides; the next pass retries
             self.renewals += 1
-            if not renewed:
+            if not renewed and await self.recover(conversation_id) is None:
                 self._lose(conversation_id, held)
+
+    async def recover(self, conversation_id: str) -> Fence | None:
+        """Take a vanished lease of a conversation this node owns again (Redis lost its data):
+        only when no node took it since (``RedisLease.reacquire``). Returns the new fence, or
+        None (lost for good, or not owned here)."""
+        held = self._held.get(conversation_id)
+        if held is None or held.stale:
+            return None
+        try:
+            fence = await self.lease.reacquire(held.fence)
+        except (OSError, RedisError):
+            return None
+        if fence is not None:
+            log.warning(
+                "the lease of %r had vanished (Redis lost its data?); re-taken with token %d",
+                conversation_id,
+                fence.token,
+            )
+            held.fence = fence
+            self.recovered += 1
+        return fence
 
     def _lose(self, conversation_id: str, held: _Held) -> None:
         self.lost += 1

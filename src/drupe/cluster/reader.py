@@ -20,6 +20,7 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
 
 from __future__ import annotations
 
+import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -162,6 +163,9 @@ class NodeReader:
                 log.warning("chunk log read failed (%s); retrying in %.2f s", err, backoff)
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
+                with contextlib.suppress(OSError, RedisError):
+                    # A reconnected connection has a new id (for CLIENT UNBLOCK).
+                    self._client_id = int(await self._reader.client_id())
                 continue
             finally:
                 self._blocked = False

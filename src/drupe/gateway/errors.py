@@ -6,7 +6,8 @@ Rules: bad input is a 4xx that says what is wrong, never a 500. ``UnknownConvers
 ``Forbidden`` -> 403; ``ConfigError`` / ``PersistenceError`` -> 503 (the server, not the
 request, is at fault, and the message says how); cluster mode's ``OwnerUnavailableError`` ->
 503 with ``Retry-After`` (the owner is gone and no node has taken over yet). Anything else is
-logged with its traceback and answered 500 without internals. Route code raises; it never builds error responses itself.
+logged with its traceback and answered 500 without internals. Route code raises; it never
+builds error responses itself.
 """
 
 from __future__ import annotations

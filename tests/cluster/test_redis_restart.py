@@ -1,0 +1,142 @@
+"""Redis restarted (without its data) in the middle of an answer: the nodes reconnect, the
+answer completes, every subscriber gets its end, and nothing is left pending.
+
+A private ``redis-server`` on its own port, so the shared one of the other tests is untouched.
+"""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+
+import anyio
+import httpx
+import pytest
+
+from tests.cluster.nodes import cluster_nodes, sse_events, text_of
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+PACED = "scripted:lorem?words=150&rate=60"
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class PrivateRedis:
+    def __init__(self, port: int, directory: Path) -> None:
+        self.port = port
+        self.directory = directory
+        self.process: subprocess.Popen[bytes] | None = None
+
+    @property
+    def url(self) -> str:
+        return f"redis://127.0.0.1:{self.port}/0"
+
+    def start(self) -> None:
+        binary = shutil.which("redis-server")
+        if binary is None:
+            pytest.fail("redis-server is not installed (apt-get install redis-server)")
+        self.process = subprocess.Popen(
+            [
+                binary,
+                "--port",
+                str(self.port),
+                "--bind",
+                "127.0.0.1",
+                "--save",
+                "",
+                "--appendonly",
+                "no",
+                "--dir",
+                str(self.directory),
+            ],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+        for _ in range(200):
+            with socket.socket() as sock:
+                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
+                    return
+            subprocess.run(["sleep", "0.02"], check=True)
+        pytest.fail("the private redis-server did not start")
+
+    def stop(self) -> None:
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+
+@pytest.fixture
+def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
+    server = PrivateRedis(_free_port(), tmp_path)
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
+    tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    body = {
+        "id": "r1",
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        "models": [PACED],
+    }
+    owner: list[bytes] = []
+    follower: list[bytes] = []
+    speaking, following = anyio.Event(), anyio.Event()
+    async with (
+        cluster_nodes(tmp_path, "restart", redis=private_redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+    ):
+
+        async def submit() -> None:
+            async with on_a.stream("POST", "/api/chat", json=body) as r:
+                async for chunk in r.aiter_bytes():
+                    owner.append(chunk)
+                    if b"text-delta" in chunk:
+                        speaking.set()
+
+        async def follow() -> None:
+            async with on_b.stream("GET", "/api/chat/r1/stream") as r:
+                assert r.status_code == 200
+                async for chunk in r.aiter_bytes():
+                    follower.append(chunk)
+                    if b"text-delta" in chunk:
+                        following.set()
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(submit)
+                await speaking.wait()
+                tg.start_soon(follow)
+                await following.wait()
+                private_redis.stop()
+                await anyio.sleep(0.5)  # the answer goes on while Redis is down
+                private_redis.start()
+        for body_bytes in (owner, follower):
+            events = sse_events(b"".join(body_bytes))
+            assert events[-1][1] == "[DONE]"
+        rows = await a.runtime.db.messages.list_for_conversation("r1")
+        assert all(r.status != "pending" for r in rows)
+        answer = rows[-1]
+        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
+        assert answer.status == "success"
+        assert text_of(sse_events(b"".join(owner))) == stored
+        assert text_of(sse_events(b"".join(follower))) == stored
+        cluster_a = a.runtime.cluster_chat
+        assert cluster_a is not None
+        assert cluster_a.ownership.recovered >= 1  # the vanished lease was taken again
+        assert cluster_a.ownership.lost == 0
