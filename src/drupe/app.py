@@ -232,6 +232,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             # terminal work at shutdown.
             ownership, writer = await _open_cluster_parts(stack, cluster, settings, lambda: manager)
             stream_listeners.append(writer.listener)
+        fence_for = ownership.fence_for if ownership is not None else _unfenced
         manager = await stack.enter_async_context(
             StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
         )
@@ -256,6 +257,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 has_pending_steer=manager.has_pending_steer,
                 checkpointer=checkpointer,
                 retrier=retrier,
+                fence_for=fence_for,
             ),
         ]
         dispatcher = Dispatcher(manager, providers, reconciled=reconciled, ownership=ownership)
@@ -268,7 +270,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             models=models,
             agent=agent,
             ephemeral=ephemeral,
-            approvals=ApprovalService(dispatcher, db.messages),
+            approvals=ApprovalService(dispatcher, db.messages, fence_for=fence_for),
             tools=tools,
             mcp=catalog,
             drivers=drivers,
@@ -314,6 +316,10 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             )
         )
         yield runtime
+
+
+def _unfenced(conversation_id: str) -> int | None:
+    return None
 
 
 def task_delivery(channels: ChannelService | None) -> DeliveryPort:
@@ -371,6 +377,7 @@ def install_sessions(
         agents=runtime.db.agents,
         messages=runtime.db.messages,
         idle_ttl=idle_ttl,
+        fence_for=runtime.dispatcher.ownership.fence_for,
     )
     runtime.dispatcher.providers.insert(
         0, AgentSessionProvider(host=host, messages=runtime.db.messages, drivers=drivers)

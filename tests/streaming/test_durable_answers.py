@@ -78,6 +78,7 @@ class FlakyStore(MessageStore):
         stats: Mapping[str, Any] | None = None,
         model_id: str | None = None,
         runtime_resume_token: str | None = None,
+        fence: int | None = None,
     ) -> None:
         self.attempts += 1
         if self.hangs > 0:
@@ -94,6 +95,7 @@ class FlakyStore(MessageStore):
             stats=stats,
             model_id=model_id,
             runtime_resume_token=runtime_resume_token,
+            fence=fence,
         )
 
 

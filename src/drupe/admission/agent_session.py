@@ -13,6 +13,7 @@ Begin vs enqueue is decided by ``AgentSessionHost.is_busy`` (runtime state), nev
 * busy: only the user row is written (``success``, marked as a steer), the host redirects it into
   the live turn or queues it, and the subscribers are only attached (an inject).
 
+Both writes carry ``host.fence_for(conversation)`` (cluster mode: this node's fencing token).
 It never calls ``StreamManager.send`` itself: the dispatcher does.
 """
 
@@ -93,6 +94,7 @@ class AgentSessionProvider:
             user_message=user,
             parent_id=parent_id,
             placeholders=[placeholder],
+            fence=self.host.fence_for(request.conversation_id),
         )
         user_ui: UIMessage = {"id": user.id, "role": "user", "parts": parts}
         turn = TurnInfo(
@@ -126,6 +128,7 @@ class AgentSessionProvider:
             request.conversation_id,
             message=NewMessage(id=new_message_id(), parts=parts, metadata=metadata),
             parent_id=parent_id,
+            fence=self.host.fence_for(request.conversation_id),
         )
         item = FollowUp(
             user_message_id=row.id,

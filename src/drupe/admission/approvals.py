@@ -7,11 +7,14 @@ of the row is decided, dispatch a continue-conversation turn that updates the SA
 (``pending`` -> terminal) with its original model. A continuation racing a live submit is
 refused with ``ok=False`` (never silently dropped); the decisions stay stored, so a later call
 with no new decision can still continue.
+
+Cluster mode: ``fence_for(conversation_id)`` gives this node's fencing token (None: single
+node); the stored decisions are a fenced write, and the continuation's provider fences the rest.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -38,9 +41,16 @@ class ApprovalOutcome:
 
 
 class ApprovalService:
-    def __init__(self, dispatcher: Dispatcher, messages: MessageStore) -> None:
+    def __init__(
+        self,
+        dispatcher: Dispatcher,
+        messages: MessageStore,
+        *,
+        fence_for: Callable[[str], int | None] = lambda conversation_id: None,
+    ) -> None:
         self.dispatcher = dispatcher
         self.messages = messages
+        self.fence_for = fence_for
 
     async def respond(
         self,
@@ -60,7 +70,12 @@ class ApprovalService:
             row = await self._anchor(conversation_id, {d.approval_id for d in decisions})
             result = apply_decisions(row.parts, decisions)
             if result.changed:
-                await self.messages.finalize_assistant(row.id, parts=result.parts, status="success")
+                await self.messages.finalize_assistant(
+                    row.id,
+                    parts=result.parts,
+                    status="success",
+                    fence=self.fence_for(conversation_id),
+                )
             if result.still_pending:
                 return ApprovalOutcome(
                     ok=True, continued=False, message_id=row.id, pending=len(result.still_pending)

@@ -12,6 +12,11 @@
   the model-facing copy of the steer is wrapped as a steer reminder (the stored row is untouched);
 * continue-conversation (approvals): the anchor row goes back to ``pending`` and is continued by
   its original model; its chunks extend the stored message.
+
+Cluster mode: ``fence_for(conversation_id)`` gives this node's fencing token for the conversation
+(None: single node). Every row a turn writes carries it (the user row, the placeholders, the
+reopened anchor), and so does each placeholder's ``PlaceholderBackend`` (checkpoints and the
+terminal write), so an owner that lost its lease writes nothing.
 """
 
 from __future__ import annotations
@@ -89,6 +94,7 @@ class PersistentProvider:
         has_pending_steer: Callable[[str], bool] = lambda conversation_id: False,
         checkpointer: Checkpointer | None = None,
         retrier: TerminalWriteRetrier | None = None,
+        fence_for: Callable[[str], int | None] = lambda conversation_id: None,
     ) -> None:
         self.checkpointer = checkpointer
         """Saves live answers into their placeholder rows (None: only terminal writes)."""
@@ -100,6 +106,8 @@ class PersistentProvider:
         self.default_model = default_model
         self.validate_model = validate_model
         self.has_pending_steer = has_pending_steer
+        self.fence_for = fence_for
+        """This node's fencing token for a conversation (cluster mode); None: unfenced."""
 
     strategies: frozenset[Strategy] = ALL_STRATEGIES
     """Every double-texting strategy: a stored conversation can queue, interrupt and roll back."""
@@ -123,13 +131,14 @@ class PersistentProvider:
         conversation_id = request.conversation_id
         if await self.conversations.get(conversation_id) is None:
             raise UnknownConversationError(conversation_id)
+        fence = self.fence_for(conversation_id)
         match request:
             case Submit():
                 parts = check_parts(request.parts)
                 models = self._models(request.model_ids)
                 if has_live_stream:
-                    return await self._steer(request, parts, models[0], subscribers)
-                return await self._start(request, parts, models, subscribers)
+                    return await self._steer(request, parts, models[0], subscribers, fence)
+                return await self._start(request, parts, models, subscribers, fence)
             case Regenerate():
                 if has_live_stream:
                     raise AdmissionError(
@@ -137,11 +146,12 @@ class PersistentProvider:
                         f"conversation {conversation_id!r} is answering; "
                         "stop it before regenerating",
                     )
-                return await self._regenerate(request, self._models(request.model_ids), subscribers)
+                models = self._models(request.model_ids)
+                return await self._regenerate(request, models, subscribers, fence)
             case SteerContinuation():
-                return await self._steer_continuation(request, subscribers)
+                return await self._steer_continuation(request, subscribers, fence)
             case ContinueConversation():
-                return await self._continue(request, subscribers)
+                return await self._continue(request, subscribers, fence)
 
     # --- branches ---------------------------------------------------------------------------
 
@@ -163,6 +173,7 @@ class PersistentProvider:
         parts: list[dict[str, Any]],
         models: list[str],
         subscribers: Sequence[Listener],
+        fence: int | None,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         parent_id = request.parent_id
@@ -181,6 +192,7 @@ class PersistentProvider:
             parent_id=parent_id,
             placeholders=placeholders,
             siblings_group_id=group,
+            fence=fence,
         )
         user_ui: UIMessage = {"id": user.id, "role": "user", "parts": parts}
         return self._prepared(
@@ -190,6 +202,7 @@ class PersistentProvider:
             subscribers,
             user_message_id=user.id,
             group=group,
+            fence=fence,
         )
 
     async def _steer(
@@ -198,6 +211,7 @@ class PersistentProvider:
         parts: list[dict[str, Any]],
         model_id: str,
         subscribers: Sequence[Listener],
+        fence: int | None,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         parent_id = request.parent_id
@@ -211,6 +225,7 @@ class PersistentProvider:
             conversation_id,
             message=NewMessage(id=new_message_id(), parts=parts, metadata=metadata),
             parent_id=parent_id,
+            fence=fence,
         )
         return PreparedDispatch(
             conversation_id=conversation_id,
@@ -220,7 +235,11 @@ class PersistentProvider:
         )
 
     async def _regenerate(
-        self, request: Regenerate, models: list[str], subscribers: Sequence[Listener]
+        self,
+        request: Regenerate,
+        models: list[str],
+        subscribers: Sequence[Listener],
+        fence: int | None,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         row = await self._own_message(conversation_id, request.user_message_id, role="user")
@@ -235,13 +254,20 @@ class PersistentProvider:
             parent_id=row.id,
             placeholders=placeholders,
             siblings_group_id=group,
+            fence=fence,
         )
         return self._prepared(
-            conversation_id, history, placeholders, subscribers, user_message_id=row.id, group=group
+            conversation_id,
+            history,
+            placeholders,
+            subscribers,
+            user_message_id=row.id,
+            group=group,
+            fence=fence,
         )
 
     async def _steer_continuation(
-        self, request: SteerContinuation, subscribers: Sequence[Listener]
+        self, request: SteerContinuation, subscribers: Sequence[Listener], fence: int | None
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         row = await self._own_message(conversation_id, request.steer.user_message_id, role="user")
@@ -261,7 +287,11 @@ class PersistentProvider:
         history = await self._history(conversation_id, row.id)
         placeholder = NewPlaceholder(message_id=new_message_id(), model_id=model_id)
         await self.messages.create_placeholder(
-            conversation_id, message_id=placeholder.message_id, parent_id=row.id, model_id=model_id
+            conversation_id,
+            message_id=placeholder.message_id,
+            parent_id=row.id,
+            model_id=model_id,
+            fence=fence,
         )
         return self._prepared(
             conversation_id,
@@ -271,17 +301,18 @@ class PersistentProvider:
             user_message_id=row.id,
             group=None,
             is_steer=True,
+            fence=fence,
         )
 
     async def _continue(
-        self, request: ContinueConversation, subscribers: Sequence[Listener]
+        self, request: ContinueConversation, subscribers: Sequence[Listener], fence: int | None
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         row = await self._own_message(conversation_id, request.anchor_id, role="assistant")
         if row.model_id is None:
             raise ValidationError(f"message {row.id!r} has no model to continue with")
         history = await self._history(conversation_id, row.parent_id)
-        await self.messages.set_pending(row.id, parts=row.parts)
+        await self.messages.set_pending(row.id, parts=row.parts, fence=fence)
         seed = row.as_ui_message()
         placeholder = NewPlaceholder(message_id=row.id, model_id=row.model_id)
         return self._prepared(
@@ -292,6 +323,7 @@ class PersistentProvider:
             user_message_id=row.parent_id,
             group=row.siblings_group_id,
             seed=seed,
+            fence=fence,
         )
 
     async def rollback(self, conversation_id: str, placeholder_ids: Sequence[str]) -> str | None:
@@ -338,6 +370,7 @@ class PersistentProvider:
         group: int | None,
         is_steer: bool = False,
         seed: UIMessage | None = None,
+        fence: int | None = None,
     ) -> PreparedDispatch:
         listeners: list[Listener] = list(subscribers)
         executions: list[ExecutionSpec] = []
@@ -346,7 +379,7 @@ class PersistentProvider:
             model_id = placeholder.model_id or self.default_model()
             listeners.append(
                 PersistenceListener(
-                    PlaceholderBackend(self.messages, placeholder.message_id),
+                    PlaceholderBackend(self.messages, placeholder.message_id, fence=fence),
                     model_id=model_id,
                     conversation_id=conversation_id,
                     checkpointer=self.checkpointer,

@@ -153,6 +153,7 @@ class AgentSessionHost:
         idle_ttl: float = DEFAULT_IDLE_TTL,
         compaction_bound: float = DEFAULT_COMPACTION_BOUND,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
+        fence_for: Callable[[str], int | None] = lambda conversation_id: None,
     ) -> None:
         self.manager = manager
         self.drivers = drivers
@@ -163,6 +164,9 @@ class AgentSessionHost:
         self.idle_ttl = idle_ttl
         self.compaction_bound = compaction_bound
         self._sleep = sleep
+        self.fence_for = fence_for
+        """This node's fencing token for a conversation (cluster mode; None: unfenced): every
+        session row the host (and its admission provider) writes carries it."""
         self.entries: dict[str, SessionEntry] = {}
         self.max_entries = MAX_ENTRIES
         self.turn_channel_limit = MAX_TURN_CHANNEL
@@ -460,6 +464,7 @@ class AgentSessionHost:
             session_id=entry.session_id,
             message_id=turn.assistant_message_id,
             resume_token=lambda: entry.last_resume_token,
+            fence=self.fence_for(entry.conversation_id),
         )
         return [
             PersistenceListener(

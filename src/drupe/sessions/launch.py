@@ -13,7 +13,8 @@ conversation's admission lock so it never interleaves with a dispatch:
   (pre-admitted: nothing is sent; its chunks were buffered meanwhile).
 
 A failure reports ``LaunchFailed`` to the reducer, which decides what is dropped. A turn that
-could not be started after its row was saved gets the row marked ``error``.
+could not be started after its row was saved gets the row marked ``error``. Every row write
+carries ``host.fence_for(conversation)`` (cluster mode; None on one node).
 """
 
 from __future__ import annotations
@@ -87,6 +88,7 @@ class Launcher:
             message_id=message_id,
             parent_id=head.user_message_id,
             model_id=info.model_id,
+            fence=self.host.fence_for(entry.conversation_id),
         )
         turn = TurnInfo(
             turn_id=next_turn_id(),
@@ -111,6 +113,7 @@ class Launcher:
             message_id=message_id,
             parent_id=steer.user_message_id,
             model_id=source.config.model_id,
+            fence=self.host.fence_for(entry.conversation_id),
         )
         turn = TurnInfo(
             turn_id=next_turn_id(),
@@ -135,6 +138,7 @@ class Launcher:
             message_id=turn.assistant_message_id,
             parent_id=leaf.id if leaf is not None else None,
             model_id=turn.config.model_id,
+            fence=self.host.fence_for(entry.conversation_id),
         )
         self.host.apply(entry, TurnCreated(turn, "runtime-turn"))
         await self._start(entry, turn)
@@ -145,7 +149,9 @@ class Launcher:
             turn.runtime and entry.state.launch != "idle"
         ):
             # Stopped while the row was being saved: nothing to start any more.
-            await self.host.messages.mark_error(turn.assistant_message_id)
+            await self.host.messages.mark_error(
+                turn.assistant_message_id, fence=self.host.fence_for(entry.conversation_id)
+            )
             target: LaunchTarget = (
                 "runtime-turn"
                 if turn.runtime
@@ -164,7 +170,9 @@ class Launcher:
                 )
             )
         except Exception:
-            await self.host.messages.mark_error(turn.assistant_message_id)
+            await self.host.messages.mark_error(
+                turn.assistant_message_id, fence=self.host.fence_for(entry.conversation_id)
+            )
             self.host.apply(entry, TurnTerminal(turn.turn_id, "error"))
             raise
 

@@ -3,7 +3,8 @@
 * ``SessionBackend``: the persistence backend of a session's assistant row. It writes the row
   AND the session's newest resume token, read lazily at persist time, whatever the status (so
   an ``error`` row still records it), and persists empty terminals (empty successes too: the
-  generic persistence listener writes them).
+  generic persistence listener writes them). With a ``fence`` (cluster mode: the owner's
+  fencing token) its row writes are fenced: a node that lost the conversation writes nothing.
 * ``RuntimeTerminalListener`` (``agent-runtime:<sessionId>``, cleanup phase, so it runs after
   persistence): ``on_done`` always reports the turn terminal ``success`` to the host, even when
   the manager holds the stream (``is_conversation_done=False``); ``on_paused``/``on_error`` only
@@ -49,12 +50,14 @@ class SessionBackend:
         session_id: str,
         message_id: str,
         resume_token: Callable[[], str | None],
+        fence: int | None = None,
     ) -> None:
         self.messages = messages
         self.agents = agents
         self.session_id = session_id
         self.message_id = message_id
         self.resume_token = resume_token
+        self.fence = fence
 
     async def persist_assistant(
         self,
@@ -73,13 +76,14 @@ class SessionBackend:
             stats=stats,
             model_id=model_id,
             runtime_resume_token=token,
+            fence=self.fence,
         )
         if token is not None:
             await self.agents.record_resume_token(self.session_id, token)
 
     async def mark_terminal_error(self) -> bool:
         try:
-            await self.messages.mark_error(self.message_id)
+            await self.messages.mark_error(self.message_id, fence=self.fence)
         except PersistenceError:
             log.warning("could not mark message %r as error", self.message_id, exc_info=True)
             return False

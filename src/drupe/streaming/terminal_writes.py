@@ -26,6 +26,8 @@ from types import TracebackType
 import anyio
 from anyio.abc import TaskGroup
 
+from drupe.errors import FencedWriteError
+
 __all__ = ["TerminalWriteRetrier", "WritePolicy", "write_with_retries"]
 
 log = logging.getLogger(__name__)
@@ -70,7 +72,8 @@ class WritePolicy:
 async def write_with_retries(write: Write, policy: WritePolicy, *, label: str) -> None:
     """Run ``write`` until it succeeds, within the foreground bounds; raise the last failure.
 
-    A timed-out attempt raises ``TimeoutError``. Cancellation from outside propagates.
+    A timed-out attempt raises ``TimeoutError``. Cancellation from outside propagates. A
+    ``FencedWriteError`` (cluster: a newer owner holds the conversation) is raised at once.
     """
     deadline = anyio.current_time() + policy.budget
     last: Exception | None = None
@@ -87,6 +90,8 @@ async def write_with_retries(write: Write, policy: WritePolicy, *, label: str) -
             with anyio.fail_after(min(policy.attempt_timeout, remaining)):
                 await write()
             return
+        except FencedWriteError:
+            raise  # final: a newer owner holds the conversation, no retry can succeed
         except Exception as err:  # isolation boundary: a failed attempt is retried
             last = err
             log.warning("writing %s failed (attempt %d)", label, attempt + 1, exc_info=True)

@@ -19,7 +19,9 @@ Terminal (``terminal_phase = "persistence"``, so it runs before every other list
    fails, the row is handed to the ``TerminalWriteRetrier`` (which marks it ``error`` and keeps
    retrying) or, without one, marked ``error`` (best effort); then it raises
    ``TerminalPersistenceError``, and the manager then ends every subscriber with an ``error``
-   saying the answer could not be saved (counted in ``/metrics``).
+   saying the answer could not be saved (counted in ``/metrics``). A write refused by fencing
+   (``FencedWriteError``: in cluster mode a newer owner holds the conversation) is not retried
+   nor marked: it raises ``TerminalPersistenceError`` at once and the row is the new owner's.
 
 It never touches SQL: it talks to a ``PersistenceBackend``.
 """
@@ -42,7 +44,7 @@ from drupe.chunks.normalize import (
 )
 from drupe.chunks.rejections import push_or_record
 from drupe.chunks.types import UIMessage
-from drupe.errors import TerminalPersistenceError
+from drupe.errors import FencedWriteError, TerminalPersistenceError
 from drupe.streaming.checkpoints import Checkpointer, CheckpointSink, CheckpointTrack
 from drupe.streaming.listeners.base import BaseListener, StreamEvent, TerminalPhase, TerminalResult
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy, write_with_retries
@@ -195,6 +197,10 @@ class PersistenceListener(BaseListener):
         label = repr(result.anchor_message_id)
         try:
             await write_with_retries(write, self.write_policy, label=label)
+        except FencedWriteError as err:
+            # Cluster: this node lost the conversation; the new owner settles the row.
+            log.warning("persisting %s was fenced: %s", label, err)
+            raise TerminalPersistenceError(f"could not persist message {label}: {err}") from err
         except Exception as err:  # isolation boundary: a failed terminal write
             log.exception("persisting %s failed after retries", label)
             if self.retrier is None or not self.retrier.submit(
