@@ -6,17 +6,17 @@ import time
 
 from redis.asyncio import Redis
 
-from drupe.cluster.lease import RedisLease
+from drupe.cluster.lease import Fence, RedisLease
 
 
 async def test_only_one_node_holds_a_conversation_and_tokens_only_grow(
     redis: Redis, prefix: str
 ) -> None:
     lease = RedisLease(redis, prefix=prefix, ttl=10)
-    before_ms = time.time_ns() // 1_000_000
+    before_us = time.time_ns() // 1_000
     first = await lease.acquire("c1", "node-a")
     assert first is not None and first.node_id == "node-a"
-    assert first.token >= before_ms  # floored at the clock: survives a Redis data loss
+    assert first.token >= before_us  # floored at the clock: survives a Redis data loss
     assert await lease.acquire("c1", "node-b") is None
     assert await lease.acquire("c1", "node-a") is None  # not re-entrant either
     assert await lease.holder("c1") == first
@@ -47,7 +47,10 @@ async def test_a_vanished_lease_is_taken_again_only_if_nobody_took_it_since(
     await redis.delete(f"{prefix}:lease:c1", f"{prefix}:fence:c1")  # Redis lost its data
     again = await lease.reacquire(first)
     assert again is not None and again.token > first.token and again.node_id == "node-a"
-    assert await lease.reacquire(again) is None  # it is held (by node-a itself)
+    assert await lease.reacquire(first) == again  # a racing second caller gets the same fence
+    other = await lease.acquire("c2", "node-b")
+    assert other is not None
+    assert await lease.reacquire(Fence("c2", "node-a", other.token - 1)) is None  # node-b's
     # A takeover in between: the lease expired, node-b took and released it.
     await redis.delete(f"{prefix}:lease:c1")
     taken = await lease.acquire("c1", "node-b")
@@ -79,3 +82,12 @@ async def test_renewal_extends_the_lease_to_the_full_ttl(redis: Redis, prefix: s
     await redis.pexpire(f"{prefix}:lease:c1", 500)
     assert await lease.renew(fence)
     assert 9_000 < await redis.pttl(f"{prefix}:lease:c1") <= 10_000
+
+
+async def test_tokens_above_the_clock_floor_stay_exact_integers(redis: Redis, prefix: str) -> None:
+    lease = RedisLease(redis, prefix=prefix, ttl=10)
+    ahead = time.time_ns() // 1_000 + 10**9  # a counter ahead of this clock (another node's)
+    await redis.set(f"{prefix}:fence:c1", ahead)
+    fence = await lease.acquire("c1", "node-a")
+    assert fence is not None and fence.token == ahead + 1
+    assert await lease.holder("c1") == fence

@@ -4,7 +4,7 @@ Contract (``docs/lifecycles/cluster.md``):
 
 * ``acquire(conversation, node)`` succeeds for at most one node at a time: one Lua script checks
   that no lease exists, takes the next fencing token from a per-conversation counter (``INCR``,
-  floored at the caller's clock in milliseconds, so tokens only grow across owners, and across
+  floored at the caller's clock in microseconds, so tokens only grow across owners, and across
   a restart of Redis that lost its data too), and sets the lease with ``SET NX PX``. It
   returns a ``Fence`` (node, token), or ``None`` when another node holds it.
 * ``renew(fence)`` extends the lease only while it is still that exact fence (same node and
@@ -12,7 +12,8 @@ Contract (``docs/lifecycles/cluster.md``):
   gets ``False`` from both, and a successor's lease is never touched.
 * ``reacquire(fence)``: the owner whose lease vanished takes it again, only when no lease exists
   AND no node acquired one since (the counter is missing, as after Redis lost its data, or not
-  above the fence's token). A takeover (which raised the counter) is never undone.
+  above the fence's token). A takeover (which raised the counter) is never undone. A lease the
+  same node already took again (two callers racing) is returned as it is.
 * ``holder(conversation)`` reads the current fence, for routing and takeover.
 
 Fencing builds on ``Fence.token``: rows store the token of their last writer and refuse a lower
@@ -35,23 +36,26 @@ DEFAULT_LEASE_TTL: Final = 10.0
 
 _ACQUIRE: Final = """
 if redis.call('EXISTS', KEYS[1]) == 1 then return false end
-local token = redis.call('INCR', KEYS[2])
-local floor = tonumber(ARGV[3])
-if token < floor then
-  token = floor
+local token = string.format('%.0f', redis.call('INCR', KEYS[2]))
+if tonumber(token) < tonumber(ARGV[3]) then
+  token = ARGV[3]
   redis.call('SET', KEYS[2], token)
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
 return token
 """
 _REACQUIRE: Final = """
-if redis.call('EXISTS', KEYS[1]) == 1 then return false end
+local held = redis.call('GET', KEYS[1])
+if held then
+  local prefix = ARGV[1] .. '|'
+  if string.sub(held, 1, #prefix) == prefix then return string.sub(held, #prefix + 1) end
+  return false
+end
 local seen = redis.call('GET', KEYS[2])
 if seen and tonumber(seen) > tonumber(ARGV[4]) then return false end
-local token = redis.call('INCR', KEYS[2])
-local floor = tonumber(ARGV[3])
-if token < floor then
-  token = floor
+local token = string.format('%.0f', redis.call('INCR', KEYS[2]))
+if tonumber(token) < tonumber(ARGV[3]) then
+  token = ARGV[3]
   redis.call('SET', KEYS[2], token)
 end
 redis.call('SET', KEYS[1], ARGV[1] .. '|' .. token, 'PX', ARGV[2])
@@ -69,8 +73,8 @@ return 0
 """
 
 
-def _now_ms() -> int:
-    return time.time_ns() // 1_000_000
+def _now_us() -> int:
+    return time.time_ns() // 1_000
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,7 +124,7 @@ class RedisLease:
         if "|" in node_id:
             raise ValueError("a node id must not contain '|'")
         token = await self._acquire(
-            keys=list(self._keys(conversation_id)), args=[node_id, self._ttl_ms(), _now_ms()]
+            keys=list(self._keys(conversation_id)), args=[node_id, self._ttl_ms(), _now_us()]
         )
         if token is None:
             return None
@@ -130,7 +134,7 @@ class RedisLease:
         """Take a vanished lease again (see the module docstring); ``None`` when it is gone."""
         token = await self._reacquire(
             keys=list(self._keys(fence.conversation_id)),
-            args=[fence.node_id, self._ttl_ms(), _now_ms(), fence.token],
+            args=[fence.node_id, self._ttl_ms(), _now_us(), fence.token],
         )
         if token is None:
             return None
