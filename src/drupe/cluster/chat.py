@@ -12,7 +12,8 @@ Contract (``docs/lifecycles/cluster.md``):
   (``LogFollower``); ``latest_turn`` finds what a resume should follow.
 * The takeover sweep (one task, every ``sweep_interval``): every live turn (``<prefix>:live``)
   and every conversation with ``pending`` rows whose lease is gone (its owner died or stalled
-  past the TTL) is taken over: this node acquires the lease (a new, higher fencing token),
+  past the TTL; see ``sweep`` for when an owner that may be alive is given a TTL to recover) is
+  taken over: this node acquires the lease (a new, higher fencing token),
   finalizes the rows from their checkpoints (``MessageStore.take_over``: the partial text is
   kept, interrupted parts are closed, one ``data-error`` part says the node was lost), writes
   the turn's terminal to the chunk log so every subscriber on every node ends, and releases the
@@ -74,6 +75,7 @@ class ClusterChat:
         messages: MessageStore,
         sessions: Callable[[], AgentSessionHost | None],
         sweep_interval: float | None = None,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.node = node
         self.ownership = ownership
@@ -98,6 +100,9 @@ class ClusterChat:
             timeout=ttl + 2.0,
         )
         self.takeovers = 0
+        self.clock = clock
+        self._orphans: dict[str, float] = {}
+        """Orphans whose owner may still be alive, and when they were first seen."""
 
     async def __aenter__(self) -> Self:
         self._tg = anyio.create_task_group()
@@ -238,21 +243,39 @@ class ClusterChat:
                 log.exception("takeover sweep failed")
 
     async def sweep(self) -> int:
-        """Take over every orphaned conversation once; returns how many were taken over."""
+        """Take over every orphaned conversation once; returns how many were taken over.
+
+        An orphan is a live turn (``<prefix>:live``) or a conversation with ``pending`` rows
+        whose lease is gone. It is taken over at once when its owner node's heartbeat
+        (``<prefix>:node:<id>``) is gone too (the node died or stalled past the TTL); otherwise
+        (the owner is alive, or unknown: Redis lost its data) only once it stayed orphaned for
+        a whole TTL, which gives a live owner the time to take its vanished lease again.
+        """
         redis = self.node.redis
-        live: Any = await redis.hgetall(live_key(self.node.prefix))
-        candidates: dict[str, str | None] = {}
+        prefix = self.node.prefix
+        live: Any = await redis.hgetall(live_key(prefix))
+        candidates: dict[str, tuple[str | None, str | None]] = {}
         for raw_conversation, raw_info in (live or {}).items():
-            conversation_id = _text(raw_conversation)
             info = orjson.loads(raw_info)
-            candidates[conversation_id] = str(info.get("key") or "") or None
+            candidates[_text(raw_conversation)] = (
+                str(info.get("key") or "") or None,
+                str(info.get("node") or "") or None,
+            )
         for conversation_id in await self.messages.pending_conversations():
-            candidates.setdefault(conversation_id, None)
+            candidates.setdefault(conversation_id, (None, None))
+        now = self.clock()
+        seen = self._orphans
+        self._orphans = {}
         taken = 0
-        for conversation_id, key in candidates.items():
+        for conversation_id, (key, owner) in candidates.items():
             if self.ownership.owns(conversation_id) or self.manager.get(conversation_id):
                 continue
             if await self.node.lease.holder(conversation_id) is not None:
+                continue
+            owner_alive = owner is None or bool(await redis.exists(f"{prefix}:node:{owner}"))
+            since = seen.get(conversation_id, now)
+            if owner_alive and now - since < self.node.settings.lease_ttl:
+                self._orphans[conversation_id] = since  # wait: its owner may take it again
                 continue
             if await self.take_over(conversation_id, key):
                 taken += 1
