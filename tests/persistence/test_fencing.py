@@ -182,6 +182,36 @@ async def test_take_over_keeps_checkpointed_parts_closed_with_one_error_part(
     assert (await _row(database, "u-crashed")).status == "success"
 
 
+async def test_take_over_keeps_the_rebuilt_answer_instead_of_an_older_checkpoint(
+    database: Database,
+) -> None:
+    conversation = await _turn(database, "rebuilt", "kept", fence=1)
+    await database.messages.write_checkpoints(
+        [("rebuilt", _json(PARTIAL)), ("kept", _json(PARTIAL))], fence=1
+    )
+    from_log = [
+        {"type": "step-start"},
+        {"type": "text", "text": "half an answer, and more", "state": "streaming"},
+    ]
+    changed = await database.messages.take_over(
+        conversation, fence=2, reason=LOST, rebuilt={"rebuilt": from_log, "elsewhere": FINAL}
+    )
+    assert changed == ["kept", "rebuilt"]
+    rebuilt = await _row(database, "rebuilt")
+    assert (rebuilt.status, rebuilt.fence) == ("error", 2)
+    assert rebuilt.parts == [
+        {"type": "step-start"},
+        {"type": "text", "text": "half an answer, and more", "state": "done"},
+        ERROR_PART,
+    ]
+    kept = await _row(database, "kept")
+    assert kept.parts == [
+        {"type": "step-start"},
+        {"type": "text", "text": "half an answ", "state": "done"},
+        ERROR_PART,
+    ]
+
+
 async def test_take_over_touches_only_that_conversations_pending_rows(database: Database) -> None:
     mine = await _turn(database, "a1", fence=1)
     other = await _turn(database, "b1", fence=1)

@@ -13,8 +13,9 @@ Contract (``docs/lifecycles/cluster.md``):
 * The takeover sweep (one task, every ``sweep_interval``): every live turn (``<prefix>:live``)
   and every conversation with ``pending`` rows whose lease is gone (its owner died or stalled
   past the TTL; see ``sweep`` for when an owner that may be alive is given a TTL to recover) is
-  taken over: this node acquires the lease (a new, higher fencing token),
-  finalizes the rows from their checkpoints (``MessageStore.take_over``: the partial text is
+  taken over: this node acquires the lease (a new, higher fencing token), rebuilds each row
+  from the turn's chunk log where the log holds more than the row's last checkpoint (the log is
+  what the subscribers saw), finalizes the rows (``MessageStore.take_over``: the partial text is
   kept, interrupted parts are closed, one ``data-error`` part says the node was lost), writes
   the turn's terminal to the chunk log so every subscriber on every node ends, and releases the
   lease. The old owner, if it ever wakes, is fenced out of both (``LeaseOwnership``).
@@ -23,6 +24,7 @@ Contract (``docs/lifecycles/cluster.md``):
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -39,9 +41,10 @@ from drupe.admission.approvals import ApprovalOutcome, ApprovalService
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.admission.dispatch import Dispatcher, DispatchResult
+from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.commands import CommandBus, NodeGone
 from drupe.cluster.follower import LogFollower
-from drupe.cluster.log_writer import live_key, turns_key
+from drupe.cluster.log_writer import anchors_key, live_key, turns_key
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
@@ -287,8 +290,9 @@ class ClusterChat:
         if fence is None:
             return False  # another node is taking over (or a new owner admitted a turn)
         try:
+            rebuilt = await self._rebuild_rows(log_key) if log_key is not None else {}
             rows = await self.messages.take_over(
-                conversation_id, fence=fence.token, reason=NODE_LOST
+                conversation_id, fence=fence.token, reason=NODE_LOST, rebuilt=rebuilt
             )
             guard = (lease.lease_key(conversation_id), fence.value)
             if log_key is not None:
@@ -304,6 +308,32 @@ class ClusterChat:
             return True
         finally:
             await lease.release(fence)
+
+    async def _rebuild_rows(self, key: str) -> dict[str, list[dict[str, Any]]]:
+        """The answer the chunk log holds for each of the turn's rows, where that is more than
+        the row's last checkpoint (the log is what every subscriber saw; checkpoints are up to a
+        second behind): row id -> parts, for ``take_over`` to close and keep."""
+        raw: Any = await self.node.redis.hgetall(anchors_key(key))
+        anchors = {_text(k): _text(v) for k, v in (raw or {}).items()}
+        if not anchors:
+            return {}
+        folded: dict[str, Accumulator] = {}
+        for entry in await self.node.log.read(key):
+            if entry.terminal is not None or entry.execution_id not in anchors:
+                continue
+            accumulator = folded.setdefault(entry.execution_id, Accumulator())
+            for chunk in entry.chunks:
+                with contextlib.suppress(AccumulateError):
+                    accumulator.push(chunk)
+        rebuilt: dict[str, list[dict[str, Any]]] = {}
+        for execution_id, accumulator in folded.items():
+            row = await self.messages.get(anchors[execution_id])
+            if row is None or row.status != "pending":
+                continue
+            parts: list[dict[str, Any]] = orjson.loads(accumulator.parts_json())
+            if _answer_size(parts) > _answer_size(row.parts):
+                rebuilt[row.id] = parts
+        return rebuilt
 
     async def _end_log(self, key: str, guard: tuple[str, str]) -> None:
         entries = await self.node.log.read(key)
@@ -321,6 +351,14 @@ class ClusterChat:
 
 async def redis_hdel(node: ClusterNode, conversation_id: str) -> None:
     await node.redis.hdel(live_key(node.prefix), conversation_id)
+
+
+def _answer_size(parts: Any) -> tuple[int, int]:
+    """How much of an answer parts hold: characters of text and reasoning, then parts."""
+    if not isinstance(parts, list):
+        return (0, 0)
+    chars = sum(len(part.get("text", "")) for part in parts if isinstance(part, dict))
+    return (chars, len(parts))
 
 
 def _text(value: Any) -> str:

@@ -10,7 +10,8 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   the conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream followers of
   "the next turn" watch), and the field ``<conversation>`` of the hash ``<prefix>:live`` (the
   takeover sweep's list of live turns). A conversation's field leaves ``live`` when a terminal
-  says the conversation is done.
+  says the conversation is done. Each execution's row (its ``anchor_message_id``) is recorded in
+  ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from the log.
 * An execution's terminal (``on_done``/``on_paused``/``on_error``, cleanup phase: after the row
   was written) flushes what is held, then writes the terminal entry and waits until it is in
   Redis (bounded by ``terminal_timeout``).
@@ -49,17 +50,24 @@ from drupe.streaming.listeners.base import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["LogListener", "LogWriter", "live_key", "turns_key"]
+__all__ = ["LogListener", "LogWriter", "anchors_key", "live_key", "turns_key"]
 
 log = logging.getLogger(__name__)
 
 _TURNS_MAXLEN: Final = 64
+_ANCHORS_TTL: Final = 24 * 3600
+"""Seconds a turn's execution -> row map lives (a day: past any live turn and its log)."""
 _MAX_BACKOFF: Final = 1.0
 
 
 def turns_key(prefix: str, conversation_id: str) -> str:
     """The conversation's turn list (one entry per started turn)."""
     return f"{prefix}:turns:{conversation_id}"
+
+
+def anchors_key(log_key: str) -> str:
+    """The hash execution id -> the row it fills (``anchor_message_id``), of one turn's log."""
+    return f"{log_key}:anchors"
 
 
 def live_key(prefix: str) -> str:
@@ -73,13 +81,14 @@ class _Op:
 
     conversation_id: str
     key: str
-    kind: str  # "announce" | "batch" | "end"
+    kind: str  # "announce" | "anchor" | "batch" | "end"
     execution_id: str = ""
     chunks: list[Any] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
     result: TerminalResult | None = None
     written: anyio.Event | None = None
     turn_id: str = ""
+    anchor: str = ""
 
 
 class LogWriter:
@@ -148,6 +157,16 @@ class LogWriter:
         if coalescer is None:
             coalescer = self._coalescers[slot] = Coalescer(window=self.window)
             self._conversations[slot] = event.conversation_id
+            if event.anchor_message_id is not None:
+                self._queue(
+                    _Op(
+                        event.conversation_id,
+                        key,
+                        "anchor",
+                        event.execution_id,
+                        anchor=event.anchor_message_id,
+                    )
+                )
         batch = coalescer.push(event.chunk, anyio.current_time(), event.seq)
         if batch is not None:
             self._queue(
@@ -222,16 +241,14 @@ class LogWriter:
 
     def _flush_due(self) -> None:
         now = anyio.current_time()
-        for (key, execution_id), coalescer in list(self._coalescers.items()):
+        for slot, coalescer in list(self._coalescers.items()):
             if coalescer.due is not None and coalescer.due <= now:
                 batch = coalescer.flush()
                 if batch is not None:
-                    conversation_id = key.split(":log:", 1)[1].rsplit(":", 1)[0]
-                    self._ops.append(
-                        _Op(
-                            conversation_id, key, "batch", execution_id, batch, coalescer.batch_seqs
-                        )
-                    )
+                    key, execution_id = slot
+                    conversation_id = self._conversations[slot]
+                    seqs = coalescer.batch_seqs
+                    self._ops.append(_Op(conversation_id, key, "batch", execution_id, batch, seqs))
 
     async def _write(self, op: _Op) -> None:
         backoff = 0.05
@@ -276,6 +293,13 @@ class LogWriter:
                 pipe.hset(live_key(self.prefix), op.conversation_id, payload)
                 await pipe.execute()
             return
+        if op.kind == "anchor":
+            anchors = anchors_key(op.key)
+            async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(anchors, op.execution_id, op.anchor)
+                pipe.expire(anchors, _ANCHORS_TTL)
+                await pipe.execute()
+            return
         if op.kind == "batch":
             await self._log.append(op.key, op.execution_id, op.chunks, op.seqs, fence=guard)
             self.entries_written += 1
@@ -292,6 +316,7 @@ class LogWriter:
             fence=guard,
         )
         self.entries_written += 1
+        await self._redis.expire(anchors_key(op.key), max(1, round(self._log.ttl)))
         if result.is_conversation_done:
             await _hdel_if(self._redis, live_key(self.prefix), op.conversation_id, op.key)
 

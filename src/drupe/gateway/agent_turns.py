@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from drupe.admission.base import Submit
 from drupe.chunks.types import UIMessage
-from drupe.errors import AdmissionError, DrupeError, UnknownConversationError
+from drupe.errors import AdmissionError, DrupeError, NotOwnerError, UnknownConversationError
 from drupe.gateway.limits import AGENT_PREFIX, SESSION_PREFIX
 from drupe.gateway.prompt import ErrorBodyFn, GatewayError, GatewayFailure, PromptListener
 from drupe.persistence.agents import session_conversation_id
@@ -122,6 +122,15 @@ class AgentTurnStream:
         except UnknownConversationError as err:
             self._detach()
             raise self._refuse(404, "not_found", str(err)) from None
+        except NotOwnerError as err:
+            # Cluster mode: the session's host lives on the node that holds its lease.
+            self._detach()
+            raise self._refuse(
+                409,
+                "conflict",
+                f"agent session {self.session_id!r} is held by node {err.node_id!r} "
+                "(answering, or within its grace period); retry shortly",
+            ) from None
         except DrupeError as err:
             self._detach()
             raise self._refuse(400, "invalid_request", str(err)) from None

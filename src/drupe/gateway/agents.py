@@ -46,6 +46,7 @@ from drupe.gateway.schemas import ApprovalsRequest
 from drupe.gateway.state import get_board, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
+from drupe.streaming.approvals import Decision
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
@@ -171,6 +172,9 @@ def _session_json(
 async def _close_session(runtime: Runtime, session_id: str) -> None:
     """Stop the session's live turn (its partial persisted), drop its queue and connection."""
     conversation_id = session_conversation_id(session_id)
+    if runtime.cluster_chat is not None:
+        # Cluster mode: the owner (wherever it runs) stops the turn and closes its connection.
+        await runtime.cluster_chat.stop(conversation_id)
     if runtime.sessions is not None:
         await runtime.sessions.forget(session_id)
     await runtime.manager.abort_and_drain(conversation_id, "conversation-deleted")
@@ -352,10 +356,24 @@ async def answer_approvals(
     runtime = get_runtime(request)
     await _session(runtime, session_id)
     host = runtime.sessions
+    cluster = runtime.cluster_chat
     results = []
     for decision in body.decisions:
-        resolved = host is not None and await host.respond_approval(
-            session_id, decision.approvalId, approved=decision.approved, reason=decision.reason
-        )
+        if cluster is not None:  # the owner's driver holds the pending decision
+            outcome = await cluster.approvals(
+                session_conversation_id(session_id),
+                [
+                    Decision(
+                        approval_id=decision.approvalId,
+                        approved=decision.approved,
+                        reason=decision.reason,
+                    )
+                ],
+            )
+            resolved = outcome.ok
+        else:
+            resolved = host is not None and await host.respond_approval(
+                session_id, decision.approvalId, approved=decision.approved, reason=decision.reason
+            )
         results.append({"approvalId": decision.approvalId, "ok": resolved})
     return {"ok": all(r["ok"] for r in results), "results": results}

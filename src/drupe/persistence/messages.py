@@ -344,25 +344,40 @@ class MessageStore:
 
     # -- cluster takeover ------------------------------------------------------------------
 
-    async def take_over(self, conversation_id: str, *, fence: int, reason: str) -> list[str]:
+    async def take_over(
+        self,
+        conversation_id: str,
+        *,
+        fence: int,
+        reason: str,
+        rebuilt: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
+    ) -> list[str]:
         """Settle the ``pending`` assistant rows a lost owner left in this conversation.
 
         In one transaction, every such row whose fence is NULL or below ``fence`` keeps its
-        checkpointed parts closed as interrupted, loses any ``data-error`` part and gains
-        exactly one (``takeover_error_part(reason)``), becomes ``error`` and stores ``fence``.
-        Returns the ids changed. Other conversations, settled rows and rows fenced with
-        ``fence`` or above are untouched.
+        checkpointed parts (or, for a row id in ``rebuilt``, those parts: the answer the new
+        owner rebuilt from the chunk log) closed as interrupted, loses any ``data-error`` part
+        and gains exactly one (``takeover_error_part(reason)``), becomes ``error`` and stores
+        ``fence``. Returns the ids changed. Other conversations, settled rows and rows fenced
+        with ``fence`` or above are untouched.
         """
+        replacements = rebuilt or {}
         async with self._transactions.write() as db:
             conn = await db.connection()
             rows = (
                 await conn.execute(takeover_rows_statement(self.dialect, conversation_id, fence))
             ).all()
-            closed = [
-                {"row_id": row[0], "new_parts": parts}
-                for row in rows
-                if (parts := close_checkpointed_parts(row[1])) is not None
-            ]
+            closed = []
+            for row in rows:
+                row_id = str(row[0])
+                parts: list[dict[str, Any]] | None
+                if row_id in replacements:
+                    given = [dict(part) for part in replacements[row_id]]
+                    parts = close_checkpointed_parts(given) or given
+                else:
+                    parts = close_checkpointed_parts(row[1])
+                if parts is not None:
+                    closed.append({"row_id": row_id, "new_parts": parts})
             if closed:
                 table = cast(Table, MessageRow.__table__)
                 await conn.execute(
