@@ -100,7 +100,7 @@ async def test_a_late_terminal_of_an_older_turn_never_hides_a_newer_live_turn(
         await on_a.until(lambda: len(on_a.of("c")) == 2)
         # A's write was refused and A shows what Redis holds: B's newer live turn.
         assert on_a.items[-1] == ("c", "streaming", "2000:7")
-        assert a.refused == 1
+        assert a.writer.refused == 1
         assert (await stored(redis, prefix))["c"]["turnId"] == "2000:7"
         b.observe("c", StatusRecord("done", "2000:7"))  # the same turn always replaces
         await on_a.until(lambda: on_a.of("c")[-1] == "done")
@@ -195,14 +195,14 @@ async def test_a_full_queue_coalesces_per_conversation_and_keeps_the_latest(
                 status = ("pending", "streaming", "done")[turn % 3]
                 a.observe(cid, StatusRecord(status, f"{turn}:1"))
                 latest[cid] = status
-        assert a.coalesced > 0 and a.pending > 0
-        await seen.until(lambda: a.pending == 0 and all(seen.of(c) for c in latest))
+        assert a.writer.coalesced > 0 and a.writer.pending > 0
+        await seen.until(lambda: a.writer.pending == 0 and all(seen.of(c) for c in latest))
         await seen.until(lambda: all(seen.of(c)[-1] == s for c, s in latest.items()))
         held = await stored(redis, prefix)
         assert {cid: value["turnId"] for cid, value in held.items()} == dict.fromkeys(
             latest, "50:1"
         )
-        assert a.written < 150  # coalesced, not written one by one
+        assert a.writer.written < 150  # coalesced, not written one by one
         for cid in latest:
             turns = [int(t.split(":")[0]) for c, _, t in seen.items if c == cid]
             assert turns == sorted(turns)

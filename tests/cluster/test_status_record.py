@@ -80,9 +80,9 @@ async def test_the_redis_script_applies_the_same_rule(redis: Redis, prefix: str)
             cid = f"case-{index}"
             status.observe(cid, StatusRecord("streaming", stored))
             await status.flush()
-            refused = status.refused
+            refused = status.writer.refused
             status.observe(cid, StatusRecord("done", incoming))
             await status.flush()
             value = orjson.loads(await redis.hget(StatusKeys(prefix).hash, cid))
             assert value["turnId"] == (incoming if accepted else stored), (stored, incoming)
-            assert status.refused == refused + (0 if accepted else 1)
+            assert status.writer.refused == refused + (0 if accepted else 1)
