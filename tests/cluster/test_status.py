@@ -127,6 +127,23 @@ async def test_an_older_turn_from_the_channel_never_replaces_a_newer_local_one(
         assert record is not None and (record.status, record.turn_id) == ("streaming", "2000:1")
 
 
+async def test_a_late_echo_of_a_nodes_own_write_never_replaces_its_newer_local_change(
+    redis: Redis, prefix: str
+) -> None:
+    keys = StatusKeys(prefix)
+    async with cluster_status(prefix, "a") as a:
+        seen = Seen(a)
+        a.observe("c", StatusRecord("streaming", "5:1"))
+        echo = {"conversationId": "c", "status": "pending", "turnId": "5:1", "node": "a"}
+        sentinel = {**echo, "conversationId": "sentinel", "node": "b"}
+        for value in (echo, sentinel):
+            await redis.publish(keys.channel, orjson.dumps({**value, "at": 1.0, "seq": 10**9}))
+        await seen.until(lambda: seen.of("sentinel") == ["pending"])
+        record = a.record("c")
+        assert record is not None and record.status == "streaming"
+        assert seen.of("c") == []
+
+
 async def test_snapshot_then_follow_leaves_no_gap(redis: Redis, prefix: str) -> None:
     conversations = [f"c{i}" for i in range(20)]
     async with cluster_status(prefix, "a") as a:

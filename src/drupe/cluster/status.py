@@ -234,6 +234,10 @@ class ClusterStatus:
         stale = current is not None and record.seq <= current.record.seq
         if stale and not (correction and current is not None and current.local):
             return
+        echo = record.node == self.node_id and not correction
+        if current is not None and current.local and echo:  # this node's own write: note seq
+            current.record = replace(current.record, seq=record.seq)
+            return
         if current is not None and not supersedes(current.record, record):
             return
         self._remember(conversation_id, record, local=False)
