@@ -182,14 +182,14 @@ class ClusterStatus:
         """Wait until every change observed so far is in Redis (``StatusWriter.flush``)."""
         await self.writer.flush()
 
-    def _written(self, conversation_id: str, accepted: bool, stored: ClusterRecord) -> None:
+    def _written(self, conversation_id: str, seq: int, refused_by: ClusterRecord | None) -> None:
         """The writer's outcome: note the seq, or show the newer record that won."""
-        if not accepted:
-            self._apply(conversation_id, stored, forward=True, correction=True)
+        if refused_by is not None:
+            self._apply(conversation_id, refused_by, forward=True, correction=True)
             return
         entry = self._view.get(conversation_id)
-        if entry is not None and entry.record.seq < stored.seq:
-            entry.record = replace(entry.record, seq=stored.seq)
+        if entry is not None and entry.record.seq < seq:
+            entry.record = replace(entry.record, seq=seq)
 
     # --- the shared view ---------------------------------------------------------------------
 

@@ -12,8 +12,8 @@ Contract (``docs/lifecycles/cluster.md``, "Cluster-wide status"):
   record; when it accepts, it stamps the next ``seq`` (one counter per cluster), sets the field
   of the hash ``<prefix>:status``, keeps the terminal index ``<prefix>:status-ended`` and
   publishes the same JSON on ``<prefix>:status-events``, all atomically, so the channel's order
-  is the hash's order. ``on_result(conversation_id, accepted, stored)`` is told each outcome;
-  a refused write's ``stored`` is the newer record that won.
+  is the hash's order. ``on_result(conversation_id, seq, refused_by)`` is told each outcome:
+  the accepted write's ``seq``, or the newer stored record that refused it.
 * **Bound.** A terminal record is indexed by its update time, a live one is not; a write that
   takes the index over ``max_terminal`` deletes the oldest terminal records from the hash in
   the same script. So the hash holds at most ``max_terminal`` terminal records plus the live
@@ -85,7 +85,7 @@ else
   end
 end
 redis.call('PUBLISH', ARGV[7], value)
-return {1, value}
+return {1, seq}
 """
 
 
@@ -120,7 +120,9 @@ class StatusKeys:
 
 
 _Change = tuple[str, StatusRecord, float]
-ResultHandler = Callable[[str, bool, ClusterRecord], None]
+ResultHandler = Callable[[str, int, ClusterRecord | None], None]
+"""``(conversation_id, seq, refused_by)``: the write's ``seq``, or the stored record (and its
+``seq``) that refused it."""
 
 
 class StatusWriter:
@@ -247,17 +249,18 @@ class StatusWriter:
         self._settled += len(batch)
         self._progress.set()
         self._progress = anyio.Event()
-        for (conversation_id, _, _), (accepted, value) in zip(batch, results, strict=True):
+        for (conversation_id, _, _), (accepted, answer) in zip(batch, results, strict=True):
+            if accepted:
+                self.written += 1
+                self._on_result(conversation_id, int(answer), None)
+                continue
+            self.refused += 1
             try:
-                stored = decode_record(value)
+                stored = decode_record(answer)
             except ValueError:
                 log.warning("cluster status: a malformed record for %s", conversation_id)
                 continue
-            if accepted:
-                self.written += 1
-            else:
-                self.refused += 1
-            self._on_result(conversation_id, bool(accepted), stored)
+            self._on_result(conversation_id, stored.seq, stored)
 
     def _args(self, conversation_id: str, record: StatusRecord, at: float) -> list[Any]:
         shared = ClusterRecord(
