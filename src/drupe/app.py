@@ -62,6 +62,7 @@ if TYPE_CHECKING:
     from drupe.cluster.log_writer import LogWriter
     from drupe.cluster.node import ClusterNode
     from drupe.cluster.ownership import LeaseOwnership
+    from drupe.cluster.status import ClusterStatus
     from drupe.streaming.listeners.base import Listener
     from drupe.streaming.listeners.channel_outbox import Clock
     from drupe.tools.mcp.catalog import McpCatalog
@@ -103,6 +104,8 @@ class Runtime:
     """This process's cluster membership (None: single-process, the embedded default)."""
     cluster_chat: ClusterChat | None = None
     """Cluster mode: chat admission, commands and subscriptions across nodes."""
+    cluster_status: ClusterStatus | None = None
+    """Every node's conversation statuses through Redis (cluster mode only)."""
 
 
 def turn_runner(agent: AgentRunner, **kwargs: Any) -> TurnRunner:
@@ -193,6 +196,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
 
             cluster = await stack.enter_async_context(ClusterNode(settings.cluster))
             log.info("cluster mode: node %s", cluster.node_id)
+        cluster_status = await _open_cluster_status(stack, cluster, settings)
         catalog: McpCatalog | None = None
         if mcp_servers:
             from drupe.tools.mcp.catalog import McpCatalog  # the MCP SDK costs ~1 s to import
@@ -236,6 +240,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         manager = await stack.enter_async_context(
             StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
         )
+        if cluster_status is not None:  # never removed: it must see the shutdown's aborts
+            manager.add_status_observer(cluster_status.observe)
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)
@@ -279,6 +285,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             checkpointer=checkpointer,
             retrier=retrier,
             cluster=cluster,
+            cluster_status=cluster_status,
         )
         runtime.sessions = install_sessions(runtime, drivers)
         stack.push_async_callback(runtime.sessions.aclose)
@@ -320,6 +327,17 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
 
 def _unfenced(conversation_id: str) -> int | None:
     return None
+async def _open_cluster_status(
+    stack: AsyncExitStack, cluster: ClusterNode | None, settings: Settings
+) -> ClusterStatus | None:
+    """Cluster mode: share this node's statuses. Entered before the stream manager, so it
+    leaves after it and writes the shutdown's aborts before the node closes Redis."""
+    if cluster is None:
+        return None
+    from drupe.cluster.status import ClusterStatus
+
+    status = ClusterStatus(cluster, max_records=settings.stream.max_status_records)
+    return await stack.enter_async_context(status)
 
 
 def task_delivery(channels: ChannelService | None) -> DeliveryPort:

@@ -59,6 +59,10 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--deltas", "200"],
         {"redis_bytes_per_text_byte", "baseline_bytes_per_text_byte", "text_bytes"},
     ),
+    "cluster_status": (
+        ["--changes", "300"],
+        {"changes_per_s", "baseline_changes_per_s", "ratio", "bytes_per_change"},
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},

@@ -84,7 +84,10 @@ def install_runtime(
     app.state.runtime = runtime
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
-    app.state.remove_observer = runtime.manager.add_status_observer(board.observe)
+    removers = [runtime.manager.add_status_observer(board.observe)]
+    if runtime.cluster_status is not None:  # cluster mode: every node's streams
+        removers.append(runtime.cluster_status.add_observer(board.observe_remote))
+    app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
     compat = _compat_router(runtime)
     if compat is not None:

@@ -7,7 +7,9 @@
 * ``GET /api/conversations/{id}/events``: every execution of every turn of the conversation
   and its status changes, as SSE (``MultiplexListener``), resumable by ``Last-Event-ID``. The
   response follows the conversation across turns (a status observer attaches it to each new
-  stream) until the client disconnects; the observer is removed when the response ends.
+  stream) until the client disconnects; the observer is removed when the response ends. In
+  cluster mode the status changes of a stream on another node arrive too (the board's remote
+  observers); relaying that stream's chunks is the chunk log's part.
 """
 
 from __future__ import annotations
@@ -178,9 +180,24 @@ async def conversation_events(
                 except AdmissionError:
                     listener.buffer.close()
 
-    remove = manager.add_status_observer(observer)
+    def remote_observer(observed: str, record: StatusRecord) -> None:
+        if observed == conversation_id:  # another node's stream (cluster mode)
+            listener.on_status(record.status, record.turn_id)
+
+    board = get_board(request)
+    removers = [
+        manager.add_status_observer(observer),
+        board.add_remote_observer(remote_observer),
+    ]
+
+    def remove() -> None:
+        for remover in removers:
+            remover()
+
     try:
         record = manager.status(conversation_id)
+        if runtime.cluster_status is not None:  # the board merges every node's records
+            record = board.record(conversation_id) or record
         listener.on_status(
             record.status if record is not None else "idle",
             record.turn_id if record is not None else None,

@@ -2,18 +2,23 @@
 
 ``StatusBoard`` mirrors every conversation status change the stream manager reports (one
 status observer for the whole app), so ``GET /api/status`` and the conversation list can show
-live badges without reaching into the manager. It is only a mirror: the manager decides.
+live badges without reaching into the manager. It is only a mirror: the manager decides. In
+cluster mode it also mirrors the other nodes' changes (``observe_remote``, fed by
+``runtime.cluster_status``), and passes them on to its remote observers (the multiplexed event
+streams), so every node shows every node's streams.
 """
 
 from __future__ import annotations
 
+import logging
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Final
 
 from fastapi import Request
 
 from drupe.errors import UnknownConversationError
+from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StatusRecord, StreamManager
 from drupe.streaming.status_book import DEFAULT_MAX_RECORDS, evict_unpinned
@@ -22,6 +27,8 @@ if TYPE_CHECKING:
     from drupe.app import Runtime
 
 __all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_runtime"]
+
+log = logging.getLogger(__name__)
 
 _IN_PROGRESS: Final = frozenset(("pending", "streaming"))
 
@@ -39,23 +46,49 @@ class StatusBoard:
         if max_entries < 1:
             raise ValueError("max_entries must be >= 1")
         self.max_entries = max_entries
-        self.statuses: OrderedDict[str, str] = OrderedDict()
+        self.records: OrderedDict[str, StatusRecord] = OrderedDict()
+        self._remote_observers: list[StatusObserver] = []
+
+    @property
+    def statuses(self) -> dict[str, str]:
+        """``conversation id -> status`` of every entry (``GET /api/status``)."""
+        return {cid: record.status for cid, record in self.records.items()}
 
     def observe(self, conversation_id: str, record: StatusRecord) -> None:
-        self.statuses[conversation_id] = record.status
-        self.statuses.move_to_end(conversation_id)
-        if len(self.statuses) > self.max_entries:
-            evict_unpinned(self.statuses, self.max_entries, _in_progress)
+        self.records[conversation_id] = record
+        self.records.move_to_end(conversation_id)
+        if len(self.records) > self.max_entries:
+            evict_unpinned(self.records, self.max_entries, _in_progress)
+
+    def observe_remote(self, conversation_id: str, record: StatusRecord) -> None:
+        """Another node's change (cluster mode): mirror it and tell the remote observers."""
+        self.observe(conversation_id, record)
+        for observer in list(self._remote_observers):
+            try:
+                observer(conversation_id, record)
+            except Exception:  # isolation boundary: one event stream's observer
+                log.exception("a remote status observer raised")
+
+    def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
+        """Call ``observer`` on every other node's change; returns the remover."""
+        self._remote_observers.append(observer)
+        return lambda: (
+            self._remote_observers.remove(observer) if observer in self._remote_observers else None
+        )
+
+    def record(self, conversation_id: str) -> StatusRecord | None:
+        return self.records.get(conversation_id)
 
     def status(self, conversation_id: str) -> str:
-        return self.statuses.get(conversation_id, "idle")
+        record = self.records.get(conversation_id)
+        return record.status if record is not None else "idle"
 
     def forget(self, conversation_id: str) -> None:
-        self.statuses.pop(conversation_id, None)
+        self.records.pop(conversation_id, None)
 
 
-def _in_progress(conversation_id: str, status: str) -> bool:
-    return status in _IN_PROGRESS
+def _in_progress(conversation_id: str, record: StatusRecord) -> bool:
+    return record.status in _IN_PROGRESS
 
 
 def get_runtime(request: Request) -> Runtime:

@@ -98,7 +98,8 @@ async def list_models(request: Request) -> dict[str, Any]:
 
 @router.get("/api/status")
 async def status(request: Request) -> dict[str, Any]:
-    """Live status of every conversation that had a stream, plus stream statistics."""
+    """Live status of every conversation that had a stream (in cluster mode, on any node),
+    plus this node's stream statistics."""
     runtime = get_runtime(request)
     stats = runtime.manager.statistics()
     return {
