@@ -301,6 +301,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                     approvals=runtime.approvals,
                     messages=db.messages,
                     sessions=lambda: runtime.sessions,
+                    settle=cluster_status.settle if cluster_status is not None else None,
                 )
             )
         channel_configs = load_channel_configs(config_file)
@@ -327,6 +328,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
 
 def _unfenced(conversation_id: str) -> int | None:
     return None
+
+
 async def _open_cluster_status(
     stack: AsyncExitStack, cluster: ClusterNode | None, settings: Settings
 ) -> ClusterStatus | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from pathlib import Path
 
+import httpx
 import orjson
 import pytest
 
@@ -53,6 +54,9 @@ async def test_an_orphan_of_a_dead_node_is_taken_over_at_once_and_its_log_ended(
     assert not await cluster.redis.hexists(live_key(cluster.prefix), "o1")
     assert await cluster.lease.holder("o1") is None  # released after the takeover
     assert await chat.sweep() == 0  # nothing left to take
+    async with httpx.AsyncClient(base_url=node.url) as http:
+        status = (await http.get("/api/status")).json()
+    assert status["conversations"]["o1"] == "error"  # the takeover's terminal, cluster-wide
 
 
 async def test_an_orphan_of_a_live_node_gets_a_whole_ttl_to_be_taken_again(node: Node) -> None:

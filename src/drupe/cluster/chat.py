@@ -79,6 +79,7 @@ class ClusterChat:
         sessions: Callable[[], AgentSessionHost | None],
         sweep_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
+        settle: Callable[[str, str, str], None] | None = None,
     ) -> None:
         self.node = node
         self.ownership = ownership
@@ -104,6 +105,8 @@ class ClusterChat:
         )
         self.takeovers = 0
         self.clock = clock
+        self.settle = settle
+        """``settle(conversation, turn, status)``: show a takeover's terminal cluster-wide."""
         self._orphans: dict[str, float] = {}
         """Orphans whose owner may still be alive, and when they were first seen."""
 
@@ -257,20 +260,21 @@ class ClusterChat:
         redis = self.node.redis
         prefix = self.node.prefix
         live: Any = await redis.hgetall(live_key(prefix))
-        candidates: dict[str, tuple[str | None, str | None]] = {}
+        candidates: dict[str, tuple[str | None, str | None, str | None]] = {}
         for raw_conversation, raw_info in (live or {}).items():
             info = orjson.loads(raw_info)
             candidates[_text(raw_conversation)] = (
                 str(info.get("key") or "") or None,
                 str(info.get("node") or "") or None,
+                str(info.get("turn") or "") or None,
             )
         for conversation_id in await self.messages.pending_conversations():
-            candidates.setdefault(conversation_id, (None, None))
+            candidates.setdefault(conversation_id, (None, None, None))
         now = self.clock()
         seen = self._orphans
         self._orphans = {}
         taken = 0
-        for conversation_id, (key, owner) in candidates.items():
+        for conversation_id, (key, owner, turn_id) in candidates.items():
             if self.ownership.owns(conversation_id) or self.manager.get(conversation_id):
                 continue
             if await self.node.lease.holder(conversation_id) is not None:
@@ -280,11 +284,13 @@ class ClusterChat:
             if owner_alive and now - since < self.node.settings.lease_ttl:
                 self._orphans[conversation_id] = since  # wait: its owner may take it again
                 continue
-            if await self.take_over(conversation_id, key):
+            if await self.take_over(conversation_id, key, turn_id):
                 taken += 1
         return taken
 
-    async def take_over(self, conversation_id: str, log_key: str | None) -> bool:
+    async def take_over(
+        self, conversation_id: str, log_key: str | None, turn_id: str | None = None
+    ) -> bool:
         lease = self.node.lease
         fence = await lease.acquire(conversation_id, self.node.node_id)
         if fence is None:
@@ -298,6 +304,8 @@ class ClusterChat:
             if log_key is not None:
                 await self._end_log(log_key, guard)
                 await redis_hdel(self.node, conversation_id)
+            if turn_id is not None and self.settle is not None:
+                self.settle(conversation_id, turn_id, "error")
             self.takeovers += 1
             log.warning(
                 "took over conversation %r (token %d): %d row(s) finalized",
