@@ -59,6 +59,15 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--deltas", "200"],
         {"redis_bytes_per_text_byte", "baseline_bytes_per_text_byte", "text_bytes"},
     ),
+    "cluster_memory": (
+        [],
+        {
+            "typical_text_bytes",
+            "typical_entries_at_50_per_s",
+            "typical_memory_bytes_at_50_per_s",
+            "typical_baseline_memory_bytes",
+        },
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},
