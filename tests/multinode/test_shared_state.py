@@ -148,7 +148,8 @@ def test_schedules_due_at_one_instant_fire_exactly_once_across_the_nodes(
 
 def test_a_booting_node_fails_only_its_own_running_task_runs(cluster: Cluster) -> None:
     """Last in the module: it restarts nodes. A run left ``running`` belongs to a node: another
-    node's boot leaves it alone (it is live), its own node's next boot fails it."""
+    node's boot leaves it alone (it is live), its own node's next boot fails it. Meanwhile the
+    balancer takes the dead node out of the rotation and back in."""
     first, second, _ = cluster.nodes
     agent = httpx.post(
         f"{first.url}/api/agents",
@@ -167,6 +168,11 @@ def test_a_booting_node_fails_only_its_own_running_task_runs(cluster: Cluster) -
     assert status()["status"] == "running"
     cluster.kill9(first)  # the run's node dies; its next life fails the run at boot
     assert status()["status"] == "running"  # nobody else decides for node-1
+    cluster.wait_backend(first, "DOWN")  # the balancer's health check takes it out
+    with httpx.Client(base_url=cluster.balancer_url, timeout=20) as client:
+        answered = {client.get("/api/status").json()["node"]["id"] for _ in range(4)}
+    assert answered == {"node-2", "node-3"}
     cluster.start_node(first)
     after = status()
     assert (after["status"], after["error"]) == ("failed", "the server stopped")
+    cluster.wait_backend(first, "UP")

@@ -35,14 +35,22 @@ class Served:
     log: Path
 
     def workers(self) -> list[int]:
-        """The worker processes' pids (the multiprocessing children that run a server)."""
+        """The worker processes' pids (the children that run a server, not a helper such as
+        multiprocessing's resource tracker)."""
         children = Path(f"/proc/{self.process.pid}/task/{self.process.pid}/children")
         pids = [int(p) for p in children.read_text().split()]
-        return [p for p in pids if "spawn_main" in Path(f"/proc/{p}/cmdline").read_text()]
+        return [p for p in pids if b"resource_tracker" not in _cmdline(p)]
 
     def node(self) -> str:
         """The node id of the worker that answers a request on a new connection."""
         return str(httpx.get(f"{self.url}/api/status", timeout=20).json()["node"]["id"])
+
+
+def _cmdline(pid: int) -> bytes:
+    try:
+        return Path(f"/proc/{pid}/cmdline").read_bytes()
+    except FileNotFoundError:
+        return b"resource_tracker"  # gone: not a worker
 
 
 @pytest.fixture(scope="module")

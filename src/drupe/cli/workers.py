@@ -2,11 +2,13 @@
 
 Contract:
 
-* The parent binds the socket (``server.listen``) and starts N worker processes with
-  multiprocessing's ``spawn`` (a fresh interpreter: no event loop, thread or connection is
-  inherited) that each run uvicorn on the inherited socket; the kernel spreads the accepted
-  connections between them. Each worker is a cluster node of its own, ``<base>-w<i>`` (i from
-  1; base is the settings' node id, else ``<host>-<parent pid>``).
+* The parent binds the socket (``server.listen``), imports the server's modules and forks N
+  worker processes (before any event loop, thread or connection exists here, so none is
+  inherited; multiprocessing's ``spawn``, a fresh interpreter, if a thread does exist) that each
+  run uvicorn on the inherited socket; the kernel spreads the accepted connections between
+  them. Each worker is a cluster node of its own, ``<base>-w<i>`` (i from 1; base is the
+  settings' node id, else ``<host>-<parent pid>``). A worker first restores the default
+  SIGINT/SIGTERM handlers (not the supervisor's, which a fork copies).
 * The parent announces the URL once every worker has started. A worker that fails to start
   stops the whole server (exit status 1; the worker's own error is on stderr). A worker that
   dies after it had started is reported on stderr and started again under the same node id.
@@ -30,6 +32,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 from multiprocessing.connection import Connection, wait
+from multiprocessing.context import ForkContext, SpawnContext
 from multiprocessing.process import BaseProcess
 from types import FrameType
 from typing import Any, Final
@@ -77,7 +80,7 @@ def run_workers(
     report: Callable[[str], None],
 ) -> int:
     """Run ``settings.workers`` servers on ``sock`` until a signal; the exit status."""
-    ctx = multiprocessing.get_context("spawn")
+    ctx = _context()
     host = socket.gethostname().split(".")[0] or "node"
     base = settings.cluster.node_id or f"{host}-{os.getpid()}"
     stopping = threading.Event()
@@ -139,6 +142,17 @@ def run_workers(
     return status
 
 
+def _context() -> ForkContext | SpawnContext:
+    """``fork`` once the server's modules are imported here (each worker then starts without
+    importing them again); ``spawn`` when this process runs a thread (a fork would copy it)."""
+    import drupe.app
+    import drupe.gateway.app  # noqa: F401
+
+    if threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    return multiprocessing.get_context("spawn")
+
+
 def _stop(workers: list[_Worker]) -> None:
     """One SIGTERM each, then wait up to ``STOP_TIMEOUT``; kill whatever is left."""
     for worker in workers:
@@ -165,6 +179,8 @@ def _stop_with_parent() -> None:
 
 def _worker_main(settings: Settings, sock: socket.socket, ready: Connection) -> None:
     """A worker process: its own process group, then one server on the inherited socket."""
+    for sig in (signal.SIGINT, signal.SIGTERM):  # not the supervisor's handlers (fork)
+        signal.signal(sig, signal.SIG_DFL)
     os.setpgid(0, 0)
     threading.Thread(target=_stop_with_parent, name="parent-watch", daemon=True).start()
 
