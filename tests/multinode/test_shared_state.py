@@ -22,7 +22,7 @@ import pytest
 
 from tests.multinode.harness import Cluster
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(180)]
 
 NODE_DIR = Path(__file__).parents[1] / "node"
 

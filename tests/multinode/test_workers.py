@@ -25,7 +25,7 @@ from tests.multinode import services
 from tests.multinode.harness import await_announce
 from tests.multinode.test_shared_state import chat, text_of
 
-pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow]
+pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(180)]
 
 
 @dataclass
