@@ -20,32 +20,12 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.multinode.client import chat, text_of
 from tests.multinode.harness import Cluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(180)]
 
 NODE_DIR = Path(__file__).parents[1] / "node"
-
-
-def chat(url: str, conversation: str, text: str) -> list[dict[str, Any]]:
-    """One turn over ``POST /api/chat``, read to ``[DONE]``; the chunks."""
-    body = {
-        "id": conversation,
-        "messages": [
-            {"id": f"u-{text}", "role": "user", "parts": [{"type": "text", "text": text}]}
-        ],
-    }
-    chunks: list[dict[str, Any]] = []
-    with httpx.stream("POST", f"{url}/api/chat", json=body, timeout=30) as response:
-        assert response.status_code == 200, response.read()
-        for line in response.iter_lines():
-            if line.startswith("data: {"):
-                chunks.append(json.loads(line.removeprefix("data: ")))
-    return chunks
-
-
-def text_of(message: dict[str, Any]) -> str:
-    return "".join(p.get("text", "") for p in message["parts"] if p.get("type") == "text")
 
 
 def test_a_conversation_written_through_one_node_reads_the_same_everywhere(

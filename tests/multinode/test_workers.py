@@ -22,8 +22,8 @@ import httpx
 import pytest
 
 from tests.multinode import services
+from tests.multinode.client import chat, text_of
 from tests.multinode.harness import await_announce
-from tests.multinode.test_shared_state import chat, text_of
 
 pytestmark = [pytest.mark.postgres, pytest.mark.redis, pytest.mark.slow, pytest.mark.timeout(180)]
 
