@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from drupe.settings import Settings
+from drupe.errors import ConfigError
+from drupe.settings import ClusterSettings, Settings
 
 
 def test_defaults_are_the_secure_embedded_ones() -> None:
@@ -61,3 +62,42 @@ def test_checkpoint_settings_come_from_the_environment() -> None:
 def test_a_bad_checkpoint_setting_says_what_is_wrong() -> None:
     with pytest.raises(ValueError, match="max_loss"):
         Settings.from_env({"DRUPE_CHECKPOINT_MAX_LOSS": "1.5"})
+
+
+def test_workers_and_the_schedule_poll_come_from_the_environment() -> None:
+    settings = Settings.from_env({"DRUPE_WORKERS": "3", "DRUPE_SCHEDULE_POLL": "1.5"})
+    assert settings.workers == 3 and settings.schedule_poll == 1.5
+    assert Settings.from_env({}).workers == 1 and Settings.from_env({}).schedule_poll == 30.0
+
+
+PG = "postgresql+asyncpg://drupe@db/drupe"
+REDIS = ClusterSettings(redis_url="redis://cache:6379/0")
+
+
+@pytest.mark.parametrize(
+    ("database_url", "cluster", "missing", "present"),
+    [
+        (None, ClusterSettings(), ["--database-url postgresql", "--redis-url redis://"], []),
+        (None, REDIS, ["--database-url postgresql"], ["--redis-url"]),
+        (PG, ClusterSettings(), ["--redis-url redis://"], ["--database-url"]),
+    ],
+)
+def test_several_workers_without_cluster_mode_say_what_to_add(
+    database_url: str | None, cluster: ClusterSettings, missing: list[str], present: list[str]
+) -> None:
+    settings = Settings(workers=2, database_url=database_url, cluster=cluster)
+    with pytest.raises(ConfigError) as err:
+        settings.check()
+    message = str(err.value)
+    assert message.startswith("--workers 2 runs 2 processes")
+    assert all(text in message for text in missing), message
+    assert not any(text in message for text in present), message
+    Settings(workers=2, database_url=PG, cluster=REDIS).check()  # cluster mode: accepted
+    Settings(workers=1).check()  # one process needs nothing
+
+
+def test_a_bad_worker_count_or_schedule_poll_is_refused() -> None:
+    with pytest.raises(ConfigError, match="at least 1"):
+        Settings(workers=0).check()
+    with pytest.raises(ConfigError, match="DRUPE_SCHEDULE_POLL"):
+        Settings(schedule_poll=0).check()

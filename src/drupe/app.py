@@ -2,13 +2,13 @@
 
 Start order: model registry -> database (migrations) -> boot reconciliation of crash leftovers
 (every ``pending`` row becomes ``error`` BEFORE the first admission can run: dispatch waits on
-the ``reconciled`` event; task runs left ``running`` become ``failed``) -> terminal-write
-retrier and checkpointer -> stream manager -> dispatcher with its context providers ->
-agent-session host -> task service (schedule runner, background runs; its delivery port is
-``NoDelivery`` until a channel layer replaces ``runtime.tasks.deps.delivery``). Shutdown runs in
-reverse: live streams are aborted and
-their partials persisted, then the checkpointer and the retrier stop, then the database is
-closed. Nothing here decides anything; it only connects parts.
+the ``reconciled`` event; task runs left ``running`` become ``failed``, in cluster mode only
+this node's own) -> terminal-write retrier and checkpointer -> stream manager -> dispatcher with
+its context providers -> agent-session host -> task service (schedule runner, background runs;
+its delivery port is ``NoDelivery`` until a channel layer replaces
+``runtime.tasks.deps.delivery``). Shutdown runs in reverse: live streams are aborted and their
+partials persisted, then the checkpointer and the retrier stop, then the database is closed.
+Nothing here decides anything; it only connects parts.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -211,7 +212,16 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         rows = 0 if cluster is not None else await reconcile_at_boot(db)
         if rows:
             log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
-        runs = await db.schedules.fail_running(SystemClock().now(), "the server stopped")
+        # Task runs left ``running``: one process fails them all; a cluster node only its own
+        # earlier life's (other nodes' runs may be live; a node that never comes back is swept
+        # by ``fail_running_of_gone_nodes``, whoever knows the live nodes).
+        db.schedules.node_id = cluster.node_id if cluster is not None else None
+        runs = await db.schedules.fail_running(
+            SystemClock().now(),
+            "the server stopped",
+            node_id=db.schedules.node_id,
+            all_nodes=cluster is None,
+        )
         if runs:
             log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
         reconciled.set()
@@ -321,6 +331,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                     clock=SystemClock(),
                 ),
                 run_scheduler=settings.run_scheduler,
+                poll_interval=timedelta(seconds=settings.schedule_poll),
             )
         )
         yield runtime

@@ -5,10 +5,12 @@
 ``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
 ``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
 ``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
-``DRUPE_SCHEDULER=off``, ``DRUPE_TRACE_STORE=off``, and for cluster mode ``DRUPE_REDIS_URL``,
-``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``, ``DRUPE_REDIS_PREFIX``); the CLI
-overrides fields from its options. ``redis_url`` together with a PostgreSQL ``database_url``
-turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the embedded default.
+``DRUPE_SCHEDULER=off``, ``DRUPE_SCHEDULE_POLL``, ``DRUPE_TRACE_STORE=off``, and for cluster
+mode ``DRUPE_REDIS_URL``, ``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``,
+``DRUPE_REDIS_PREFIX``) and ``DRUPE_WORKERS`` (server processes on one
+machine); the CLI overrides fields from its options. ``redis_url`` together with a PostgreSQL
+``database_url`` turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the
+embedded default.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
@@ -85,16 +87,38 @@ class Settings:
     """Keep each conversation's spans under ``<data_dir>/traces`` (``DRUPE_TRACE_STORE=off``)."""
     run_scheduler: bool = True
     """Fire scheduled tasks in this process (several processes may share one database)."""
+    schedule_poll: float = 30.0
+    """Seconds at most between two reads of the due schedules (``DRUPE_SCHEDULE_POLL``): how
+    soon a schedule written by another process is seen."""
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    workers: int = 1
+    """Server processes ``drupe serve`` starts on one listening socket (more than 1 needs cluster
+    mode: the processes share rows through PostgreSQL and live streams through Redis)."""
 
     def check(self) -> None:
         """Refuse settings that cannot work together (``ConfigError`` says what to change).
 
-        Cluster mode shares rows through PostgreSQL: Redis with SQLite is refused."""
+        Cluster mode shares rows through PostgreSQL: Redis with SQLite is refused. Several
+        workers are several processes, so they need cluster mode."""
+        url = self.database_url or ""
+        postgres = url.startswith(("postgresql", "postgres"))
+        if self.schedule_poll <= 0:
+            raise ConfigError("DRUPE_SCHEDULE_POLL must be a positive number of seconds")
+        if self.workers < 1:
+            raise ConfigError("--workers (DRUPE_WORKERS) must be at least 1")
+        if self.workers > 1 and not (self.cluster.enabled and postgres):
+            missing = [
+                *([] if postgres else ["--database-url postgresql+asyncpg://user@host/db"]),
+                *([] if self.cluster.enabled else ["--redis-url redis://host:6379/0"]),
+            ]
+            raise ConfigError(
+                f"--workers {self.workers} runs {self.workers} processes that share their state "
+                f"through PostgreSQL and Redis (cluster mode): add {' and '.join(missing)} "
+                "(or DRUPE_DATABASE_URL / DRUPE_REDIS_URL); see docs/deploy.md"
+            )
         if not self.cluster.enabled:
             return
-        url = self.database_url or ""
-        if not url.startswith(("postgresql", "postgres")):
+        if not postgres:
             raise ConfigError(
                 "cluster mode (--redis-url / DRUPE_REDIS_URL) needs a PostgreSQL --database-url "
                 "(DRUPE_DATABASE_URL), e.g. postgresql+asyncpg://user@host/db; "
@@ -161,6 +185,10 @@ class Settings:
             cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
         if env.get("DRUPE_REDIS_PREFIX"):
             cluster["key_prefix"] = env["DRUPE_REDIS_PREFIX"]
+        if env.get("DRUPE_SCHEDULE_POLL"):
+            kwargs["schedule_poll"] = float(env["DRUPE_SCHEDULE_POLL"])
+        if env.get("DRUPE_WORKERS"):
+            kwargs["workers"] = int(env["DRUPE_WORKERS"])
         if cluster:
             kwargs["cluster"] = ClusterSettings(**cluster)  # type: ignore[arg-type]
         return cls(**kwargs)  # type: ignore[arg-type]

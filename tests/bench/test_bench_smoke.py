@@ -63,6 +63,15 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--changes", "300"],
         {"changes_per_s", "baseline_changes_per_s", "ratio", "bytes_per_change"},
     ),
+    "cluster_memory": (
+        [],
+        {
+            "typical_text_bytes",
+            "typical_entries_at_50_per_s",
+            "typical_memory_bytes_at_50_per_s",
+            "typical_baseline_memory_bytes",
+        },
+    ),
     "replay": (
         ["--deltas", "400", "--repeat", "2"],
         {"replay_ms", "bytes_ratio", "resume_ms", "resume_bytes_ratio"},

@@ -150,3 +150,13 @@ def test_doctor_reports_a_broken_mcp_server(tmp_path: Path) -> None:
     assert result.exit_code == 1
     assert "FAIL  mcp bad" in result.output and "/nonexistent/server" in result.output
     assert "[mcp.servers.bad]" in result.output
+
+
+def test_serve_with_workers_but_no_cluster_says_what_to_add(tmp_path: Path) -> None:
+    result = runner.invoke(
+        app, ["serve", "--workers", "2", "--port", "0", "--data-dir", str(tmp_path)], env={}
+    )
+    assert result.exit_code == 1
+    flat = " ".join(result.output.split())
+    assert "--workers 2 runs 2 processes" in flat
+    assert "add --database-url postgresql+asyncpg://" in flat and "--redis-url redis://" in flat

@@ -12,8 +12,6 @@ Drupe's errors to a one-line message and exit code 1 (never a traceback for a us
 
 from __future__ import annotations
 
-import gc
-import socket
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -75,6 +73,7 @@ def settings_from_options(
     database_url: str | None = None,
     config: Path | None = None,
     redis_url: str | None = None,
+    workers: int | None = None,
 ) -> Settings:
     """``Settings.from_env()`` with the command-line options laid over it."""
     from dataclasses import replace
@@ -91,6 +90,8 @@ def settings_from_options(
         changes["database_url"] = database_url
     if config is not None:
         changes["config_path"] = config
+    if workers is not None:
+        changes["workers"] = workers
     if redis_url is not None:
         changes["cluster"] = replace(settings.cluster, redis_url=redis_url)
     return replace(settings, **changes) if changes else settings
@@ -111,11 +112,16 @@ def serve(
     database_url: DatabaseUrl = None,
     config: ConfigPath = None,
     redis_url: RedisUrl = None,
+    workers: Annotated[
+        int | None,
+        typer.Option(
+            help="Server processes on the one socket (default 1, DRUPE_WORKERS); more than 1 "
+            "needs cluster mode (--redis-url and a PostgreSQL --database-url)."
+        ),
+    ] = None,
 ) -> None:
     """Run the Drupe server (API, gateway and web UI)."""
-    import uvicorn
-
-    from drupe.gateway.app import create_app_with_lifespan
+    from drupe.cli.server import listen, run_server
 
     settings = settings_from_options(
         host=host,
@@ -124,6 +130,7 @@ def serve(
         database_url=database_url,
         config=config,
         redis_url=redis_url,
+        workers=workers,
     )
     try:
         settings.check()
@@ -133,42 +140,32 @@ def serve(
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise fail(f"cannot create the data dir {str(settings.data_dir)!r}: {err}") from err
-    family = socket.AF_INET6 if ":" in settings.host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
-        sock.bind((settings.host, settings.port))
+        sock, url = listen(settings)
     except OSError as err:
-        sock.close()
         raise fail(f"cannot listen on {settings.host}:{settings.port}: {err}") from err
-    sock.listen(2048)
-    bound_port = sock.getsockname()[1]
-    shown_host = settings.host if settings.host not in ("0.0.0.0", "::") else "127.0.0.1"
-    if ":" in shown_host:
-        shown_host = f"[{shown_host}]"
-    url = f"http://{shown_host}:{bound_port}"
-    # Spans go to <data dir>/traces and, with OTEL_EXPORTER_OTLP_ENDPOINT, to OTLP (app.py).
-    # Thousands of live streams make many small objects; a lazier collector halves its share.
-    gc.set_threshold(20_000, 50, 100)
-    app_ = create_app_with_lifespan(settings)
 
-    class AnnouncingServer(uvicorn.Server):
-        """Prints the URL the moment the app has started and the socket accepts requests."""
+    def announce(detail: str = "") -> None:
+        console.print(f"Drupe is listening{detail}. Open [bold]{url}[/bold]", soft_wrap=True)
+        console.file.flush()
 
-        async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-            await super().startup(sockets)
-            if self.started:
-                console.print(f"Drupe is listening. Open [bold]{url}[/bold]", soft_wrap=True)
-                console.file.flush()
-
-    server = AnnouncingServer(
-        uvicorn.Config(app_, log_level="info", timeout_graceful_shutdown=5, ws="websockets-sansio")
-    )
     try:
-        server.run(sockets=[sock])
+        if settings.workers > 1:
+            from drupe.cli.workers import run_workers
+
+            status = run_workers(
+                settings,
+                sock,
+                announce=lambda: announce(f" ({settings.workers} workers)"),
+                report=lambda line: errors.print(f"[yellow]drupe:[/yellow] {escape(line)}"),
+            )
+            if status:
+                raise typer.Exit(status)
+            return
+        started = run_server(settings, sock, announce)
     finally:
         sock.close()
-    if not server.started:
+    if not started:
         raise typer.Exit(1)
 
 

@@ -137,6 +137,7 @@ def run_json(record: TaskRunRecord, *, live_text: str | None = None) -> dict[str
         "startedAt": _iso(record.started_at),
         "finishedAt": _iso(record.finished_at),
         "status": record.status,
+        "nodeId": record.node_id,
         "result": live_text if record.status == "running" and live_text else record.result,
         "error": record.error,
         "durationMs": record.duration_ms,

@@ -17,12 +17,12 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Final
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from drupe.errors import ValidationError
 from drupe.persistence.clock import utc_now
@@ -85,6 +85,7 @@ class TaskRunRecord:
     result: str | None
     error: str | None
     duration_ms: int | None
+    node_id: str | None = None
 
 
 def _schedule(row: ScheduleRow) -> ScheduleRecord:
@@ -124,6 +125,7 @@ def _run(row: TaskRunRow) -> TaskRunRecord:
         result=row.result,
         error=row.error,
         duration_ms=row.duration_ms,
+        node_id=row.node_id,
     )
 
 
@@ -132,6 +134,8 @@ class ScheduleStore:
 
     def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
+        self.node_id: str | None = None
+        """The cluster node this process is (set once at boot): written on every run it starts."""
 
     # -- schedules ---------------------------------------------------------------------------
 
@@ -268,6 +272,7 @@ class ScheduleStore:
             result=None,
             error=None,
             duration_ms=None,
+            node_id=self.node_id,
         )
         async with self._transactions.write() as db:
             db.add(row)
@@ -335,12 +340,37 @@ class ScheduleStore:
         async with self._transactions.read() as db:
             return list((await db.scalars(query)).all())
 
-    async def fail_running(self, now: datetime, error: str) -> int:
-        """Boot: runs a crash left ``running`` become ``failed`` (returns how many)."""
+    async def fail_running(
+        self, now: datetime, error: str, *, node_id: str | None = None, all_nodes: bool = True
+    ) -> int:
+        """Boot: runs a crash left ``running`` become ``failed`` (returns how many).
+
+        ``all_nodes`` (one process): every running run. Otherwise (cluster mode) only the runs
+        of ``node_id``, this node's earlier life: other nodes' runs may be live."""
+        where = [TaskRunRow.status == "running"]
+        if not all_nodes:
+            where.append(TaskRunRow.node_id == node_id)
         async with self._transactions.write() as db:
             result = await db.execute(
                 update(TaskRunRow)
-                .where(TaskRunRow.status == "running")
+                .where(*where)
+                .values(status="failed", finished_at=now, error=error)
+                .execution_options(synchronize_session=False)
+            )
+            return int(result.rowcount)  # type: ignore[attr-defined]
+
+    async def fail_running_of_gone_nodes(
+        self, now: datetime, error: str, live_nodes: Collection[str]
+    ) -> int:
+        """Cluster sweep: running runs whose node is not in ``live_nodes`` (or has no node)
+        become ``failed``; the caller owns the list of live nodes (returns how many)."""
+        async with self._transactions.write() as db:
+            result = await db.execute(
+                update(TaskRunRow)
+                .where(
+                    TaskRunRow.status == "running",
+                    or_(TaskRunRow.node_id.is_(None), TaskRunRow.node_id.not_in(list(live_nodes))),
+                )
                 .values(status="failed", finished_at=now, error=error)
                 .execution_options(synchronize_session=False)
             )

@@ -294,6 +294,8 @@ class TaskRunRow(Base):
     result: Mapped[str | None] = mapped_column(Text)
     error: Mapped[str | None] = mapped_column(Text)
     duration_ms: Mapped[int | None] = mapped_column(Integer)
+    node_id: Mapped[str | None] = mapped_column(String(255))
+    """The cluster node running it (None: a single-process server)."""
 
     __table_args__ = (
         CheckConstraint(
