@@ -139,7 +139,7 @@ async def test_0006_adds_the_fence_to_a_0005_database_with_its_rows_intact(
 
     async with open_database(target.url, connect_args=target.connect_args) as database:
         async with database.engine.connect() as conn:
-            assert await conn.run_sync(migrate.current_revision) == "0006"
+            assert await conn.run_sync(migrate.current_revision) == migrate.shipped_head()
             assert "fence" in await conn.run_sync(_message_columns)
         after = await database.messages.list_for_conversation(conversation.id)
         assert after == before
