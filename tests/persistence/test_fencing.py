@@ -185,18 +185,23 @@ async def test_take_over_keeps_checkpointed_parts_closed_with_one_error_part(
 async def test_take_over_keeps_the_rebuilt_answer_instead_of_an_older_checkpoint(
     database: Database,
 ) -> None:
-    conversation = await _turn(database, "rebuilt", "kept", fence=1)
+    conversation = await _turn(database, "rebuilt", "kept", "never", fence=1)
     await database.messages.write_checkpoints(
         [("rebuilt", _json(PARTIAL)), ("kept", _json(PARTIAL))], fence=1
-    )
+    )  # "never" has no checkpoint yet: the log is all there is
     from_log = [
         {"type": "step-start"},
         {"type": "text", "text": "half an answer, and more", "state": "streaming"},
     ]
     changed = await database.messages.take_over(
-        conversation, fence=2, reason=LOST, rebuilt={"rebuilt": from_log, "elsewhere": FINAL}
+        conversation,
+        fence=2,
+        reason=LOST,
+        rebuilt={"rebuilt": from_log, "never": from_log, "elsewhere": FINAL},
     )
-    assert changed == ["kept", "rebuilt"]
+    assert changed == ["kept", "never", "rebuilt"]
+    never = await _row(database, "never")
+    assert never.parts == (await _row(database, "rebuilt")).parts
     rebuilt = await _row(database, "rebuilt")
     assert (rebuilt.status, rebuilt.fence) == ("error", 2)
     assert rebuilt.parts == [

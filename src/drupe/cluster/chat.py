@@ -308,10 +308,13 @@ class ClusterChat:
                 self.settle(conversation_id, turn_id, "error")
             self.takeovers += 1
             log.warning(
-                "took over conversation %r (token %d): %d row(s) finalized",
+                "took over conversation %r (token %d): %d row(s) finalized, %d rebuilt from "
+                "the chunk log %s",
                 conversation_id,
                 fence.token,
                 len(rows),
+                len(rebuilt),
+                log_key,
             )
             return True
         finally:

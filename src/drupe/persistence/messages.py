@@ -365,7 +365,11 @@ class MessageStore:
         async with self._transactions.write() as db:
             conn = await db.connection()
             rows = (
-                await conn.execute(takeover_rows_statement(self.dialect, conversation_id, fence))
+                await conn.execute(
+                    takeover_rows_statement(
+                        self.dialect, conversation_id, fence, with_empty=bool(replacements)
+                    )
+                )
             ).all()
             closed = []
             for row in rows:

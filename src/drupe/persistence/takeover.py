@@ -104,18 +104,21 @@ def takeover_error_part(reason: str) -> dict[str, Any]:
 
 
 def takeover_rows_statement(
-    dialect: str, conversation_id: str, fence: int
+    dialect: str, conversation_id: str, fence: int, *, with_empty: bool = False
 ) -> Select[tuple[str, Any]]:
     """Select ``(id, parts)`` of the conversation's pending assistant rows a takeover with
-    ``fence`` settles and that hold checkpointed parts (locked on PostgreSQL)."""
+    ``fence`` settles and that hold checkpointed parts (``with_empty``: also those with none,
+    for answers rebuilt from the chunk log), locked on PostgreSQL."""
     length = func.jsonb_array_length if dialect == "postgresql" else func.json_array_length
-    query = select(MessageRow.id, MessageRow.parts).where(
+    conditions = [
         MessageRow.conversation_id == conversation_id,
         MessageRow.status == "pending",
         MessageRow.role == "assistant",
         or_(MessageRow.fence.is_(None), MessageRow.fence < fence),
-        length(MessageRow.parts) > 0,
-    )
+    ]
+    if not with_empty:
+        conditions.append(length(MessageRow.parts) > 0)
+    query = select(MessageRow.id, MessageRow.parts).where(*conditions)
     return query.with_for_update() if dialect == "postgresql" else query
 
 
