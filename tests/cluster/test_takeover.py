@@ -121,3 +121,60 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
     assert after is not None
     assert (after.status, after.parts) == (row.status, row.parts)
     assert cluster_a.ownership.lost >= 1
+
+
+async def test_a_steer_queued_on_an_owner_that_is_lost_is_answered_with_a_visible_error(
+    nodes: tuple[Node, Node],
+) -> None:
+    a, b = nodes
+    cluster_b = b.runtime.cluster_chat
+    node_a = a.runtime.cluster
+    assert cluster_b is not None and node_a is not None
+    owner_body: list[bytes] = []
+    speaking = anyio.Event()
+
+    async def submit(http: httpx.AsyncClient) -> None:
+        async with http.stream("POST", "/api/chat", json=chat_body("t2", "go", [SLOW])) as r:
+            async for chunk in r.aiter_bytes():
+                owner_body.append(chunk)
+                if b"text-delta" in chunk:
+                    speaking.set()
+
+    async with (
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+        anyio.create_task_group() as tg,
+    ):
+        tg.start_soon(submit, on_a)
+        with anyio.fail_after(20):
+            await speaking.wait()
+        steer_body: list[bytes] = []
+        steer_sent, steer_done = anyio.Event(), anyio.Event()
+
+        async def steer() -> None:
+            body = chat_body("t2", "and also this", ["scripted:echo"])
+            body["messages"][0]["id"] = "u2"  # type: ignore[index]
+            async with on_b.stream("POST", "/api/chat", json=body) as r:
+                assert r.status_code == 200
+                steer_sent.set()
+                async for chunk in r.aiter_bytes():
+                    steer_body.append(chunk)
+            steer_done.set()
+
+        tg.start_soon(steer)
+        with anyio.fail_after(20):
+            await steer_sent.wait()
+        # The owner is lost with the steer queued in its memory.
+        await node_a.redis.delete(node_a.lease.lease_key("t2"))
+        assert await cluster_b.take_over("t2", node_a.log.key("t2", answer_turn(owner_body)))
+        with anyio.fail_after(20):
+            await steer_done.wait()
+        tg.cancel_scope.cancel()
+    events = sse_events(b"".join(steer_body))
+    assert events[-1][1] == "[DONE]"
+    error = events[-2][1]
+    assert isinstance(error, dict) and error["type"] == "error"
+    assert "not answered" in error["errorText"] and "lost" in error["errorText"]
+    rows = await b.runtime.db.messages.list_for_conversation("t2")
+    assert "and also this" in str([r.parts for r in rows if r.role == "user"])  # stored
+    assert all(r.status != "pending" for r in rows)
