@@ -110,9 +110,11 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
             assert events[-2][1]["type"] == "error"  # type: ignore[index]
             assert "lost" in events[-2][1]["errorText"]  # type: ignore[index]
         # Everything the subscribers saw is kept (rebuilt from the chunk log, which is ahead of
-        # the last checkpoint).
-        assert text_of(sse_events(b"".join(follower_body))) == kept
-        assert text_of(sse_events(b"".join(owner_body))) == kept
+        # the last checkpoint; a checkpoint the old owner wrote just before the takeover may
+        # even be a few words ahead of the log).
+        for body in (follower_body, owner_body):
+            seen = text_of(sse_events(b"".join(body)))
+            assert seen and kept.startswith(seen)
         # The old owner learns it lost the lease (next renewal), stops, and writes nothing.
         with anyio.fail_after(10):
             await a.runtime.manager.wait_settled("t1")
