@@ -594,6 +594,13 @@ ACCEPTED: list[tuple[str, SessionState, Event, SessionState, list[Effect]]] = [
         [],
     ),
     (
+        "terminal-unopened-plain",
+        at(execution=ex(1, buffer=(c(1),))),
+        RuntimeTerminal("error", E),
+        at(execution=ex(1, buffer=(c(1),), terminal=("error", E))),
+        [],
+    ),
+    (
         "terminal-roll",
         at(execution=roll(folded=(fu(3),)), queue=(fu(4),)),
         RuntimeTerminal("error", E),

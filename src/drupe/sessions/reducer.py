@@ -323,13 +323,8 @@ def _buffer(state: SessionState, execution: TurnExec | Transition, chunk: Chunk)
         "opened; the turn was ended",
     }
     overflowed = replace(execution, terminal=("error", error))
-    closed = replace(state, execution=overflowed, connection="disconnected")
-    ended, effects = _requeue_folded(closed, overflowed)
-    return ended, [
-        DropBuffer((chunk,), "buffer overflow"),
-        CloseConnection("buffer overflow"),
-        *effects,
-    ]
+    ended = _ended(replace(state, connection="disconnected"), overflowed)
+    return ended, [DropBuffer((chunk,), "buffer overflow"), CloseConnection("buffer overflow")]
 
 
 def _runtime_terminal(
@@ -340,33 +335,29 @@ def _runtime_terminal(
         if execution.terminal is not None:
             return _invalid(state, event, "a second runtime terminal during the roll")
         # It ends the continuation A2: latched, delivered after the buffer when A2 opens.
-        latched = replace(execution, terminal=(status, error))
-        return _requeue_folded(replace(state, execution=latched), latched)
+        return _ended(state, replace(execution, terminal=(status, error))), []
     if not isinstance(execution, TurnExec) or execution.terminal is not None:
         return _invalid(state, event, "a runtime terminal without a live turn")
     turn_id = execution.turn.turn_id
     if execution.phase == "unopened":
-        latched_turn = replace(execution, terminal=(status, error))
-        return _requeue_folded(replace(state, execution=latched_turn), latched_turn)
+        # Latched: the stream closes with it when it opens, after the buffer.
+        return _ended(state, replace(execution, terminal=(status, error))), []
     if execution.phase != "open":
         return _invalid(state, event, "the turn's stream already closed")
     closed = replace(execution, phase="awaiting-persistence", terminal=(status, error))
-    result, effects = _requeue_folded(replace(state, execution=closed), closed)
-    return result, [CloseStream(turn_id, status, error), *effects]
+    return _ended(state, closed), [CloseStream(turn_id, status, error)]
 
 
-def _requeue_folded(state: SessionState, execution: TurnExec | Transition) -> Result:
-    """The runtime finished its turn: steers it never answered go back to the queue.
-
-    ``execution`` is ``state.execution``.
-    """
+def _ended(state: SessionState, execution: TurnExec | Transition) -> SessionState:
+    """``state`` with ``execution``, whose runtime turn ended: the steers it never answered go
+    back to the queue."""
     if not execution.folded:
-        return state, []
+        return replace(state, execution=execution)
     return replace(
         state,
         execution=replace(execution, folded=()),
         queue=_ordered(execution.folded, state.queue),
-    ), []
+    )
 
 
 def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Status) -> Result:
