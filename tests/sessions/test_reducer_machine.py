@@ -16,7 +16,8 @@ the host does. Invariants, checked after every step:
 * a failed queued launch drops only the head of the queue (``clear_queue``: all of it), a failed
   continuation launch drops the roll's steers and the queue;
 * a stop drops the queue and the turn's folded steers, or with ``keep_queue`` keeps the queue and
-  hands the folded steers back to it in submission order.
+  hands the folded steers back to it in submission order;
+* a steer-continuation launch is pending only for a roll whose source settled.
 """
 
 from __future__ import annotations
@@ -496,6 +497,13 @@ class SessionMachine(RuleBasedStateMachine):
     def follow_ups_keep_their_order(self) -> None:
         waiting = [int(f.user_message_id[1:]) for f in self.state.queue]
         assert waiting == sorted(waiting), waiting
+
+    @invariant()
+    def a_continuation_launch_belongs_to_a_settled_roll(self) -> None:
+        # so a roll abandoned before its source settled has no launch and nothing held to end
+        if self.state.launch_target == "steer-continuation":
+            execution = self.state.execution
+            assert isinstance(execution, Transition) and execution.source_settled
 
     @invariant()
     def busy_iff_runtime_state(self) -> None:

@@ -306,8 +306,8 @@ def reduce(state: SessionState, event: Event) -> Result:
                 return _invalid(state, event, "a stale connect finished")
             return replace(state, connection="connected"), []
         case ConnectionLost(attempt=attempt):
-            if state.attempt != attempt or state.connection == "disconnected":
-                return state, []
+            if state.attempt != attempt:
+                return state, []  # a stale attempt's loss
             return replace(state, connection="disconnected"), []
     return _invalid(state, event, "unknown event")
 
@@ -323,13 +323,8 @@ def _buffer(state: SessionState, execution: TurnExec | Transition, chunk: Chunk)
         "opened; the turn was ended",
     }
     overflowed = replace(execution, terminal=("error", error))
-    closed = replace(state, execution=overflowed, connection="disconnected")
-    ended, effects = _requeue_folded(closed)
-    return ended, [
-        DropBuffer((chunk,), "buffer overflow"),
-        CloseConnection("buffer overflow"),
-        *effects,
-    ]
+    ended = _ended(replace(state, connection="disconnected"), overflowed)
+    return ended, [DropBuffer((chunk,), "buffer overflow"), CloseConnection("buffer overflow")]
 
 
 def _runtime_terminal(
@@ -340,31 +335,29 @@ def _runtime_terminal(
         if execution.terminal is not None:
             return _invalid(state, event, "a second runtime terminal during the roll")
         # It ends the continuation A2: latched, delivered after the buffer when A2 opens.
-        latched = replace(execution, terminal=(status, error))
-        return _requeue_folded(replace(state, execution=latched))
+        return _ended(state, replace(execution, terminal=(status, error))), []
     if not isinstance(execution, TurnExec) or execution.terminal is not None:
         return _invalid(state, event, "a runtime terminal without a live turn")
     turn_id = execution.turn.turn_id
     if execution.phase == "unopened":
-        latched_turn = replace(execution, terminal=(status, error))
-        return _requeue_folded(replace(state, execution=latched_turn))
+        # Latched: the stream closes with it when it opens, after the buffer.
+        return _ended(state, replace(execution, terminal=(status, error))), []
     if execution.phase != "open":
         return _invalid(state, event, "the turn's stream already closed")
     closed = replace(execution, phase="awaiting-persistence", terminal=(status, error))
-    result, effects = _requeue_folded(replace(state, execution=closed))
-    return result, [CloseStream(turn_id, status, error), *effects]
+    return _ended(state, closed), [CloseStream(turn_id, status, error)]
 
 
-def _requeue_folded(state: SessionState) -> Result:
-    """The runtime finished its turn: steers it never answered go back to the queue."""
-    execution = state.execution
-    if not isinstance(execution, TurnExec | Transition) or not execution.folded:
-        return state, []
+def _ended(state: SessionState, execution: TurnExec | Transition) -> SessionState:
+    """``state`` with ``execution``, whose runtime turn ended: the steers it never answered go
+    back to the queue."""
+    if not execution.folded:
+        return replace(state, execution=execution)
     return replace(
         state,
         execution=replace(execution, folded=()),
         queue=_ordered(execution.folded, state.queue),
-    ), []
+    )
 
 
 def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Status) -> Result:
@@ -373,7 +366,7 @@ def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Stat
         if execution.source_settled:
             return _invalid(state, event, "the roll's source settled twice")
         if status != "success":
-            return _abandon(replace(state, last_terminal=status), execution, [], "roll abandoned")
+            return _abandon(replace(state, last_terminal=status), execution)
         settled = replace(
             state,
             execution=replace(execution, source_settled=True),
@@ -394,22 +387,21 @@ def _turn_terminal(state: SessionState, event: Event, turn_id: str, status: Stat
     return idle, [*effects, *launched]
 
 
-def _abandon(
-    state: SessionState, execution: Transition, effects: list[Effect], reason: str
-) -> Result:
-    out = list(effects)
+def _abandon(state: SessionState, execution: Transition) -> Result:
+    """The roll's source A1a ended without success before it settled: the roll is over.
+
+    A2 was never launched (its launch is scheduled only when A1a settles), so nothing is held
+    for it and no launch is pending for it.
+    """
+    reason = "roll abandoned"
+    out: list[Effect] = []
     if execution.buffer:
         out.append(DropBuffer(execution.buffer, reason))
     # The steers stay visibly unanswered (their rows remain, with no answer under them).
     dropped = (*execution.inputs, *execution.folded)
     if dropped:
         out.append(DropQueued(dropped, reason))
-    if execution.source_settled:
-        out.append(TerminateHeld({"name": "SteerRollAbandoned", "message": reason}))
-    abandoned = replace(state, execution=Idle())
-    if abandoned.launch_target == "steer-continuation":
-        abandoned = replace(abandoned, launch="idle", launch_target=None)
-    abandoned, launched = _maybe_launch(abandoned)
+    abandoned, launched = _maybe_launch(replace(state, execution=Idle()))
     return abandoned, [*out, *launched]
 
 
