@@ -232,3 +232,39 @@ def test_a_stop_while_an_approval_is_pending_ends_aborted() -> None:
     state, effects = reduce(state, ExecutionTerminal("a", "paused"))
     assert (state.status, effects) == ("aborted", [])
     assert not any(state.approvals.values())
+
+
+def test_an_execution_ending_before_any_chunk_leaves_its_sibling_pending() -> None:
+    # compute: an execution still streams and no chunk was seen -> stay pending.
+    state = initial_state(["a", "b"])
+    for outcome in ("done", "error"):
+        after, effects = reduce(state, ExecutionTerminal("a", outcome))  # type: ignore[arg-type]
+        assert (after.status, effects) == ("pending", [])
+        assert after.executions == {"a": outcome, "b": "streaming"}
+
+
+def test_an_errored_execution_drops_its_approvals_and_ends_the_answer_in_error() -> None:
+    state = initial_state(["a", "b"])
+    for event in (ChunkSeen("a"), ApprovalRequested("a", "t1"), ApprovalRequested("b", "t2")):
+        state, _ = reduce(state, event)
+    state, effects = reduce(state, ExecutionTerminal("a", "error"))
+    assert (state.status, effects) == ("streaming", [])
+    assert state.approvals.get("a", frozenset()) == frozenset()
+    assert state.approvals["b"] == frozenset({"t2"})
+    state, effects = reduce(state, ExecutionTerminal("b", "done"))
+    assert (state.status, effects) == ("error", [StatusChanged("streaming", "error")])
+
+
+@pytest.mark.parametrize(("first", "final"), [("done", "done"), ("error", "error")])
+def test_a_stop_after_one_execution_ended_stops_only_the_others(first: str, final: str) -> None:
+    # The stop flips the status at once and catches only the executions still streaming; once
+    # every execution ended, compute decides: not every one aborted -> error if any, else done.
+    state = initial_state(["a", "b"])
+    for event in (ChunkSeen("a"), ExecutionTerminal("a", first)):  # type: ignore[arg-type]
+        state, _ = reduce(state, event)
+    assert state.status == "streaming"
+    state, effects = reduce(state, Abort())
+    assert (state.status, effects) == ("aborted", [StatusChanged("streaming", "aborted")])
+    assert state.executions == {"a": first, "b": "aborted"}
+    state, effects = reduce(state, ExecutionTerminal("b", "paused"))
+    assert (state.status, effects) == (final, [StatusChanged("aborted", final)])

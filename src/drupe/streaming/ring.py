@@ -6,6 +6,11 @@ sequence number it was fanned out with. Rules:
 * contiguous deltas of one part (same type and ``id``/``toolCallId``) merge into one entry, up to
   ``max_delta_bytes`` UTF-8 bytes; so the cap counts parts, not raw deltas, and a delta flood can
   never evict the part's opening chunk;
+* a delta larger than ``max_delta_bytes`` is split into entries that each hold the longest rest of
+  it that fits (cut at a character boundary; ``max_delta_bytes`` must be at least 4); they share
+  the delta's sequence number and never absorb a later delta;
+* a delta with ``providerMetadata`` is kept as it is, never merged nor split (the metadata
+  belongs to that delta);
 * when the ring is full the oldest entry is dropped (``dropped`` counts them), but never while an
   approval is pending: then the ring grows until the approval resolves;
 * a merged entry remembers the sequence number and text offset of every delta it absorbed, so a
@@ -63,15 +68,16 @@ class RingEntry:
         """The part of this entry a subscriber that saw up to ``cursor`` still needs."""
         if cursor < self.first_seq:
             return self.materialize()
-        if cursor >= self.seq or self.seqs is None or self.offsets is None:
-            return None
-        joined = "".join(self.text or ())
+        if self.seqs is None:
+            return None  # one delta (or another chunk) at first_seq: seen entirely
+        assert self.offsets is not None  # set with ``seqs``
+        assert self.text is not None
         for i, s in enumerate(self.seqs):
             if s > cursor:
                 out = dict(self.chunk)
-                out[_DELTA_FIELD[self.chunk["type"]]] = joined[self.offsets[i] :]
+                out[_DELTA_FIELD[self.chunk["type"]]] = "".join(self.text)[self.offsets[i] :]
                 return out
-        return None
+        return None  # every absorbed delta is at or before the cursor
 
 
 @dataclass(slots=True)
@@ -135,18 +141,18 @@ class ReplayRing:
         self._push(RingEntry(seq=seq, first_seq=seq, chunk=chunk))
 
     def _append_split(self, seq: int, chunk: Chunk, dfield: str, piece: str) -> None:
-        # An oversized delta is split into entries of at most max_delta_bytes each; every
-        # entry carries the same seq, only the last one "ends" it for cursor purposes.
+        # An oversized delta is split into entries of at most max_delta_bytes each: every entry
+        # holds the longest rest of the delta that fits, cut at a character boundary. Every
+        # entry carries the same seq; none absorbs a later delta (``text`` stays None).
+        data = piece.encode()
         start = 0
-        limit = self.max_delta_bytes
-        while start < len(piece):
-            end = start + limit
-            while len(piece[start:end].encode()) > limit:
-                end -= max(1, (end - start) // 8)
-            part = piece[start:end]
+        while start < len(data):
+            end = start + self.max_delta_bytes
+            while end < len(data) and data[end] & 0xC0 == 0x80:
+                end -= 1  # a UTF-8 continuation byte: cut before its character
             out: dict[str, Any] = dict(chunk)
-            out[dfield] = part
-            self._push(RingEntry(seq=seq, first_seq=seq, chunk=out, text=None, nbytes=limit + 1))
+            out[dfield] = data[start:end].decode()
+            self._push(RingEntry(seq=seq, first_seq=seq, chunk=out))
             start = end
 
     def _push(self, entry: RingEntry) -> None:
