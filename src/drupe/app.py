@@ -29,10 +29,10 @@ from drupe.admission.base import ContextProvider, TurnSpec
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
 from drupe.admission.persistent import PersistentProvider
-from drupe.agent.loop import AgentRunner
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
+from drupe.agent.runner import AgentRunner
 from drupe.channels.config import ChannelConfig, load_channel_configs
 from drupe.channels.registry import AdapterRegistry, default_registry
 from drupe.channels.service import ChannelDeps, ChannelService

@@ -49,7 +49,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
     ),
     "boot": (
         ["--runs", "1"],
-        {"boot_s", "cold_boot_s", "cpu_s", "floor_s", "ratio_vs_floor"},
+        {"boot_s", "cold_boot_s", "cpu_s", "floor_s", "ratio_vs_floor", "cpu_ratio_vs_floor"},
     ),
     "status_records": (
         ["--conversations", "300", "--cap", "100", "--batch", "100"],

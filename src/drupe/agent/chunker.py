@@ -33,7 +33,7 @@ from pydantic_ai.messages import (
     ToolCallPartDelta,
 )
 
-from drupe.chunks.types import Chunk
+from drupe.chunks.types import PROVIDER_METADATA_KEY, Chunk
 
 __all__ = [
     "PROVIDER_METADATA_KEY",
@@ -52,9 +52,6 @@ def strip_markers(text: str) -> str:
     """``text`` without the invisible tool-boundary marker characters."""
     return text.translate(_MARKERS) if not text.isascii() else text
 
-
-PROVIDER_METADATA_KEY = "drupe"
-"""Key of Drupe's own entry in a part's ``providerMetadata`` (thinking signatures round-trip)."""
 
 _FINISH_REASONS: Mapping[str, str] = {
     "stop": "stop",

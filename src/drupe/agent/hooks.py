@@ -34,13 +34,13 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, TypedDict
 
-from pydantic_ai.messages import ModelMessage, ModelResponse
-from pydantic_ai.usage import RequestUsage
-
 from drupe.chunks.types import Chunk
 from drupe.tools.base import ToolContext, ToolEntry
 
 if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage, ModelResponse
+    from pydantic_ai.usage import RequestUsage
+
     from drupe.agent.request import TurnRequest
 
 __all__ = [

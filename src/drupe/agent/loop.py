@@ -1,4 +1,7 @@
-"""``AgentRunner``: the in-process agent loop; one turn execution is an async generator of chunks.
+"""``run_turn``: the in-process agent loop; one turn execution is an async generator of chunks.
+
+``AgentRunner.stream`` (``drupe.agent.runner``, cheap to import) returns it; importing this module
+imports pydantic-ai.
 
 Why not ``Agent.iter``: one model request is one step, and the loop must own every chunk (the
 placeholder id on ``start``, ``start-step``/``finish-step`` exactly around a request, a held-back
@@ -44,13 +47,10 @@ Contract:
 from __future__ import annotations
 
 import logging
-import time
-import uuid
-from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from datetime import UTC, datetime
-from typing import Any, Literal, TypeVar, cast
+from typing import Any, TypeVar, cast
 
 import anyio
 from anyio.lowlevel import checkpoint_if_cancelled
@@ -90,113 +90,78 @@ from drupe.agent.hooks import (
 )
 from drupe.agent.request import ApprovalAsk, TurnRequest
 from drupe.agent.retry import FailureInfo, classify, retry_chunk
+from drupe.agent.runner import AgentRunner, LoopLimitError
 from drupe.chunks.types import Chunk
 from drupe.errors import DrupeError, ProviderError
 from drupe.tools.base import ToolContext, ToolEntry
 
-__all__ = ["AgentRunner", "LoopLimitError"]
+__all__ = ["AgentRunner", "LoopLimitError", "run_turn"]
 
 logger = logging.getLogger(__name__)
 
 _T = TypeVar("_T")
 
-LimitCode = Literal["tool_call_limit_reached", "step_limit_reached"]
 
+async def run_turn(runner: AgentRunner, request: TurnRequest) -> AsyncGenerator[Chunk, None]:
+    """Answer ``request`` with ``runner``'s settings, yielding UI chunks; raise on error,
+    propagate cancellation. ``AgentRunner.stream`` returns this generator."""
+    turn = _Turn(runner, request)
+    settled = False
+    try:
+        model = runner.resolve_model(request.model_id)
+        seed = continuation_seed(request.messages)
+        turn.history = to_model_messages(
+            request.messages,
+            wrap_last_user_as_steer=request.wrap_last_user_as_steer,
+            open_tail=seed is not None,
+        )
+        yield {"type": "start", "messageId": request.message_id}
+        await turn.hooks.on_start(turn.ctx)
+        for chunk in turn.ctx.drain():
+            await checkpoint_if_cancelled()
+            yield chunk
+        if seed is not None:
+            async with aclosing(turn.answer_decisions(approval_decisions(seed))) as chunks:
+                async for chunk in chunks:
+                    await checkpoint_if_cancelled()
+                    yield chunk
 
-class LoopLimitError(DrupeError):
-    """The turn reached a cap with tools still asking for more; never reported as success."""
+        while True:
+            async with aclosing(turn.step(model)) as chunks:
+                async for chunk in chunks:
+                    # several chunks can be ready without the model awaiting anything:
+                    # once the consumer's scope is cancelled, none of them comes out
+                    await checkpoint_if_cancelled()
+                    yield chunk
+            result = turn.classify()  # raises LoopLimitError on a cap
+            if result is not None:
+                break
+            turn.inject()
 
-    def __init__(self, code: LimitCode, message: str) -> None:
-        super().__init__(f"{code}: {message}")
-        self.code: LimitCode = code
-
-
-class AgentRunner:
-    """Runs turns of the in-process agent; one runner serves any number of concurrent turns.
-
-    ``sleep``, ``clock`` (monotonic seconds, for tool durations), ``now`` (for HTTP-date
-    ``Retry-After``) and ``new_id`` (text/reasoning part ids, approval ids) are injectable so
-    tests never wait and can pin values. ``settle_limit`` bounds ``on_abort`` / ``on_error``.
-    """
-
-    def __init__(
-        self,
-        resolve_model: Callable[[str], Model],
-        *,
-        sleep: Callable[[float], Awaitable[Any]] = anyio.sleep,
-        clock: Callable[[], float] = time.monotonic,
-        now: Callable[[], datetime] = lambda: datetime.now(UTC),
-        new_id: Callable[[], str] = lambda: uuid.uuid4().hex[:16],
-        settle_limit: float = 5.0,
-    ) -> None:
-        self._resolve_model = resolve_model
-        self._sleep = sleep
-        self._clock = clock
-        self._now = now
-        self._new_id = new_id
-        self._settle_limit = settle_limit
-
-    async def stream(self, request: TurnRequest) -> AsyncGenerator[Chunk, None]:
-        """Answer ``request``, yielding UI chunks; raise on error, propagate cancellation."""
-        turn = _Turn(self, request)
-        settled = False
-        try:
-            model = self._resolve_model(request.model_id)
-            seed = continuation_seed(request.messages)
-            turn.history = to_model_messages(
-                request.messages,
-                wrap_last_user_as_steer=request.wrap_last_user_as_steer,
-                open_tail=seed is not None,
-            )
-            yield {"type": "start", "messageId": request.message_id}
-            await turn.hooks.on_start(turn.ctx)
-            for chunk in turn.ctx.drain():
-                await checkpoint_if_cancelled()
-                yield chunk
-            if seed is not None:
-                async with aclosing(turn.answer_decisions(approval_decisions(seed))) as chunks:
-                    async for chunk in chunks:
-                        await checkpoint_if_cancelled()
-                        yield chunk
-
-            while True:
-                async with aclosing(turn.step(model)) as chunks:
-                    async for chunk in chunks:
-                        # several chunks can be ready without the model awaiting anything:
-                        # once the consumer's scope is cancelled, none of them comes out
-                        await checkpoint_if_cancelled()
-                        yield chunk
-                result = turn.classify()  # raises LoopLimitError on a cap
-                if result is not None:
-                    break
-                turn.inject()
-
-            settled = True
-            await turn.hooks.on_finish(turn.ctx, result)
-            for chunk in turn.ctx.drain():
-                yield chunk
-            yield {"type": "finish", "finishReason": result.finish_reason}
-        except BaseException as exc:
-            if settled:
-                raise
-            settled = True
-            if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
-                with anyio.move_on_after(self._settle_limit, shield=True):
-                    await _guarded(turn.hooks.on_abort(turn.ctx), "on_abort", turn.ctx)
-            elif isinstance(exc, Exception):
-                decision = None
-                with anyio.move_on_after(self._settle_limit):
-                    decision = await _guarded(
-                        turn.hooks.on_error(turn.ctx, exc), "on_error", turn.ctx
-                    )
-                if decision == "retry":
-                    logger.warning(
-                        "on_error asked to retry conversation %r; a streamed turn is not "
-                        "replayed (step retries follow the RetryPolicy)",
-                        request.conversation_id,
-                    )
-            turn.ctx.drain()  # chunks written while settling a failure are dropped
+        settled = True
+        await turn.hooks.on_finish(turn.ctx, result)
+        for chunk in turn.ctx.drain():
+            yield chunk
+        yield {"type": "finish", "finishReason": result.finish_reason}
+    except BaseException as exc:
+        if settled:
             raise
+        settled = True
+        if isinstance(exc, GeneratorExit | anyio.get_cancelled_exc_class()):
+            with anyio.move_on_after(runner.settle_limit, shield=True):
+                await _guarded(turn.hooks.on_abort(turn.ctx), "on_abort", turn.ctx)
+        elif isinstance(exc, Exception):
+            decision = None
+            with anyio.move_on_after(runner.settle_limit):
+                decision = await _guarded(turn.hooks.on_error(turn.ctx, exc), "on_error", turn.ctx)
+            if decision == "retry":
+                logger.warning(
+                    "on_error asked to retry conversation %r; a streamed turn is not "
+                    "replayed (step retries follow the RetryPolicy)",
+                    request.conversation_id,
+                )
+        turn.ctx.drain()  # chunks written while settling a failure are dropped
+        raise
 
 
 @dataclass(frozen=True, slots=True)
@@ -259,7 +224,7 @@ class _Turn:
         settings = overrides.get("model_settings", request.model_settings)
         params = _request_parameters(tools.values(), overrides.get("system", request.system))
 
-        chunker = StepChunker(known_tools=tools.keys(), new_id=self.runner._new_id)
+        chunker = StepChunker(known_tools=tools.keys(), new_id=self.runner.new_id)
         responses: list[ModelResponse] = []
         async with aclosing(
             self._request(model, messages, settings, params, chunker, responses)
@@ -280,7 +245,7 @@ class _Turn:
                 continue
             ask = None
             if entry.is_approval_gated(call.input):
-                approval_id = f"approval_{self.runner._new_id()}"
+                approval_id = f"approval_{self.runner.new_id()}"
                 yield {
                     "type": "tool-approval-request",
                     "approvalId": approval_id,
@@ -356,7 +321,7 @@ class _Turn:
                     response = response_stream.get()
                 break
             except Exception as error:
-                info = classify(error, now=self.runner._now())
+                info = classify(error, now=self.runner.now())
                 delay = None if started else policy.delay_for(attempt, info)
                 if delay is None:
                     wrapped = _as_provider_error(error, info, started=started)
@@ -375,7 +340,7 @@ class _Turn:
                     delay,
                 )
                 yield retry_chunk(next_attempt=attempt, policy=policy, delay=delay, info=info)
-                await self.runner._sleep(delay)
+                await self.runner.sleep(delay)
         tail = chunker.finish(response)
         if not started:
             yield {"type": "start-step"}
@@ -516,7 +481,7 @@ class _Turn:
                 hooks=self.hooks,
                 ctx=self.ctx,
                 messages=tuple(self.history),
-                clock=self.runner._clock,
+                clock=self.runner.clock,
             )
         except Exception as error:  # the tool failed: the model sees the error, the turn goes on
             text = str(error) or type(error).__name__

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from drupe.agent.hooks import Hooks
-from drupe.agent.retry import RetryPolicy
+from drupe.agent.retry_policy import RetryPolicy
 from drupe.chunks.types import UIMessage
 from drupe.tools.base import ToolEntry
 

@@ -1,6 +1,8 @@
 """Step retry policy: which model failures are retried, and how long to wait before the next try.
 
 Contract:
+- ``RetryPolicy`` lives in ``retry_policy`` (re-exported here): a turn request carries one, and
+  building a request must not import pydantic-ai, which this module does.
 - Pure and synchronous. The loop asks ``classify(error)`` and ``delay_for(...)``; it sleeps with an
   injected ``sleep`` and emits the transient ``data-retry`` chunk built by ``retry_chunk``.
 - A step is retried only before its first content chunk was emitted (the loop enforces this:
@@ -32,6 +34,7 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 
+from drupe.agent.retry_policy import RetryPolicy
 from drupe.chunks.types import Chunk
 
 __all__ = [
@@ -43,35 +46,6 @@ __all__ = [
 ]
 
 RETRYABLE_STATUS: frozenset[int] = frozenset((408, 409, 429))
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class RetryPolicy:
-    """How often and how patiently a failed step is tried again."""
-
-    attempts: int = 3
-    """Total tries of one step, the first included (``1`` disables retries)."""
-    base_delay: float = 1.0
-    """Seconds before the second try; doubles per try."""
-    max_delay: float = 20.0
-    """Cap of the exponential backoff, in seconds."""
-    max_retry_after: float = 60.0
-    """A provider-requested wait above this many seconds makes the failure final."""
-
-    def backoff(self, failed_attempt: int) -> float:
-        """Return the exponential delay after try number ``failed_attempt`` (1-based)."""
-        exponent = max(failed_attempt - 1, 0)
-        return float(min(self.base_delay * (2**exponent), self.max_delay))
-
-    def delay_for(self, failed_attempt: int, info: FailureInfo) -> float | None:
-        """Return the seconds to wait before the next try, or ``None`` when it must not retry."""
-        if not info.retryable or failed_attempt >= self.attempts:
-            return None
-        if info.retry_after is not None:
-            if info.retry_after > self.max_retry_after:
-                return None
-            return max(info.retry_after, 0.0)
-        return self.backoff(failed_attempt)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

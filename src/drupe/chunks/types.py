@@ -18,6 +18,7 @@ __all__ = [
     "CHUNK_TYPES",
     "DELTA_TYPES",
     "FINISH_REASONS",
+    "PROVIDER_METADATA_KEY",
     "Chunk",
     "UIMessage",
     "UIPart",
@@ -39,6 +40,10 @@ class UIMessage(TypedDict):
     parts: list[UIPart]
     metadata: NotRequired[Any]
 
+
+PROVIDER_METADATA_KEY = "drupe"
+"""The ``providerMetadata`` key under which Drupe carries what a provider needs back (a thinking
+part's signature, id and provider name on ``reasoning-end``)."""
 
 FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 FINISH_REASONS: frozenset[str] = frozenset(

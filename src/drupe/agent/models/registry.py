@@ -6,6 +6,7 @@ choosing the default model. Resolution constructs a model object (cached per id)
 touches the network; provider SDK modules are imported lazily on first resolution. Errors are
 :class:`~drupe.errors.ConfigError` naming the missing key's environment variable or the unknown
 provider (with the known ones). No API key ever appears in a message, ``repr`` or log line.
+Importing it imports no pydantic-ai module (the bundled model's facts come from ``bundled``).
 
 Default model: the config's ``default_model`` (or ``$DRUPE_DEFAULT_MODEL``), else the first
 configured real provider's first model, else ``local:gemma3-270m`` when llama-cpp-python is
@@ -17,12 +18,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from drupe.agent.models.bundled import LOCAL_MODEL_NAME, LOCAL_MODEL_NOTE, local_model_available
 from drupe.agent.models.config import ModelConfig, ProviderConfig, load_model_config
-from drupe.agent.models.local import (
-    LOCAL_MODEL_NAME,
-    LOCAL_MODEL_NOTE,
-    local_model_available,
-)
 from drupe.agent.models.providers import build_provider_model
 from drupe.errors import ConfigError
 

@@ -5,18 +5,26 @@ task, approvals, reconcile), ``events`` (pure SDK message -> runtime event trans
 ``blocks`` (a model message's content blocks -> UI chunks), ``steer`` (the ``PreToolUse``
 steer holder and the boundary), ``content`` and ``usage`` (pure value conversions), ``warm``
 (prewarmed connections). Needs the ``claude`` extra.
+
+Importing this package, or ``driver``, does not import the SDK (it pulls in the MCP SDK: about a
+second): ``ClaudeCodeConnection`` and ``Translator`` are loaded on first access, and the driver
+loads them on its first ``connect``.
 """
 
 from __future__ import annotations
 
-from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
+from typing import TYPE_CHECKING, Any
+
 from drupe.sessions.drivers.claude_code.driver import (
     ClaudeCodeConfig,
     ClaudeCodeDriver,
     build_options,
 )
-from drupe.sessions.drivers.claude_code.events import Translator
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+
+if TYPE_CHECKING:
+    from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
+    from drupe.sessions.drivers.claude_code.events import Translator
 
 __all__ = [
     "ClaudeCodeConfig",
@@ -26,3 +34,15 @@ __all__ = [
     "Translator",
     "build_options",
 ]
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ClaudeCodeConnection":
+        from drupe.sessions.drivers.claude_code import connection
+
+        return connection.ClaudeCodeConnection
+    if name == "Translator":
+        from drupe.sessions.drivers.claude_code import events
+
+        return events.Translator
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -14,6 +14,10 @@ a bare task. Enter it once in the composition root::
 that the workspace exists or can be created. ``on_session_idle`` prewarms a CLI that resumes the
 session; the next ``connect`` with the same settings consumes it (``warm.WarmPool``).
 
+Importing this module (or the package) does not import ``claude_agent_sdk``, which pulls in the
+MCP SDK and costs about a second: the SDK is imported by the first ``connect`` (or
+``build_options``), so a server whose users never start a Claude Code session never pays for it.
+
 Must never: read or write the user's real ``~/.claude`` on its own (configuration comes only
 from ``ClaudeCodeConfig``: ``env``, ``cli_path``, ``setting_sources``), or register itself.
 """
@@ -27,18 +31,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from anyio.abc import TaskGroup, TaskStatus
-from claude_agent_sdk import ClaudeAgentOptions
 
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
-from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode
 from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
 from drupe.tools.mcp.config import McpServerConfig
+
+if TYPE_CHECKING:
+    from claude_agent_sdk import ClaudeAgentOptions
+
+    from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
 
 __all__ = ["ClaudeCodeConfig", "ClaudeCodeDriver", "build_options", "sdk_mcp_server"]
 
@@ -91,6 +98,8 @@ def build_options(
     config: ClaudeCodeConfig, connect_input: ConnectInput, workspace: Path
 ) -> ClaudeAgentOptions:
     """The SDK options of one connection (hooks and ``can_use_tool`` are added by it)."""
+    from claude_agent_sdk import ClaudeAgentOptions  # the SDK (and MCP) on the first connect
+
     session = connect_input.session
     system_prompt: Any
     if config.claude_code_prompt:
@@ -252,6 +261,8 @@ class ClaudeCodeDriver:
         except OSError as exc:
             raise DriverError(f"cannot create the workspace {session.workspace}: {exc}") from exc
         target = replace(ConnectTarget.of(session), model_id=connect_input.model_id)
+        from drupe.sessions.drivers.claude_code.connection import ClaudeCodeConnection
+
         connection = ClaudeCodeConnection(
             options=build_options(self.config, connect_input, session.workspace),
             target=target,

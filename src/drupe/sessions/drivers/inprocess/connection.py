@@ -42,8 +42,8 @@ import anyio
 from anyio.abc import TaskGroup
 
 from drupe.agent.hooks import Hooks, StepResult, TurnContext
-from drupe.agent.loop import AgentRunner
 from drupe.agent.request import ApprovalAsk, TurnRequest
+from drupe.agent.runner import AgentRunner
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import DriverError

@@ -34,13 +34,12 @@ import logging
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 import anyio
 from anyio.abc import TaskGroup
-from pydantic_ai.models import Model
 
-from drupe.agent.loop import AgentRunner
+from drupe.agent.runner import AgentRunner
 from drupe.chunks.types import UIMessage
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
@@ -50,6 +49,9 @@ from drupe.sessions.drivers.inprocess.workspace_tools import (
     workspace_tools,
 )
 from drupe.tools.base import ToolEntry
+
+if TYPE_CHECKING:
+    from pydantic_ai.models import Model
 
 __all__ = ["InProcessDriver", "LoadHistory", "ensure_workspace", "session_tools"]
 
