@@ -152,6 +152,18 @@ def test_doctor_reports_a_broken_mcp_server(tmp_path: Path) -> None:
     assert "[mcp.servers.bad]" in result.output
 
 
+def test_doctor_names_a_failing_mcp_url_without_its_secrets(tmp_path: Path) -> None:
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'default_model = "scripted:echo"\n[mcp.servers.remote]\ntransport = "http"\n'
+        'url = "http://user:pw@127.0.0.1:1/mcp?token=s3cret"\n'
+    )
+    result = runner.invoke(app, ["doctor", "--data-dir", str(tmp_path), "--config", str(config)])
+    assert result.exit_code == 1
+    assert "FAIL  mcp remote" in result.output and "http://127.0.0.1:1/mcp" in result.output
+    assert "s3cret" not in result.output and "pw@" not in result.output
+
+
 def test_serve_with_workers_but_no_cluster_says_what_to_add(tmp_path: Path) -> None:
     result = runner.invoke(
         app, ["serve", "--workers", "2", "--port", "0", "--data-dir", str(tmp_path)], env={}

@@ -11,6 +11,7 @@ from __future__ import annotations
 from contextlib import suppress
 from dataclasses import dataclass
 from typing import Literal
+from urllib.parse import urlsplit, urlunsplit
 
 import anyio
 
@@ -132,6 +133,12 @@ async def _mcp_checks(settings: Settings) -> list[Check]:
             # A failure is recorded in the server's status, shown below.
             with anyio.move_on_after(MCP_CONNECT_SECONDS), suppress(DrupeError, OSError):
                 await catalog.refresh(server.id)
+        targets = {
+            server.id: " ".join([server.command or "", *server.args]).strip()
+            if server.transport == "stdio"
+            else _without_secrets(str(server.url or ""))
+            for server in servers
+        }
         for status in catalog.status():
             name = f"mcp {status.id}"
             if not status.active:
@@ -143,12 +150,21 @@ async def _mcp_checks(settings: Settings) -> list[Check]:
                     Check(
                         name,
                         "fail",
-                        f"{status.state}: {status.last_error or 'no answer'}",
+                        f"{status.state}: {status.last_error or 'no answer'}"
+                        f" ({targets.get(status.id) or status.transport})",
                         f"check the command/url of [mcp.servers.{status.id}] and start it by "
                         "hand to see its own error",
                     )
                 )
     return checks
+
+
+def _without_secrets(url: str) -> str:
+    """A URL as shown: no user info, no query (either may carry a token)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    netloc = f"{host}:{parts.port}" if parts.port else host
+    return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
 async def run_checks(settings: Settings) -> list[Check]:
