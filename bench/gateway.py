@@ -12,21 +12,30 @@ Three servers, each its own process on loopback, all started by this script in o
 The client (this process, httpx with keep-alive) sends the same chat request directly to the
 upstream, through Drupe and through LiteLLM, and the same prompt to Drupe's Responses API
 (``POST /v1/responses``, ``store: false``: the dialect, not the database write, is measured;
-target ``drupe_responses``, whose overhead is against the same direct chat completion),
-interleaved round by round (the order rotates), one request at a time, non-streaming and
-streaming (latency = until the last byte). A request's overhead is its latency through a proxy
-minus the direct latency of the same round. A second phase runs a few concurrent clients per
-target and compares median latencies.
+target ``drupe_responses``, whose overhead is against the same direct chat completion).
+Phases, non-streaming and streaming (latency = until the last byte):
 
-    python bench/gateway.py --quick   # <= 60 s once LiteLLM is installed
-    python bench/gateway.py           # more rounds, more concurrency
+1. interleaved rounds (the order rotates), one request at a time: a request's overhead is its
+   latency through a proxy minus the direct latency of the same round;
+2. CPU: each target alone for as many requests, its server process's CPU time per request
+   (from ``/proc``; Drupe's two targets share one process, so each is measured alone);
+3. concurrency at 4 and 16 clients: each target in turn (the order rotates per repeat), the
+   overhead is the target's p50/p99 minus direct's; at 1 client the figures of phase 1.
 
-The last line is one JSON object: ``drupe_p50_ms``, ``drupe_p99_ms``, ``litellm_p50_ms``,
-``litellm_p99_ms``, ``ratio_p50``, ``ratio_p99`` (Drupe / LiteLLM; goal P4: <= 0.5), plus
-``drupe_responses_p50_ms``, ``drupe_responses_p99_ms`` (Responses-API overhead against direct)
-and ``responses_vs_chat_p50`` (its p50 overhead / the chat route's), plus
-per-mode and concurrent figures. When LiteLLM cannot be installed or started, its figures are
-null and ``litellm_error`` says why; Drupe's figures are still measured.
+    python bench/gateway.py --quick   # about 60 s once LiteLLM is installed
+    python bench/gateway.py           # more rounds, more repeats
+    python bench/gateway.py --quick --agent-loop   # Drupe with the pass-through off
+
+The last line is one JSON object: ``overhead_p50_ms`` / ``overhead_p99_ms`` (Drupe minus direct,
+the worse of the two modes; goal P4: <= 2 / 5 ms), ``cpu_ms_over_direct`` (Drupe's CPU per
+request minus the upstream's, the worse mode; goal <= 2 ms), ``ratio_p50`` / ``ratio_p99``
+(Drupe's overhead / LiteLLM's, the worst over 1, 4 and 16 clients and both modes; goal <= 0.5),
+``concurrency`` (per level and mode: each target's p50/p99 overhead and the two ratios),
+``modes`` (per mode: phase 1 and phase 2 figures), ``goals_met`` / ``meets_goal``, plus
+``drupe_p50_ms`` / ``drupe_p99_ms`` (= the overheads), ``drupe_responses_p50_ms`` /
+``drupe_responses_p99_ms`` and ``responses_vs_chat_p50``. When LiteLLM cannot be installed or
+started, its figures and the ratios are null and ``litellm_error`` says why; Drupe's figures
+are still measured.
 """
 
 from __future__ import annotations
@@ -68,7 +77,10 @@ from drupe.gateway.app import create_app_with_lifespan
 from drupe.settings import Settings
 
 data_dir, config, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-app = create_app_with_lifespan(Settings(data_dir=data_dir, config_path=config))
+passthrough = sys.argv[4] == "on"
+app = create_app_with_lifespan(
+    Settings(data_dir=data_dir, config_path=config, gateway_passthrough=passthrough)
+)
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """
 
@@ -284,7 +296,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="drupe-bench-gateway-"))
     servers: list[Server] = []
     summary: dict[str, Any] = {"words": args.words}
-    litellm_error = ensure_litellm(install=not args.no_install)
+    litellm_error = (
+        "LiteLLM left out (--no-litellm)"
+        if args.no_litellm
+        else ensure_litellm(install=not args.no_install)
+    )
     try:
         upstream_port, drupe_port, litellm_port = _free_port(), _free_port(), _free_port()
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
@@ -308,7 +324,10 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         drupe_key = await _drupe_key(data_dir)
         drupe = _spawn(
             "drupe",
-            [sys.executable, "-c", _DRUPE_SERVER, str(data_dir), str(config), str(drupe_port)],
+            [
+                *(sys.executable, "-c", _DRUPE_SERVER, str(data_dir), str(config)),
+                *(str(drupe_port), "off" if args.agent_loop else "on"),
+            ],
             workdir,
         )
         servers.append(drupe)
@@ -398,9 +417,10 @@ def _ratio(drupe: float, litellm: float) -> float | None:
 
 
 async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
-    rounds = args.rounds or (50 if args.quick else 600)
-    per_worker = args.per_worker or (3 if args.quick else 20)
-    repeats = 1 if args.quick else 3
+    rounds = args.rounds or (30 if args.quick else 600)
+    per_worker = args.per_worker or (1 if args.quick else 5)
+    repeats = args.repeats or (5 if args.quick else 10)
+    cpu_requests = args.rounds or max(rounds, 150)
     names = [t.name for t in targets[1:]]
     by_name = {t.name: t for t in targets}
     for stream in (False, True):  # warm-up: connections, caches, first-request costs
@@ -417,10 +437,26 @@ async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[s
             figures[f"{name}_p99_ms"] = _ms(_percentile(overhead, 99))
         # Server CPU per request, each target alone (Drupe's two targets share one process): a
         # figure that the machine's other load barely moves.
-        cpu = {t.name: await cpu_per_request(t, rounds, stream) for t in targets}
+        # /proc counts CPU in 10 ms ticks: the fast targets get more requests than LiteLLM.
+        cpu = {
+            t.name: await cpu_per_request(
+                t, rounds if t.name == "litellm" else cpu_requests, stream
+            )
+            for t in targets
+        }
         figures.update({f"{name}_cpu_ms_per_request": _ms(cpu[name]) for name in cpu})
         figures["cpu_ms_over_direct"] = _ms(cpu["drupe"] - cpu["direct"])
         modes[mode] = figures
+        print(
+            f"{mode}: direct p50 {figures['direct_p50_ms']} ms; overhead p50/p99 "
+            + "; ".join(
+                f"{name} {figures[f'{name}_p50_ms']}/{figures[f'{name}_p99_ms']} ms"
+                for name in names
+            )
+            + "; CPU ms per request "
+            + ", ".join(f"{name} {figures[f'{name}_cpu_ms_per_request']}" for name in cpu),
+            flush=True,
+        )
 
     # Concurrency: at 1 client the interleaved rounds above; at 4 and 16, each target in turn
     # (the order rotates per repeat), overhead = the target's percentile minus direct's.
@@ -453,6 +489,7 @@ async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[s
                     if value is not None:
                         bucket.append(value)
             per_level[mode] = entry
+            print(f"{level} client(s), {mode}: {entry}", flush=True)
         concurrency[str(level)] = per_level
 
     summary: dict[str, Any] = {"rounds_per_mode": rounds, "modes": modes}
@@ -500,6 +537,13 @@ def main() -> None:
     parser.add_argument(
         "--no-install", action="store_true", help="do not create the LiteLLM venv if missing"
     )
+    parser.add_argument("--no-litellm", action="store_true", help="measure Drupe vs direct only")
+    parser.add_argument("--repeats", type=int, default=0, help="bursts per target at 4 and 16")
+    parser.add_argument(
+        "--agent-loop",
+        action="store_true",
+        help="Drupe with gateway_passthrough off: every request through the agent loop",
+    )
     args = parser.parse_args()
     started = time.monotonic()
     summary = anyio.run(measure, args, backend="asyncio", backend_options={"use_uvloop": True})
@@ -507,7 +551,9 @@ def main() -> None:
     summary.setdefault("litellm_p99_ms", None)
     summary.setdefault("ratio_p50", None)
     summary.setdefault("ratio_p99", None)
+    summary["bench"] = "gateway"
     summary["quick"] = bool(args.quick)
+    summary["passthrough"] = not args.agent_loop
     summary["seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(summary), flush=True)
 
