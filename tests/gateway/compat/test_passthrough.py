@@ -35,7 +35,6 @@ async def gateway_over(
     recorder: RequestRecorder,
     **settings: object,
 ) -> AsyncIterator[Gateway]:
-    tmp_path.mkdir(exist_ok=True)
     async with fake_openai_server(replies, recorder=recorder) as upstream:
         config = tmp_path / "upstream.toml"
         config.write_text(
@@ -204,7 +203,7 @@ async def test_an_upstream_refusal_is_a_4xx_with_its_message(tmp_path: Path) -> 
     assert len(recorder.bodies) == 2  # a 400 is not retried
 
 
-async def test_retryable_upstream_failures_are_tried_again_then_reported(tmp_path: Path) -> None:
+async def test_a_retryable_upstream_failure_is_tried_again(tmp_path: Path) -> None:
     recorder = RequestRecorder()
     replies = [FakeReply.failure(503, "overloaded", retry_after=0), HELLO]
     async with gateway_over(tmp_path, replies, recorder) as gw, http(gw) as client:
@@ -212,9 +211,11 @@ async def test_retryable_upstream_failures_are_tried_again_then_reported(tmp_pat
     assert recovered.status_code == 200
     assert len(recorder.bodies) == 2
 
+
+async def test_a_rate_limited_upstream_is_a_429_after_the_last_try(tmp_path: Path) -> None:
     recorder = RequestRecorder()
     replies = [FakeReply.failure(429, "slow down", retry_after=0)]
-    async with gateway_over(tmp_path / "b", replies, recorder) as gw, http(gw) as client:
+    async with gateway_over(tmp_path, replies, recorder) as gw, http(gw) as client:
         limited = await client.post("/chat/completions", json=ask())
     assert limited.status_code == 429
     assert limited.json()["error"]["message"] == "the upstream answered HTTP 429: slow down"
