@@ -1,11 +1,13 @@
 """Benchmark P4: the latency Drupe's OpenAI-compatible gateway adds, against LiteLLM's proxy.
 
-Three servers, each its own process on loopback, all started by this script in one run:
+Four servers, each its own process on loopback, all started by this script in one run:
 
 * the fake OpenAI upstream (``python -m drupe.testing.fake_providers openai``), answering every
   chat completion with the same ``--words`` words (one SSE delta per word when streaming);
 * Drupe (``create_app_with_lifespan`` under uvicorn), with an ``openai-compatible`` provider
   ``fake`` pointing at the upstream, a fresh SQLite database and one bearer API key;
+* the floor: a bare aiohttp relay (``_FLOOR_SERVER``) that forwards the body to the upstream
+  and streams the answer back, with no routing, checks or parsing;
 * LiteLLM's proxy (``litellm --model openai/fake --api_base <upstream>``), installed into the
   separate venv ``bench/.venv/litellm`` (created on first use; never the project's venv).
 
@@ -31,7 +33,9 @@ the worse of the two modes; goal P4: <= 2 / 5 ms), ``cpu_ms_over_direct`` (Drupe
 request minus the upstream's, the worse mode; goal <= 2 ms), ``ratio_p50`` / ``ratio_p99``
 (Drupe's overhead / LiteLLM's, the worst over 1, 4 and 16 clients and both modes; goal <= 0.5),
 ``concurrency`` (per level and mode: each target's p50/p99 overhead and the two ratios),
-``modes`` (per mode: phase 1 and phase 2 figures), ``goals_met`` / ``meets_goal``, plus
+``modes`` (per mode: phase 1 and phase 2 figures), ``goals_met`` / ``meets_goal``,
+``floor_p50_ms`` / ``floor_p99_ms`` (the same overheads of a bare aiohttp relay: the cost of one
+extra loopback hop on this machine, in this run), plus
 ``drupe_p50_ms`` / ``drupe_p99_ms`` (= the overheads), ``drupe_responses_p50_ms`` /
 ``drupe_responses_p99_ms`` and ``responses_vs_chat_p50``. When LiteLLM cannot be installed or
 started, its figures and the ratios are null and ``litellm_error`` says why; Drupe's figures
@@ -83,6 +87,45 @@ app = create_app_with_lifespan(
 )
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """
+
+_FLOOR_SERVER = """
+import asyncio
+import sys
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+upstream, port = sys.argv[1], int(sys.argv[2])
+
+
+async def relay(request):
+    body = await request.read()
+    headers = {"content-type": "application/json"}
+    async with request.app["session"].post(upstream, data=body, headers=headers) as answer:
+        kind = answer.headers.get("content-type", "application/json")
+        response = web.StreamResponse(status=answer.status, headers={"content-type": kind})
+        await response.prepare(request)
+        async for data in answer.content.iter_any():
+            await response.write(data)
+        await response.write_eof()
+        return response
+
+
+async def session(app):
+    app["session"] = aiohttp.ClientSession()
+    yield
+    await app["session"].close()
+
+
+asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+app = web.Application()
+app.cleanup_ctx.append(session)
+app.router.add_post("/v1/chat/completions", relay)
+web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+"""
+"""The floor: a bare relay (aiohttp server and client, no routing, no checks) in front of the
+same upstream: what one extra loopback hop costs on this machine, in the same run."""
 
 
 def _free_port() -> int:
@@ -303,6 +346,7 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     )
     try:
         upstream_port, drupe_port, litellm_port = _free_port(), _free_port(), _free_port()
+        floor_port = _free_port()
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
         upstream = _spawn(
             "upstream",
@@ -331,6 +375,15 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             workdir,
         )
         servers.append(drupe)
+        floor = _spawn(
+            "floor",
+            [
+                *(sys.executable, "-c", _FLOOR_SERVER),
+                *(f"{upstream_url}/chat/completions", str(floor_port)),
+            ],
+            workdir,
+        )
+        servers.append(floor)
 
         master_key = "sk-bench-" + secrets.token_hex(16)
         litellm: Server | None = None
@@ -361,8 +414,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             60,
             {"authorization": f"Bearer {drupe_key}"},
         )
+        floor_url = f"http://127.0.0.1:{floor_port}/v1"
+        await _wait_ready(floor, f"http://127.0.0.1:{floor_port}/", 30, {})
         targets = [
             Target("direct", upstream_url, "fake", "sk-fake", upstream.process.pid),
+            Target("floor", floor_url, "fake", "sk-fake", floor.process.pid),
             Target(
                 "drupe",
                 f"http://127.0.0.1:{drupe_port}/v1",
@@ -500,6 +556,8 @@ async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[s
     summary["overhead_p50_ms"] = worst["p50_ms"]
     summary["overhead_p99_ms"] = worst["p99_ms"]
     summary["cpu_ms_over_direct"] = max(modes[mode]["cpu_ms_over_direct"] for mode in modes)
+    summary["floor_p50_ms"] = max(modes[mode]["floor_p50_ms"] for mode in modes)
+    summary["floor_p99_ms"] = max(modes[mode]["floor_p99_ms"] for mode in modes)
     summary["drupe_p50_ms"] = worst["p50_ms"]
     summary["drupe_p99_ms"] = worst["p99_ms"]
     responses = [modes[mode]["drupe_responses_p50_ms"] for mode in modes]
