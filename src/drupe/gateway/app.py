@@ -62,11 +62,14 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.runtime = None
     app.state.close_gateway = None
     install_error_handlers(app)
+    # The channels' catch-all /channels/{id}/{path} must win over the gateway's
+    # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
+    app.include_router(channels.router)
+    app.state.gateway_slot = len(app.router.routes)
     app.include_router(system.router)
     app.include_router(chat.router)
     app.include_router(conversations.router)
     app.include_router(agents.router)
-    app.include_router(channels.router)
     app.include_router(tasks.router)
     app.include_router(traces.router)
     app.include_router(usage.router)
@@ -91,10 +94,10 @@ def install_runtime(
     app.state.close_gateway = getattr(compat, "aclose", None)
     if compat is not None:
         app.include_router(compat)
-        # First in line: the router tries its routes in order, and ~50 /api routes in front
+        # Early in line: the router tries its routes in order, and ~50 /api routes in front
         # of /v1/chat/completions cost more CPU than the pass-through's own work.
         routes = app.router.routes
-        routes.insert(0, routes.pop())
+        routes.insert(app.state.gateway_slot, routes.pop())
     for router in extra_routers:
         app.include_router(router)
     app.openapi_schema = None

@@ -254,6 +254,17 @@ async def test_with_the_pass_through_off_the_agent_loop_serves_the_request(
     assert "user" not in sent
 
 
+async def test_the_gateway_routes_come_early_but_after_the_channels_catch_all(
+    tmp_path: Path,
+) -> None:
+    async with open_gateway(tmp_path) as gw, httpx.AsyncClient(base_url=gw.url) as client:
+        channel = await client.post("/channels/v1/messages", json={})  # channel "v1", path
+        pinned = await client.post("/scripted/v1/messages", json={})  # provider "scripted"
+    assert channel.status_code == 404 and channel.content == b""  # the channels route's answer
+    assert pinned.status_code == 401  # the gateway's: no API key
+    assert pinned.json()["type"] == "error"
+
+
 # --- the pure parts ------------------------------------------------------------------------
 
 COMPATIBLE = Upstream(base_url="http://h/v1", model_name="m", api_key="k", compatible=True)
