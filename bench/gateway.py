@@ -1,32 +1,45 @@
 """Benchmark P4: the latency Drupe's OpenAI-compatible gateway adds, against LiteLLM's proxy.
 
-Three servers, each its own process on loopback, all started by this script in one run:
+Four servers, each its own process on loopback, all started by this script in one run:
 
 * the fake OpenAI upstream (``python -m drupe.testing.fake_providers openai``), answering every
   chat completion with the same ``--words`` words (one SSE delta per word when streaming);
 * Drupe (``create_app_with_lifespan`` under uvicorn), with an ``openai-compatible`` provider
   ``fake`` pointing at the upstream, a fresh SQLite database and one bearer API key;
+* the floor: a bare aiohttp relay (``_FLOOR_SERVER``) that forwards the body to the upstream
+  and streams the answer back, with no routing, checks or parsing;
 * LiteLLM's proxy (``litellm --model openai/fake --api_base <upstream>``), installed into the
   separate venv ``bench/.venv/litellm`` (created on first use; never the project's venv).
 
 The client (this process, httpx with keep-alive) sends the same chat request directly to the
 upstream, through Drupe and through LiteLLM, and the same prompt to Drupe's Responses API
 (``POST /v1/responses``, ``store: false``: the dialect, not the database write, is measured;
-target ``drupe_responses``, whose overhead is against the same direct chat completion),
-interleaved round by round (the order rotates), one request at a time, non-streaming and
-streaming (latency = until the last byte). A request's overhead is its latency through a proxy
-minus the direct latency of the same round. A second phase runs a few concurrent clients per
-target and compares median latencies.
+target ``drupe_responses``, whose overhead is against the same direct chat completion).
+Phases, non-streaming and streaming (latency = until the last byte):
 
-    python bench/gateway.py --quick   # <= 60 s once LiteLLM is installed
-    python bench/gateway.py           # more rounds, more concurrency
+1. interleaved rounds (the order rotates), one request at a time: a request's overhead is its
+   latency through a proxy minus the direct latency of the same round;
+2. CPU: each target alone for as many requests, its server process's CPU time per request
+   (from ``/proc``; Drupe's two targets share one process, so each is measured alone);
+3. concurrency at 4 and 16 clients: each target in turn (the order rotates per repeat), the
+   overhead is the target's p50/p99 minus direct's; at 1 client the figures of phase 1.
 
-The last line is one JSON object: ``drupe_p50_ms``, ``drupe_p99_ms``, ``litellm_p50_ms``,
-``litellm_p99_ms``, ``ratio_p50``, ``ratio_p99`` (Drupe / LiteLLM; goal P4: <= 0.5), plus
-``drupe_responses_p50_ms``, ``drupe_responses_p99_ms`` (Responses-API overhead against direct)
-and ``responses_vs_chat_p50`` (its p50 overhead / the chat route's), plus
-per-mode and concurrent figures. When LiteLLM cannot be installed or started, its figures are
-null and ``litellm_error`` says why; Drupe's figures are still measured.
+    python bench/gateway.py --quick   # about 60 s once LiteLLM is installed
+    python bench/gateway.py           # more rounds, more repeats
+    python bench/gateway.py --quick --agent-loop   # Drupe with the pass-through off
+
+The last line is one JSON object: ``overhead_p50_ms`` / ``overhead_p99_ms`` (Drupe minus direct,
+the worse of the two modes; goal P4: <= 2 / 5 ms), ``cpu_ms_over_direct`` (Drupe's CPU per
+request minus the upstream's, the worse mode; goal <= 2 ms), ``ratio_p50`` / ``ratio_p99``
+(Drupe's overhead / LiteLLM's, the worst over 1, 4 and 16 clients and both modes; goal <= 0.5),
+``concurrency`` (per level and mode: each target's p50/p99 overhead and the two ratios),
+``modes`` (per mode: phase 1 and phase 2 figures), ``goals_met`` / ``meets_goal``,
+``floor_p50_ms`` / ``floor_p99_ms`` (the same overheads of a bare aiohttp relay: the cost of one
+extra loopback hop on this machine, in this run), plus
+``drupe_p50_ms`` / ``drupe_p99_ms`` (= the overheads), ``drupe_responses_p50_ms`` /
+``drupe_responses_p99_ms`` and ``responses_vs_chat_p50``. When LiteLLM cannot be installed or
+started, its figures and the ratios are null and ``litellm_error`` says why; Drupe's figures
+are still measured.
 """
 
 from __future__ import annotations
@@ -54,6 +67,9 @@ BENCH_DIR = Path(__file__).resolve().parent
 LITELLM_VENV = BENCH_DIR / ".venv" / "litellm"
 LITELLM_BIN = LITELLM_VENV / "bin" / "litellm"
 GOAL_RATIO = 0.5
+GOAL_P50_MS = 2.0
+GOAL_P99_MS = 5.0
+GOAL_CPU_MS = 2.0
 
 _DRUPE_SERVER = """
 import sys
@@ -65,9 +81,51 @@ from drupe.gateway.app import create_app_with_lifespan
 from drupe.settings import Settings
 
 data_dir, config, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
-app = create_app_with_lifespan(Settings(data_dir=data_dir, config_path=config))
+passthrough = sys.argv[4] == "on"
+app = create_app_with_lifespan(
+    Settings(data_dir=data_dir, config_path=config, gateway_passthrough=passthrough)
+)
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """
+
+_FLOOR_SERVER = """
+import asyncio
+import sys
+
+import aiohttp
+import uvloop
+from aiohttp import web
+
+upstream, port = sys.argv[1], int(sys.argv[2])
+
+
+async def relay(request):
+    body = await request.read()
+    headers = {"content-type": "application/json"}
+    async with request.app["session"].post(upstream, data=body, headers=headers) as answer:
+        kind = answer.headers.get("content-type", "application/json")
+        response = web.StreamResponse(status=answer.status, headers={"content-type": kind})
+        await response.prepare(request)
+        async for data in answer.content.iter_any():
+            await response.write(data)
+        await response.write_eof()
+        return response
+
+
+async def session(app):
+    app["session"] = aiohttp.ClientSession()
+    yield
+    await app["session"].close()
+
+
+asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+app = web.Application()
+app.cleanup_ctx.append(session)
+app.router.add_post("/v1/chat/completions", relay)
+web.run_app(app, host="127.0.0.1", port=port, print=None, access_log=None)
+"""
+"""The floor: a bare relay (aiohttp server and client, no routing, no checks) in front of the
+same upstream: what one extra loopback hop costs on this machine, in the same run."""
 
 
 def _free_port() -> int:
@@ -224,14 +282,17 @@ class Target:
             body = {"model": self.model, "input": "Say something.", "stream": stream}
             body["store"] = False
         start = time.perf_counter()
-        if stream:
-            async with self.client.stream("POST", path, json=body) as response:
-                async for _ in response.aiter_raw():
-                    pass
+        try:
+            if stream:
+                async with self.client.stream("POST", path, json=body) as response:
+                    async for _ in response.aiter_raw():
+                        pass
+                    status = response.status_code
+            else:
+                response = await self.client.post(path, json=body)
                 status = response.status_code
-        else:
-            response = await self.client.post(path, json=body)
-            status = response.status_code
+        except httpx.HTTPError as err:
+            raise RuntimeError(f"{self.name}: {err!r}") from err
         elapsed = time.perf_counter() - start
         if status != 200:
             raise RuntimeError(f"{self.name}: HTTP {status}")
@@ -266,13 +327,26 @@ async def concurrent(target: Target, workers: int, per_worker: int, stream: bool
     return results
 
 
+async def cpu_per_request(target: Target, requests: int, stream: bool) -> float:
+    """CPU seconds ``target``'s server process spends per request, that target alone running."""
+    before = _cpu_seconds(target.pid)
+    for _ in range(requests):
+        await target.request(stream)
+    return (_cpu_seconds(target.pid) - before) / requests
+
+
 async def measure(args: argparse.Namespace) -> dict[str, Any]:
     workdir = Path(tempfile.mkdtemp(prefix="drupe-bench-gateway-"))
     servers: list[Server] = []
     summary: dict[str, Any] = {"words": args.words}
-    litellm_error = ensure_litellm(install=not args.no_install)
+    litellm_error = (
+        "LiteLLM left out (--no-litellm)"
+        if args.no_litellm
+        else ensure_litellm(install=not args.no_install)
+    )
     try:
         upstream_port, drupe_port, litellm_port = _free_port(), _free_port(), _free_port()
+        floor_port = _free_port()
         upstream_url = f"http://127.0.0.1:{upstream_port}/v1"
         upstream = _spawn(
             "upstream",
@@ -294,10 +368,22 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
         drupe_key = await _drupe_key(data_dir)
         drupe = _spawn(
             "drupe",
-            [sys.executable, "-c", _DRUPE_SERVER, str(data_dir), str(config), str(drupe_port)],
+            [
+                *(sys.executable, "-c", _DRUPE_SERVER, str(data_dir), str(config)),
+                *(str(drupe_port), "off" if args.agent_loop else "on"),
+            ],
             workdir,
         )
         servers.append(drupe)
+        floor = _spawn(
+            "floor",
+            [
+                *(sys.executable, "-c", _FLOOR_SERVER),
+                *(f"{upstream_url}/chat/completions", str(floor_port)),
+            ],
+            workdir,
+        )
+        servers.append(floor)
 
         master_key = "sk-bench-" + secrets.token_hex(16)
         litellm: Server | None = None
@@ -328,8 +414,11 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
             60,
             {"authorization": f"Bearer {drupe_key}"},
         )
+        floor_url = f"http://127.0.0.1:{floor_port}/v1"
+        await _wait_ready(floor, f"http://127.0.0.1:{floor_port}/", 30, {})
         targets = [
             Target("direct", upstream_url, "fake", "sk-fake", upstream.process.pid),
+            Target("floor", floor_url, "fake", "sk-fake", floor.process.pid),
             Target(
                 "drupe",
                 f"http://127.0.0.1:{drupe_port}/v1",
@@ -375,62 +464,123 @@ async def measure(args: argparse.Namespace) -> dict[str, Any]:
     return summary
 
 
+LEVELS = (1, 4, 16)
+"""Concurrent clients per target in the concurrency phase (goal P4 names these three)."""
+
+
+def _ratio(drupe: float, litellm: float) -> float | None:
+    return round(drupe / litellm, 3) if litellm > 0 else None
+
+
 async def _run_phases(targets: list[Target], args: argparse.Namespace) -> dict[str, Any]:
-    rounds = 50 if args.quick else 600
-    workers, per_worker = (4, 5) if args.quick else (16, 20)
+    rounds = args.rounds or (30 if args.quick else 600)
+    per_worker = args.per_worker or (1 if args.quick else 5)
+    repeats = args.repeats or (5 if args.quick else 10)
+    cpu_requests = args.rounds or max(rounds, 150)
     names = [t.name for t in targets[1:]]
+    by_name = {t.name: t for t in targets}
     for stream in (False, True):  # warm-up: connections, caches, first-request costs
         await sequential(targets, 10, stream)
 
-    pooled: dict[str, list[float]] = {name: [] for name in names}
     modes: dict[str, Any] = {}
     for stream in (False, True):
         mode = "streaming" if stream else "non_streaming"
-        cpu_before = {t.name: _cpu_seconds(t.pid) for t in targets}
         result = await sequential(targets, rounds, stream)
-        cpu = {t.name: (_cpu_seconds(t.pid) - cpu_before[t.name]) / rounds for t in targets}
         figures: dict[str, Any] = {"direct_p50_ms": _ms(statistics.median(result["direct"]))}
         for name in names:
             overhead = result[f"overhead:{name}"]
-            pooled[name] += overhead
             figures[f"{name}_p50_ms"] = _ms(_percentile(overhead, 50))
             figures[f"{name}_p99_ms"] = _ms(_percentile(overhead, 99))
-        # Server CPU per request: a figure that the machine's other load barely moves. (Drupe's
-        # two targets share one process: each shows that process's CPU per round.)
-        figures.update({f"{name}_cpu_ms_per_request": _ms(cpu[name]) for name in cpu})
-        modes[mode] = figures
-
-    concurrency: dict[str, Any] = {"workers": workers, "requests_per_worker": per_worker}
-    for stream in (False, True):
-        mode = "streaming" if stream else "non_streaming"
-        medians = {
-            t.name: statistics.median(await concurrent(t, workers, per_worker, stream))
+        # Server CPU per request, each target alone (Drupe's two targets share one process): a
+        # figure that the machine's other load barely moves.
+        # /proc counts CPU in 10 ms ticks: the fast targets get more requests than LiteLLM.
+        cpu = {
+            t.name: await cpu_per_request(
+                t, rounds if t.name == "litellm" else cpu_requests, stream
+            )
             for t in targets
         }
-        concurrency[mode] = {
-            f"{name}_p50_overhead_ms": _ms(medians[name] - medians["direct"]) for name in names
-        }
+        figures.update({f"{name}_cpu_ms_per_request": _ms(cpu[name]) for name in cpu})
+        figures["cpu_ms_over_direct"] = _ms(cpu["drupe"] - cpu["direct"])
+        modes[mode] = figures
+        print(
+            f"{mode}: direct p50 {figures['direct_p50_ms']} ms; overhead p50/p99 "
+            + "; ".join(
+                f"{name} {figures[f'{name}_p50_ms']}/{figures[f'{name}_p99_ms']} ms"
+                for name in names
+            )
+            + "; CPU ms per request "
+            + ", ".join(f"{name} {figures[f'{name}_cpu_ms_per_request']}" for name in cpu),
+            flush=True,
+        )
+
+    # Concurrency: at 1 client the interleaved rounds above; at 4 and 16, each target in turn
+    # (the order rotates per repeat), overhead = the target's percentile minus direct's.
+    concurrency: dict[str, Any] = {"requests_per_worker": per_worker}
+    ratios_p50: list[float] = []
+    ratios_p99: list[float] = []
+    for level in LEVELS:
+        per_level: dict[str, Any] = {}
+        for stream in (False, True):
+            mode = "streaming" if stream else "non_streaming"
+            entry: dict[str, Any] = {}
+            if level == 1:
+                for name in names:
+                    entry[f"{name}_p50_ms"] = modes[mode][f"{name}_p50_ms"]
+                    entry[f"{name}_p99_ms"] = modes[mode][f"{name}_p99_ms"]
+            else:
+                samples: dict[str, list[float]] = {t.name: [] for t in targets}
+                for repeat in range(repeats):
+                    order = targets[repeat % len(targets) :] + targets[: repeat % len(targets)]
+                    for target in order:
+                        samples[target.name] += await concurrent(target, level, per_worker, stream)
+                for name in names:
+                    for q in (50, 99):
+                        gap = _percentile(samples[name], q) - _percentile(samples["direct"], q)
+                        entry[f"{name}_p{q}_ms"] = _ms(gap)
+            if "litellm" in by_name:
+                for q, bucket in ((50, ratios_p50), (99, ratios_p99)):
+                    value = _ratio(entry[f"drupe_p{q}_ms"], entry[f"litellm_p{q}_ms"])
+                    entry[f"ratio_p{q}"] = value
+                    if value is not None:
+                        bucket.append(value)
+            per_level[mode] = entry
+            print(f"{level} client(s), {mode}: {entry}", flush=True)
+        concurrency[str(level)] = per_level
 
     summary: dict[str, Any] = {"rounds_per_mode": rounds, "modes": modes}
-    summary["concurrent"] = concurrency
-    drupe = pooled["drupe"]
-    summary["drupe_p50_ms"] = _ms(_percentile(drupe, 50))
-    summary["drupe_p99_ms"] = _ms(_percentile(drupe, 99))
-    responses = pooled["drupe_responses"]
-    summary["drupe_responses_p50_ms"] = _ms(_percentile(responses, 50))
-    summary["drupe_responses_p99_ms"] = _ms(_percentile(responses, 99))
-    chat_p50 = _percentile(drupe, 50)
+    summary["concurrency"] = concurrency
+    worst = {
+        key: max(modes[mode][f"drupe_{key}"] for mode in modes) for key in ("p50_ms", "p99_ms")
+    }
+    summary["overhead_p50_ms"] = worst["p50_ms"]
+    summary["overhead_p99_ms"] = worst["p99_ms"]
+    summary["cpu_ms_over_direct"] = max(modes[mode]["cpu_ms_over_direct"] for mode in modes)
+    summary["floor_p50_ms"] = max(modes[mode]["floor_p50_ms"] for mode in modes)
+    summary["floor_p99_ms"] = max(modes[mode]["floor_p99_ms"] for mode in modes)
+    summary["drupe_p50_ms"] = worst["p50_ms"]
+    summary["drupe_p99_ms"] = worst["p99_ms"]
+    responses = [modes[mode]["drupe_responses_p50_ms"] for mode in modes]
+    summary["drupe_responses_p50_ms"] = max(responses)
+    summary["drupe_responses_p99_ms"] = max(m["drupe_responses_p99_ms"] for m in modes.values())
     summary["responses_vs_chat_p50"] = (
-        round(_percentile(responses, 50) / chat_p50, 3) if chat_p50 > 0 else None
+        round(max(responses) / worst["p50_ms"], 3) if worst["p50_ms"] > 0 else None
     )
-    if "litellm" in pooled:
-        litellm = pooled["litellm"]
-        summary["litellm_p50_ms"] = _ms(_percentile(litellm, 50))
-        summary["litellm_p99_ms"] = _ms(_percentile(litellm, 99))
-        summary["ratio_p50"] = round(_percentile(drupe, 50) / _percentile(litellm, 50), 3)
-        summary["ratio_p99"] = round(_percentile(drupe, 99) / _percentile(litellm, 99), 3)
+    goals = {
+        "overhead_p50": summary["overhead_p50_ms"] <= GOAL_P50_MS,
+        "overhead_p99": summary["overhead_p99_ms"] <= GOAL_P99_MS,
+        "cpu": summary["cpu_ms_over_direct"] <= GOAL_CPU_MS,
+    }
+    if "litellm" in by_name:
+        summary["litellm_p50_ms"] = max(m["litellm_p50_ms"] for m in modes.values())
+        summary["litellm_p99_ms"] = max(m["litellm_p99_ms"] for m in modes.values())
+        summary["ratio_p50"] = max(ratios_p50) if ratios_p50 else None
+        summary["ratio_p99"] = max(ratios_p99) if ratios_p99 else None
         summary["goal_ratio"] = GOAL_RATIO
-        summary["meets_goal"] = summary["ratio_p50"] <= GOAL_RATIO
+        goals["ratio_p50"] = summary["ratio_p50"] is not None and summary["ratio_p50"] <= GOAL_RATIO
+        goals["ratio_p99"] = summary["ratio_p99"] is not None and summary["ratio_p99"] <= GOAL_RATIO
+    summary["goals_met"] = goals
+    summary["meets_goal"] = all(goals.values())
     return summary
 
 
@@ -438,8 +588,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="fewer rounds (<= 60 s)")
     parser.add_argument("--words", type=int, default=20, help="words in every upstream answer")
+    parser.add_argument("--rounds", type=int, default=0, help="sequential rounds per mode")
+    parser.add_argument(
+        "--per-worker", type=int, default=0, help="requests per client at 4 and 16 clients"
+    )
     parser.add_argument(
         "--no-install", action="store_true", help="do not create the LiteLLM venv if missing"
+    )
+    parser.add_argument("--no-litellm", action="store_true", help="measure Drupe vs direct only")
+    parser.add_argument("--repeats", type=int, default=0, help="bursts per target at 4 and 16")
+    parser.add_argument(
+        "--agent-loop",
+        action="store_true",
+        help="Drupe with gateway_passthrough off: every request through the agent loop",
     )
     args = parser.parse_args()
     started = time.monotonic()
@@ -448,7 +609,9 @@ def main() -> None:
     summary.setdefault("litellm_p99_ms", None)
     summary.setdefault("ratio_p50", None)
     summary.setdefault("ratio_p99", None)
+    summary["bench"] = "gateway"
     summary["quick"] = bool(args.quick)
+    summary["passthrough"] = not args.agent_loop
     summary["seconds"] = round(time.monotonic() - started, 1)
     print(json.dumps(summary), flush=True)
 

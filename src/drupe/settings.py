@@ -81,6 +81,9 @@ class Settings:
     gateway_idle_timeout: float = 1200.0
     """Seconds a gateway stream may go without a chunk before it ends in an error."""
     require_gateway_keys: bool = True
+    gateway_passthrough: bool = True
+    """Forward ``/v1/chat/completions`` for OpenAI-wire providers as-is (``drupe.gateway.
+    passthrough``) instead of through the agent loop (``DRUPE_GATEWAY_PASSTHROUGH=off``)."""
     code_execution: bool = False
     """Offer the ``python_exec`` tool (off unless explicitly enabled: it is not a sandbox)."""
     trace_store: bool = True
@@ -149,6 +152,8 @@ class Settings:
             kwargs["run_scheduler"] = False
         if env.get("DRUPE_TRACE_STORE", "").lower() in ("0", "false", "no", "off"):
             kwargs["trace_store"] = False
+        if env.get("DRUPE_GATEWAY_PASSTHROUGH", "").lower() in ("0", "false", "no", "off"):
+            kwargs["gateway_passthrough"] = False
         if env.get("DRUPE_GATEWAY_IDLE_TIMEOUT"):
             kwargs["gateway_idle_timeout"] = float(env["DRUPE_GATEWAY_IDLE_TIMEOUT"])
         stream: dict[str, object] = {}

@@ -58,6 +58,7 @@ from drupe.gateway.openai_compat import (
     openai_error_body,
     parse_chat_request,
 )
+from drupe.gateway.passthrough import Passthrough
 from drupe.gateway.prompt import (
     GatewayError,
     GatewayFailure,
@@ -68,7 +69,18 @@ from drupe.persistence.records import ApiKeyRecord
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["GatewayRoute", "build_router"]
+__all__ = ["GatewayRoute", "GatewayRouter", "build_router"]
+
+
+class GatewayRouter(APIRouter):
+    """The ``/v1`` routes and what they own: the pass-through's pooled upstream clients."""
+
+    passthrough: Passthrough | None = None
+
+    async def aclose(self) -> None:
+        """Close the pooled upstream connections (the app's lifespan calls it)."""
+        if self.passthrough is not None:
+            await self.passthrough.aclose()
 
 
 def _schema(required: list[str], properties: dict[str, Any]) -> dict[str, Any]:
@@ -105,10 +117,16 @@ def _is_anthropic(request: Request) -> bool:
     return "anthropic-version" in request.headers
 
 
-def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> APIRouter:
+def build_router(
+    runtime: Runtime,
+    *,
+    access: GatewayAccess | None = None,
+    passthrough: Passthrough | None = None,
+) -> GatewayRouter:
     """The ``/v1`` gateway routes over ``runtime``."""
-    router = APIRouter(route_class=GatewayRoute, tags=["gateway"])
+    router = GatewayRouter(route_class=GatewayRoute, tags=["gateway"])
     access = access or GatewayAccess(runtime)
+    fast = router.passthrough = passthrough or Passthrough(runtime)
 
     openai_auth = access.auth(openai_error_body, allow_x_api_key=False)
     anthropic_auth = access.auth(anthropic_error_body, allow_x_api_key=True)
@@ -161,6 +179,9 @@ def build_router(runtime: Runtime, *, access: GatewayAccess | None = None) -> AP
         chat = parse_chat_request(body, refusal(openai_error_body))
         check_model(runtime, chat.model, openai_error_body)
         await access.admit(key, chat.model, openai_error_body)
+        upstream = fast.upstream(chat.model)
+        if upstream is not None:  # an OpenAI-wire provider: forwarded as-is
+            return fast.respond(upstream, body, chat, on_end=access.charge(key))
         return await respond(
             runtime,
             chat.spec,

@@ -187,6 +187,11 @@ class StreamManager:
     def get(self, conversation_id: str) -> LiveStream | None:
         return self.registry.get(conversation_id)
 
+    @property
+    def closing(self) -> bool:
+        """True once shutdown began: ``send`` refuses new streams (``AdmissionError``)."""
+        return self._closing
+
     def is_live(self, conversation_id: str) -> bool:
         stream = self.registry.get(conversation_id)
         return stream is not None and stream.is_live

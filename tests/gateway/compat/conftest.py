@@ -76,8 +76,12 @@ async def open_gateway(tmp_path: Path, **overrides: object) -> AsyncIterator[Gat
     settings = Settings(**kwargs)  # type: ignore[arg-type]
     async with open_runtime(settings) as runtime:
         key, _ = await runtime.db.api_keys.create("compat tests")
-        async with serve_app(create_app(runtime)) as url:
-            yield Gateway(url=url, key=key, runtime=runtime)
+        app = create_app(runtime)
+        try:
+            async with serve_app(app) as url:
+                yield Gateway(url=url, key=key, runtime=runtime)
+        finally:
+            await app.state.close_gateway()  # serve_app runs no lifespan
 
 
 @pytest.fixture
