@@ -19,10 +19,9 @@ Contract:
 
 from __future__ import annotations
 
-import email.utils
 from collections.abc import Mapping
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import datetime
 
 from pydantic_ai.exceptions import (
     ModelAPIError,
@@ -34,18 +33,17 @@ from pydantic_ai.exceptions import (
     ModelUnavailableError,
 )
 
-from drupe.agent.retry_policy import RetryPolicy
+from drupe.agent.retry_policy import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from drupe.chunks.types import Chunk
 
 __all__ = [
+    "RETRYABLE_STATUS",
     "FailureInfo",
     "RetryPolicy",
     "classify",
     "parse_retry_after",
     "retry_chunk",
 ]
-
-RETRYABLE_STATUS: frozenset[int] = frozenset((408, 409, 429))
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -83,37 +81,6 @@ def retry_chunk(
         },
         "transient": True,
     }
-
-
-def parse_retry_after(headers: Mapping[str, str], *, now: datetime | None = None) -> float | None:
-    """Return the wait in seconds from ``retry-after-ms`` or ``Retry-After`` (or an HTTP date)."""
-    lowered = {key.lower(): value for key, value in headers.items()}
-    raw_ms = lowered.get("retry-after-ms")
-    if raw_ms is not None:
-        try:
-            millis = float(raw_ms)
-        except ValueError:
-            millis = -1.0
-        if 0 <= millis < float("inf"):
-            return millis / 1000
-    raw = lowered.get("retry-after")
-    if raw is None:
-        return None
-    raw = raw.strip()
-    try:
-        seconds = float(raw)
-    except ValueError:
-        pass
-    else:
-        return seconds if 0 <= seconds < float("inf") else None
-    try:
-        when = email.utils.parsedate_to_datetime(raw)
-    except (TypeError, ValueError, IndexError):
-        return None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=UTC)
-    current = now if now is not None else datetime.now(UTC)
-    return max((when - current).total_seconds(), 0.0)
 
 
 # --- internals ---------------------------------------------------------------------------------

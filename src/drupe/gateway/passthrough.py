@@ -41,7 +41,7 @@ from starlette.types import Message, Receive, Scope, Send
 
 from drupe.agent.models.providers import KEYLESS_API_KEY
 from drupe.agent.models.registry import split_model_id
-from drupe.agent.retry import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
+from drupe.agent.retry_policy import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from drupe.errors import ConfigError
 from drupe.gateway.openai_compat import DONE, OpenAIChat, openai_error_body
 from drupe.gateway.prompt import GatewayFailure
