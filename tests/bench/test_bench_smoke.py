@@ -22,7 +22,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         {"p50_ms", "p99_ms", "hop_baseline_p50_ms", "p50_ratio", "p99_ratio"},
     ),
     "live_streams_http": (
-        ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "8", "--timeout", "10"],
+        ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "30", "--timeout", "10"],
         {"rss_per_stream_kib", "chunks_per_cpu_s", "ratio_vs_bare", "keeps_up_ratio"},
     ),
     "fanout": (
@@ -36,7 +36,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
             "--interval",
             "0.01",
             "--chunks",
-            "8",
+            "30",
             "--timeout",
             "10",
             "--checkpoint-streams",
