@@ -22,7 +22,8 @@ must never wait on a socket (Drupe's listener contract).
 
 Figures (the JSON last line): ``p50_ms``, ``p99_ms`` (goal P2: p50 <= 0.2 ms, p99 <= 2 ms),
 ``max_ms``, ``samples``, the chunk rate the server sustained, ``baseline_p50_ms`` /
-``baseline_p99_ms`` and ``hop_baseline_p50_ms`` / ``hop_baseline_p99_ms``.
+``baseline_p99_ms`` and ``hop_baseline_p50_ms`` / ``hop_baseline_p99_ms``; ``p50_ratio`` /
+``p99_ratio`` = Drupe's / the one-hop baseline's (issue 11 §3: <= 1.1 / <= 1.2).
 """
 
 from __future__ import annotations
@@ -48,6 +49,9 @@ from _common import parse_args, run
 
 GOAL_P50_MS = 0.2
 GOAL_P99_MS = 2.0
+GOAL_P50_RATIO = 1.1
+GOAL_P99_RATIO = 1.2
+"""Issue 11 §3: p50 <= 1.1x and p99 <= 1.2x the one-hop raw-socket baseline of the same run."""
 _STAMP = re.compile(rb'"delta":"(\d+) "')
 
 
@@ -291,6 +295,12 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         raise SystemExit(f"received {len(samples)} of {expected} stamped deltas")
     baseline = await _baseline(args, deltas, interval, hop=False)
     hop_baseline = await _baseline(args, deltas, interval, hop=True)
+    p50, p99 = statistics.median(samples), _percentile(samples, 0.99)
+    hop_p50, hop_p99 = statistics.median(hop_baseline), _percentile(hop_baseline, 0.99)
+    print(
+        f"drupe p50 {p50:.3f} ms / p99 {p99:.3f} ms; one-hop raw socket p50 {hop_p50:.3f} ms /"
+        f" p99 {hop_p99:.3f} ms: ratios {p50 / hop_p50:.2f} / {p99 / hop_p99:.2f}"
+    )
     return {
         "bench": "latency",
         "streams": args.streams,
@@ -305,6 +315,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         "baseline_p99_ms": round(_percentile(baseline, 0.99), 4),
         "hop_baseline_p50_ms": round(statistics.median(hop_baseline), 4),
         "hop_baseline_p99_ms": round(_percentile(hop_baseline, 0.99), 4),
+        "p50_ratio": round(p50 / hop_p50, 3),
+        "p99_ratio": round(p99 / hop_p99, 3),
+        "goal_p50_ratio": GOAL_P50_RATIO,
+        "goal_p99_ratio": GOAL_P99_RATIO,
+        "meets_ratio_goal": p50 <= GOAL_P50_RATIO * hop_p50 and p99 <= GOAL_P99_RATIO * hop_p99,
         "goal_p50_ms": GOAL_P50_MS,
         "goal_p99_ms": GOAL_P99_MS,
     }

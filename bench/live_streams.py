@@ -32,6 +32,17 @@ checkpoints per stream.
 
     python bench/live_streams.py --quick   # 2,000 streams
     python bench/live_streams.py           # 10,000 streams
+    python bench/live_streams.py --http    # 10,000 streams over real HTTP (SSE), see below
+
+``ratio_vs_bare`` = ``chunks_per_cpu_s`` / ``baseline_chunks_per_cpu_s`` (issue 11 §2: >= 0.9).
+
+``--http`` (``bench/_live_http.py``): the same trickling streams through real sockets: the real
+app on uvicorn on loopback, one SSE connection per stream from a client process, against the
+bare pipe (task -> memory stream -> writer task -> socket) on a raw TCP server with the same
+clients; each server runs alone in a child process, the bare one first, and reports its own
+RSS and CPU. Keys: ``rss_per_stream_kib`` (goal <= 16 KiB of server RSS per stream),
+``chunks_per_cpu_s``, ``ratio_vs_bare``, ``keeps_up_ratio``, and ``baseline_*`` for the bare
+server. ``RLIMIT_NOFILE`` is raised to the hard limit in every process.
 
 The streams are then stopped through ``StreamManager.shutdown`` (every one ends ``paused``).
 """
@@ -52,6 +63,7 @@ from typing import Any
 import anyio
 
 from _common import Subscriber, consume, median, parse_args, rss_kib, run, token_deltas
+from _live_http import client_main, serve
 from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import NewMessage, NewPlaceholder
@@ -61,7 +73,11 @@ from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 GOAL_KIB = 20.0
+HTTP_GOAL_KIB = 16.0
+RATIO_GOAL = 0.9
 CHECKPOINT_GOAL = 0.95
+HTTP_VARIANTS = ("http", "http-bare")
+"""The ``--http`` servers (each in a child process of its own)."""
 PERSISTED = ("persist", "checkpoint")
 """Variants with a database and a persistence listener per stream (checkpoints off / on)."""
 _MAX_DELTAS = 100_000
@@ -96,8 +112,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--checkpoint-repeat", type=int, default=None, help="runs of each, default 3 (quick 2)"
     )
     parser.add_argument(
+        "--http", action="store_true", help="through real sockets: uvicorn + SSE vs a raw server"
+    )
+    parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
         "--variant",
-        choices=("both", "manager", "baseline", *PERSISTED),
+        choices=("both", "manager", "baseline", *PERSISTED, *HTTP_VARIANTS),
         default="both",
         help="both: the baseline in a child process first, then the manager in this one, then"
         " the checkpoint cost (persist, checkpoint) in child processes",
@@ -276,6 +296,7 @@ def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> d
     command = [
         sys.executable,
         __file__,
+        *(["--quick"] if args.quick else []),
         "--variant",
         variant,
         "--loop",
@@ -311,6 +332,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
     )
     if args.variant in ("baseline", *PERSISTED):
         return await _measure(args, streams, args.variant)
+    if args.variant in HTTP_VARIANTS:
+        return await serve(args, streams, args.variant)
+    if args.http:
+        return _http(args, streams)
     # The baseline runs first, alone, so the two never compete for the cores.
     baseline = _variant_in_child(args, streams, "baseline") if args.variant == "both" else None
     summary = await _measure(args, streams, "manager")
@@ -322,12 +347,56 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         summary["manager_kib_per_stream"] = round(per_stream - baseline["rss_per_stream_kib"], 2)
         summary["baseline_chunks_per_cpu_s"] = baseline["chunks_per_cpu_s"]
         summary["baseline_chunks_per_s"] = baseline["chunks_per_s"]
+        summary["ratio_vs_bare"] = _ratio(summary["chunks_per_cpu_s"], baseline["chunks_per_cpu_s"])
+        summary["ratio_goal"] = RATIO_GOAL
         print(
             f"the manager adds {summary['manager_kib_per_stream']:.2f} KiB per live stream over"
             f" the bare source -> subscriber pipe ({baseline['rss_per_stream_kib']:.2f} KiB)"
         )
         summary.update(await _checkpoint_cost(args))
     return summary
+
+
+def _ratio(value: float | None, baseline: float | None) -> float | None:
+    return round(value / baseline, 3) if value and baseline else None
+
+
+def _http(args: argparse.Namespace, streams: int) -> dict[str, Any]:
+    """The bare server, then Drupe's, each in a child process with its own client process."""
+    bare = _variant_in_child(args, streams, "http-bare")
+    drupe = _variant_in_child(args, streams, "http")
+    ratio = _ratio(drupe["chunks_per_cpu_s"], bare["chunks_per_cpu_s"])
+    per_stream = drupe["rss_per_stream_kib"]
+    print(
+        f"over HTTP: {per_stream:.2f} KiB of server RSS per stream (bare"
+        f" {bare['rss_per_stream_kib']:.2f}); chunks per CPU second {ratio}x the bare server's"
+    )
+    return {
+        "bench": "live_streams",
+        "variant": "http",
+        "streams": streams,
+        "live_streams": drupe["live_streams"],
+        "interval_ms": args.interval * 1000,
+        "rss_per_stream_kib": per_stream,
+        "chunks_per_cpu_s": drupe["chunks_per_cpu_s"],
+        "ratio_vs_bare": ratio,
+        "keeps_up_ratio": drupe["keeps_up_ratio"],
+        "chunks_per_s": drupe["chunks_per_s"],
+        "expected_chunks_per_s": drupe["expected_chunks_per_s"],
+        "cpu_share_of_one_core": drupe["cpu_share_of_one_core"],
+        "frames_received": drupe["frames_received"],
+        "chunks_published": drupe["chunks_published"],
+        "reached_target": drupe["reached_target"],
+        "baseline_rss_per_stream_kib": bare["rss_per_stream_kib"],
+        "baseline_chunks_per_cpu_s": bare["chunks_per_cpu_s"],
+        "baseline_keeps_up_ratio": bare["keeps_up_ratio"],
+        "baseline_chunks_per_s": bare["chunks_per_s"],
+        "goal_kib": HTTP_GOAL_KIB,
+        "ratio_goal": RATIO_GOAL,
+        "meets_goal": per_stream <= HTTP_GOAL_KIB
+        and (ratio or 0) >= RATIO_GOAL
+        and drupe["live_streams"] == streams,
+    }
 
 
 async def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
@@ -363,4 +432,12 @@ async def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
 
 if __name__ == "__main__":
     arguments = parse_args(__doc__.splitlines()[0], _arguments)
-    run(lambda: _main(arguments), arguments)
+    if arguments.client is not None:
+        anyio.run(
+            client_main,
+            arguments.client,
+            arguments.streams,
+            backend_options={"use_uvloop": arguments.loop == "uvloop"},
+        )
+    else:
+        run(lambda: _main(arguments), arguments)

@@ -17,6 +17,14 @@ from typing import Any
 ROOT = Path(__file__).resolve().parents[2]
 
 BENCHES: dict[str, tuple[list[str], set[str]]] = {
+    "latency": (
+        ["--streams", "5", "--deltas", "10", "--interval", "0.005"],
+        {"p50_ms", "p99_ms", "hop_baseline_p50_ms", "p50_ratio", "p99_ratio"},
+    ),
+    "live_streams_http": (
+        ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "30", "--timeout", "10"],
+        {"rss_per_stream_kib", "chunks_per_cpu_s", "ratio_vs_bare", "keeps_up_ratio"},
+    ),
     "fanout": (
         ["--subscribers", "20", "--deltas", "50", "--repeat", "1"],
         {"events_per_s", "baseline_events_per_s", "ratio"},
@@ -28,7 +36,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
             "--interval",
             "0.01",
             "--chunks",
-            "8",
+            "30",
             "--timeout",
             "10",
             "--checkpoint-streams",
@@ -45,6 +53,9 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
             "expected_chunks_per_s",
             "baseline_rss_per_stream_kib",
             "checkpoint_cost_ratio",
+            "chunks_per_cpu_s",
+            "ratio_vs_bare",
+            "keeps_up_ratio",
         },
     ),
     "boot": (
@@ -79,10 +90,15 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
 }
 
 
+def _script(name: str) -> str:
+    """``live_streams_http`` is ``live_streams.py --http``."""
+    return name.removesuffix("_http")
+
+
 def _run_all() -> dict[str, dict[str, Any]]:
     procs = {
         name: subprocess.Popen(
-            [sys.executable, str(ROOT / "bench" / f"{name}.py"), "--quick", *flags],
+            [sys.executable, str(ROOT / "bench" / f"{_script(name)}.py"), "--quick", *flags],
             cwd=ROOT,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -104,7 +120,7 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     results = _run_all()
     for name, (_, keys) in BENCHES.items():
         summary = results[name]
-        assert summary["bench"] == name
+        assert summary["bench"] == _script(name)
         assert keys <= summary.keys(), f"{name} lacks {keys - summary.keys()}"
         for key in keys:
             assert isinstance(summary[key], int | float), (name, key, summary[key])
@@ -114,6 +130,12 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     assert live["live_streams"] == 30
     assert live["reached_target"] is True
     assert live["overflowed_subscribers"] == 0
+    http = results["live_streams_http"]
+    assert http["live_streams"] == 20
+    assert http["reached_target"] is True
+    # Every chunk published reached its SSE connection (plus the replayed start and [DONE]).
+    assert http["frames_received"] >= http["chunks_published"]
+    assert results["latency"]["samples"] == 5 * 10
     records = results["status_records"]
     assert records["baseline_status_records"] == 300
     assert records["status_records"] == 100

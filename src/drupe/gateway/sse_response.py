@@ -4,9 +4,10 @@ Each wake-up of the buffer is ONE ``http.response.body`` message (coalesced fram
 per event and never FastAPI's SSE class. The response watches ``receive`` for
 ``http.disconnect`` for its whole life (whatever the ASGI spec version), so a closed connection
 is noticed at once even while nothing is being written; then ``on_close`` runs. An idle
-connection gets an SSE comment (``PING_FRAME``) every ``ping_after`` seconds, from a timer
-task of its own (a timeout per batch would cost a timer per write). ``on_close``
-DETACHES the listener from its stream: closing a connection is never a stop.
+connection gets an SSE comment (``PING_FRAME``) every ``ping_after`` seconds, timed by that
+same watch (a timeout per batch would cost a timer per write). A response costs ONE task
+besides the request's own: the writer. ``on_close`` DETACHES the listener from its stream:
+closing a connection is never a stop.
 """
 
 from __future__ import annotations
@@ -52,53 +53,55 @@ class SseResponse(Response):
         buffer = self.buffer
         try:
             async with anyio.create_task_group() as tg:
-
-                async def watch_disconnect() -> None:
-                    while True:
-                        message = await receive()
-                        if message["type"] == "http.disconnect":
-                            buffer.disconnected = True
-                            tg.cancel_scope.cancel()
-                            return
-
-                async def ping() -> None:
-                    # One timer per connection per interval, not one per batch.
-                    assert self.ping_after is not None
-                    seen = -1
-                    while True:
-                        await anyio.sleep(self.ping_after)
-                        if buffer.writes == seen:
-                            buffer.push(PING_FRAME)
-                        seen = buffer.writes
-
-                async def write() -> None:
-                    # A task of its own: each wake-up resumes this short stack only, not the
-                    # whole middleware chain the response was called through.
-                    try:
-                        await send(
-                            {
-                                "type": "http.response.start",
-                                "status": self.status_code,
-                                "headers": self.raw_headers,
-                            }
-                        )
-                        next_batch = buffer.next_batch
-                        while (batch := await next_batch()) is not None:
-                            await send(
-                                {"type": "http.response.body", "body": batch, "more_body": True}
-                            )
-                        await send({"type": "http.response.body", "body": b"", "more_body": False})
-                    except OSError:
-                        buffer.disconnected = True
-                    tg.cancel_scope.cancel()
-
-                tg.start_soon(watch_disconnect)
-                if self.ping_after is not None:
-                    tg.start_soon(ping)
-                tg.start_soon(write)
+                # ONE task besides the request's own (issue 11 §2: a task costs ~3 KiB at
+                # 10,000 connections): the writer runs in a task of its own, so each wake-up
+                # resumes its short stack only, not the whole middleware chain the response was
+                # called through; this task watches for the disconnect and times the pings.
+                tg.start_soon(self._write, send, tg.cancel_scope)
+                await self._watch(receive)
+                tg.cancel_scope.cancel()
         finally:
             buffer.disconnected = True
             try:
                 self.on_close()
             except Exception:  # isolation boundary: detaching must never fail a response
                 log.exception("closing an SSE response failed")
+
+    async def _watch(self, receive: Receive) -> None:
+        """Return once the client is gone; meanwhile queue a ping after each idle interval."""
+        buffer = self.buffer
+        ping_after = self.ping_after
+        seen = -1
+        while True:
+            if ping_after is None:
+                message = await receive()
+            else:
+                # One timer per connection per interval, not one per batch.
+                with anyio.move_on_after(ping_after) as waited:
+                    message = await receive()
+                if waited.cancelled_caught:
+                    if buffer.writes == seen:
+                        buffer.push(PING_FRAME)
+                    seen = buffer.writes
+                    continue
+            if message["type"] == "http.disconnect":
+                buffer.disconnected = True
+                return
+
+    async def _write(self, send: Send, scope: anyio.CancelScope) -> None:
+        buffer = self.buffer
+        try:
+            await send(
+                {
+                    "type": "http.response.start",
+                    "status": self.status_code,
+                    "headers": self.raw_headers,
+                }
+            )
+            next_batch = buffer.next_batch
+            while (batch := await next_batch()) is not None:
+                await send({"type": "http.response.body", "body": batch, "more_body": True})
+            await send({"type": "http.response.body", "body": b"", "more_body": False})
+        except OSError:
+            buffer.disconnected = True
+        scope.cancel()

@@ -4,8 +4,9 @@
 
 * the source is opened in the task, read once, and closed (shielded, bounded) when the loop
   ends, so its ``finally`` runs;
-* the idle watchdog is a cancel scope whose deadline moves on chunks (the approval bound while
-  an approval is pending); it fires as ``paused`` with reason ``idle-timeout``;
+* the idle watchdog is the manager's ``IdleWatch`` (one task for every execution, the approval
+  bound while an approval is pending): it stops the execution with reason ``idle-timeout``,
+  which ends ``paused``; the loop itself reads no clock;
 * classification, first match: the source raised -> ``error`` (serialized); aborted -> ``paused``;
   an ``error`` chunk was seen -> ``error`` named ``StreamError``; else ``done``;
 * a user abort cancels the execution's own scope, which absorbs it; external cancellation
@@ -66,14 +67,13 @@ async def run_execution(
     stream: LiveStream,
     execution: Execution,
     *,
-    config: StreamConfig,
     tracer: trace.Tracer | None,
     finish: Finish,
     counted: Callable[[], None],
 ) -> None:
     """Run one execution to its terminal; ``finish`` performs the terminal work."""
     if tracer is None:
-        await _run(stream, execution, config, None, finish, counted)
+        await _run(stream, execution, None, finish, counted)
         return
     span = tracer.start_span(
         TURN_SPAN,
@@ -90,7 +90,7 @@ async def run_execution(
         tracer, span, model_id=execution.model_id, conversation_id=stream.conversation_id
     )
     with trace.use_span(span, end_on_exit=False):
-        await _run(stream, execution, config, (span, spans), finish, counted)
+        await _run(stream, execution, (span, spans), finish, counted)
 
 
 def _end_spans(
@@ -110,14 +110,13 @@ def _end_spans(
 async def _run(
     stream: LiveStream,
     execution: Execution,
-    config: StreamConfig,
     traced: tuple[trace.Span, TurnSpans] | None,
     finish: Finish,
     counted: Callable[[], None],
 ) -> None:
     observe = traced[1].observe if traced is not None else None
     try:
-        outcome, error, reason = await _pump(stream, execution, config, counted, observe)
+        outcome, error, reason = await _pump(stream, execution, counted, observe)
     except BaseException:
         # External cancellation (shutdown): settle as paused, then let it propagate.
         execution.status = "aborted"
@@ -140,19 +139,13 @@ async def _run(
 async def _pump(
     stream: LiveStream,
     execution: Execution,
-    config: StreamConfig,
     counted: Callable[[], None],
     observe: Callable[[Chunk], None] | None = None,
 ) -> tuple[Outcome, SerializedError | None, str | None]:
-    idle = config.idle_timeout
-    approval_idle = config.approval_idle_timeout
-    current_time = anyio.current_time
     publish = stream.publish
-    # Moving a deadline re-arms a loop timer; only move it when it shifts noticeably.
-    slack = min(1.0, idle * 0.01)
-    # One cancel scope serves both ends: a stop marks the execution aborted, then cancels it;
-    # the idle watchdog is the scope's deadline, moved forward on chunks.
-    with anyio.CancelScope(deadline=current_time() + idle) as scope:
+    # One cancel scope serves every stop: a stop (user, shutdown, the idle watch) marks the
+    # execution aborted with its reason, then cancels the scope. The loop reads no clock.
+    with anyio.CancelScope() as scope:
         execution.scope = scope
         if execution.status != "streaming":
             scope.cancel()
@@ -160,11 +153,6 @@ async def _pump(
             source = execution.source()
             try:
                 async for chunk in source:
-                    target = current_time() + (
-                        approval_idle if execution.pending_approvals else idle
-                    )
-                    if abs(target - scope.deadline) > slack:
-                        scope.deadline = target
                     if publish(execution, chunk):
                         counted()
                         if observe is not None:
@@ -177,10 +165,6 @@ async def _pump(
             return "error", serialize_error(_unwrap(err)), None
     if execution.status == "aborted":
         return "paused", None, execution.abort_reason
-    if scope.cancelled_caught:
-        execution.status = "aborted"
-        execution.abort_reason = "idle-timeout"
-        return "paused", None, "idle-timeout"
     if execution.stream_error_text is not None:
         return "error", {"name": "StreamError", "message": execution.stream_error_text}, None
     return "done", None, None

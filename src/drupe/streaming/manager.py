@@ -52,6 +52,7 @@ from drupe.streaming.contracts import (
     SteerLauncher,
 )
 from drupe.streaming.execution import new_execution, run_execution
+from drupe.streaming.idle_watch import IdleWatch
 from drupe.streaming.listeners.base import Listener, SerializedError
 from drupe.streaming.live import Execution, LiveStream
 from drupe.streaming.locks import ConversationLocks
@@ -115,6 +116,8 @@ class StreamManager:
             terminal_timeout=self.config.terminal_timeout,
         )
         self.subscriptions = Subscriptions(self.registry, self.config)
+        self.idle_watch = IdleWatch(self.config, self._spawn)
+        """The idle watchdog of every streaming execution (one task, no timer per execution)."""
         self.runtime_turns = RuntimeTurns(registry=self.registry, chain=self.steers, send=self.send)
         self.outcomes: dict[str, int] = {"success": 0, "paused": 0, "error": 0}
         self.chunks_total = 0
@@ -341,15 +344,13 @@ class StreamManager:
     # --- execution loop ---------------------------------------------------------------------
 
     async def _run_execution(self, stream: LiveStream, execution: Execution) -> None:
-        config, tracer = self.config, self._tracer
-        await run_execution(
-            stream,
-            execution,
-            config=config,
-            tracer=tracer,
-            finish=self._finish,
-            counted=self._count,
-        )
+        self.idle_watch.watch(execution)
+        try:
+            await run_execution(
+                stream, execution, tracer=self._tracer, finish=self._finish, counted=self._count
+            )
+        finally:
+            self.idle_watch.unwatch(execution)
 
     def _count(self) -> None:
         self.chunks_total += 1

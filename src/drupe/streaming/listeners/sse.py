@@ -32,7 +32,6 @@ Must never: import a web framework, do I/O in a listener callback, or grow witho
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, Final, Literal
 
@@ -81,7 +80,8 @@ class FrameBuffer:
 
     def __init__(self, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
         self.max_bytes = max_bytes
-        self._frames: deque[bytes] = deque()
+        # A list, not a deque: an empty deque allocates a 64-slot block (~600 B) per connection.
+        self._frames: list[bytes] = []
         self._bytes = 0
         self._wakeup = anyio.Event()
         self._signalled = False
