@@ -55,9 +55,11 @@ async def cluster_nodes(
     *,
     lease_ttl: float = 3.0,
     redis: str | None = None,
+    database_url: str | None = None,
 ) -> AsyncIterator[list[Node]]:
     async with AsyncExitStack() as stack:
-        database_url = await stack.enter_async_context(fresh_database())
+        if database_url is None:
+            database_url = await stack.enter_async_context(fresh_database())
         nodes: list[Node] = []
         for index in range(count):
             name = f"n{index + 1}"

@@ -2,7 +2,9 @@
 
 A store opens exactly one transaction per public call. Everything inside commits together or not
 at all; a ``DrupeError`` raised inside rolls back and propagates unchanged, and any SQLAlchemy or
-driver failure rolls back and becomes ``PersistenceError`` (the cause is chained). Cancellation
+driver failure, or a lost connection to the server (``OSError``, e.g. a reset while the pool
+checks a connection out), rolls back and becomes ``PersistenceError`` (the cause is chained;
+the HTTP edge answers 503). Cancellation
 rolls back and propagates. Nothing here logs or retries.
 
 SQLite admits one writer at a time. Left alone, concurrent writers of one process collide on the
@@ -80,17 +82,19 @@ class Transactions:
             try:
                 async with self._engine.begin() as conn:
                     yield conn
-            except SQLAlchemyError as err:
-                raise PersistenceError(
-                    f"database operation failed: {err.__class__.__name__}: {err}"
-                ) from err
+            except (SQLAlchemyError, OSError) as err:
+                raise _translate(err) from err
 
     @asynccontextmanager
     async def _translated(self) -> AsyncIterator[AsyncSession]:
         try:
             async with self.sessions.begin() as db:
                 yield db
-        except SQLAlchemyError as err:
-            raise PersistenceError(
-                f"database operation failed: {err.__class__.__name__}: {err}"
-            ) from err
+        except (SQLAlchemyError, OSError) as err:
+            raise _translate(err) from err
+
+
+def _translate(err: SQLAlchemyError | OSError) -> PersistenceError:
+    if isinstance(err, OSError):
+        return PersistenceError(f"the database is unavailable: {err.__class__.__name__}: {err}")
+    return PersistenceError(f"database operation failed: {err.__class__.__name__}: {err}")
