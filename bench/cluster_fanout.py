@@ -131,6 +131,19 @@ def _machine_ticks() -> tuple[int, int]:
     return sum(fields) - idle, sum(fields)
 
 
+def _pids_named(name: str) -> list[int]:
+    """Every process whose command name is ``name`` (e.g. all PostgreSQL backends)."""
+    pids = []
+    for entry in Path("/proc").iterdir():
+        if entry.name.isdigit():
+            try:
+                if (entry / "comm").read_text().strip() == name:
+                    pids.append(int(entry.name))
+            except OSError:
+                continue
+    return pids
+
+
 def _free_port() -> int:
     with socket.socket() as sock:
         sock.bind(("127.0.0.1", 0))
@@ -716,6 +729,7 @@ def _scaling_phase(
     cores_used: dict[int, list[float]] = {1: [], 2: []}
     busy: dict[int, list[float]] = {1: [], 2: []}
     client_cpu: dict[int, list[float]] = {1: [], 2: []}
+    service_cores: dict[int, list[float]] = {1: [], 2: []}
     model = f"scripted:lorem?words={args.stream_words}&rate={args.stream_rate:g}"
     try:
         for workers in (1, 2):
@@ -726,6 +740,8 @@ def _scaling_phase(
                 pids = [process.pid, *_children(process.pid)]  # the parent serves when N = 1
                 cpu_before = _cpu(pids)
                 busy_before, total_before = _machine_ticks()
+                services_pids = _pids_named("postgres") + _pids_named("redis-server")
+                services_before = _cpu(services_pids)
                 spec = {
                     "port": port,
                     "streams": args.streams,
@@ -736,6 +752,9 @@ def _scaling_phase(
                 result = _run_client("--client-chat", spec)
                 cpu = _cpu(pids) - cpu_before
                 busy_after, total_after = _machine_ticks()
+                service_cores[workers].append(
+                    (_cpu(services_pids) - services_before) / result["seconds"]
+                )
                 busy[workers].append((busy_after - busy_before) / (total_after - total_before))
                 client_cpu[workers].append(result["cpu_s"] / result["seconds"])
                 if result["ok"] != args.streams:
@@ -746,7 +765,8 @@ def _scaling_phase(
                 print(
                     f"  --workers {workers} run {i + 1}: {rates[workers][-1]:.1f} streams/s "
                     f"({result['seconds']:.2f} s; the workers used {cores_used[workers][-1]:.2f} "
-                    f"cores, the client {client_cpu[workers][-1]:.2f}; the machine was "
+                    f"cores, the client {client_cpu[workers][-1]:.2f}, PostgreSQL and Redis "
+                    f"{service_cores[workers][-1]:.2f}; the machine was "
                     f"{busy[workers][-1]:.0%} busy)",
                     flush=True,
                 )
@@ -763,6 +783,8 @@ def _scaling_phase(
         "cores_used_workers_1": round(median(cores_used[1]), 2),
         "cores_used_workers_2": round(median(cores_used[2]), 2),
         "client_cores_used": round(median(client_cpu[1] + client_cpu[2]), 2),
+        "services_cores_used_workers_1": round(median(service_cores[1]), 2),
+        "services_cores_used_workers_2": round(median(service_cores[2]), 2),
         "machine_busy_workers_1": round(median(busy[1]), 2),
         "machine_busy_workers_2": round(median(busy[2]), 2),
         "cores": os.cpu_count(),
