@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 ROOT = Path(__file__).resolve().parents[2]
 
 BENCHES: dict[str, tuple[list[str], set[str]]] = {
@@ -143,3 +145,51 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     assert replay["replay_events"] > 0
     assert replay["resume_events"] > 0
     assert replay["bytes_ratio"] >= 1.0
+
+
+CLUSTER_FANOUT_FLAGS = [
+    "--subscribers", "20", "--words", "30", "--repeat", "1", "--pause", "2",
+    "--paced-words", "20", "--lease-ttl", "2", "--takeovers", "1",
+    "--streams", "10", "--concurrency", "5", "--scaling-repeat", "1",
+]  # fmt: skip
+
+
+@pytest.mark.postgres
+@pytest.mark.slow
+@pytest.mark.timeout(240)
+def test_cluster_fanout_prints_its_figures() -> None:
+    """``bench/cluster_fanout.py`` (real ``drupe serve`` nodes on a fresh PostgreSQL database and
+    a private ``redis-server``) at a tiny size: every figure issue 9 names is in its JSON line."""
+    proc = subprocess.run(
+        [sys.executable, str(ROOT / "bench" / "cluster_fanout.py"), "--quick",
+         *CLUSTER_FANOUT_FLAGS],
+        cwd=ROOT, capture_output=True, text=True, timeout=220,
+    )  # fmt: skip
+    assert proc.returncode == 0, (
+        f"cluster_fanout failed:\n{proc.stdout[-3000:]}{proc.stderr[-3000:]}"
+    )
+    lines = proc.stdout.strip().splitlines()
+    assert len(lines) >= 2, "no human-readable lines before the JSON"
+    summary = json.loads(lines[-1])
+    assert summary["bench"] == "cluster_fanout"
+    keys = {
+        "events_per_s",
+        "baseline_events_per_s",
+        "ratio",
+        "cpu_ratio",
+        "redis_bytes_per_text_byte",
+        "takeover_s",
+        "lease_ttl_s",
+        "goal_takeover_s",
+        "streams_per_s_workers_1",
+        "streams_per_s_workers_2",
+        "throughput_scaling",
+    }
+    assert keys <= summary.keys(), keys - summary.keys()
+    for key in keys:
+        assert isinstance(summary[key], int | float) and summary[key] > 0, (key, summary[key])
+    assert summary["lease_ttl_s"] == 2.0 and summary["goal_takeover_s"] == 4.0
+    # The bench itself checks the text two readers got; here: one frame per delta on one node
+    # (30 deltas and the envelope), at most as many on the cluster (it merges deltas).
+    assert summary["baseline_frames_per_subscriber"] > 30
+    assert 0 < summary["frames_per_subscriber"] <= summary["baseline_frames_per_subscriber"]

@@ -14,7 +14,8 @@ process on the same port, data dir and node id; waits until it serves) and ``wai
 ``backend_state()`` reads HAProxy's view of the nodes (``{"node-1": "UP", ...}``) and
 ``wait_backend(node, "UP"|"DOWN")`` waits for it, through HAProxy's admin socket.
 
-Nothing here asserts anything about Drupe: it only runs the parts. Node logs (stderr) are in
+Nothing here asserts anything about Drupe: it only runs the parts. Node logs (stderr, and stdout
+after the announce: uvicorn's access log, drained by a thread so the pipe never fills) are in
 ``<work_dir>/<name>.log``; ``log(node)`` returns one, and a failed start raises with its tail.
 """
 
@@ -27,11 +28,12 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final
+from typing import IO, Final
 
 import httpx
 
@@ -337,9 +339,28 @@ def await_announce(
                 raise RuntimeError(f"{name} did not boot within {timeout} s:\n{tail()}")
             line = stdout.readline()
             if "Open http://" in line:
+                _drain(stdout, log_path)
                 return line.split("Open ", 1)[1].strip()
             if not line:
                 raise RuntimeError(f"{name} exited ({process.wait()}):\n{tail()}")
+
+
+def _drain(stdout: IO[str], log_path: Path) -> None:
+    """Copy the rest of a server's stdout (uvicorn's access log) into its log, in a thread.
+
+    Nobody else reads the pipe after the announce: undrained, it fills after ~1,000 requests
+    (64 KiB) and the server blocks in its next ``print``."""
+
+    def copy() -> None:
+        try:
+            with log_path.open("a") as log:
+                for line in stdout:
+                    log.write(line)
+                    log.flush()
+        except (OSError, ValueError):  # the pipe was closed by ``_reap``
+            pass
+
+    threading.Thread(target=copy, name=f"drain {log_path.name}", daemon=True).start()
 
 
 def _reap(process: subprocess.Popen[str]) -> int:
