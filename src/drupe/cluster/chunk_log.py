@@ -184,6 +184,11 @@ class RedisChunkLog:
             entry_id = await self._redis.xadd(key, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
         return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
 
+    async def tail(self, key: str, count: int = 16) -> list[LogEntry]:
+        """The newest ``count`` entries, oldest first (empty when the log does not exist)."""
+        rows: Any = await self._redis.xrevrange(key, max="+", min="-", count=count)
+        return [decode_entry(entry_id, fields) for entry_id, fields in reversed(rows or ())]
+
     async def read(self, key: str, after: str = "0", count: int | None = None) -> list[LogEntry]:
         """The entries after ``after`` (exclusive), oldest first."""
         start = "-" if after in ("0", "0-0") else f"({after}"

@@ -230,7 +230,8 @@ async def _resume_cluster(runtime: Runtime, conversation_id: str, cursor: str | 
     after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
     node = runtime.cluster
     assert node is not None
-    entries = await node.log.read(node.log.key(conversation_id, turn_id))
+    # The newest entries say whether the turn ended (its terminals are the last entries).
+    entries = await node.log.tail(node.log.key(conversation_id, turn_id))
     if not entries:
         return Response(status_code=204)
     ended = [e for e in entries if e.terminal is not None and e.done]
