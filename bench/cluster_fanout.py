@@ -52,7 +52,6 @@ import os
 import resource
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -145,9 +144,10 @@ def _pids_named(name: str) -> list[int]:
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    """Below the ephemeral range (the thousands of reader connections use that range)."""
+    from tests.multinode.harness import free_port
+
+    return free_port()
 
 
 @contextmanager

@@ -17,6 +17,7 @@ import httpx
 import pytest
 
 from tests.cluster.nodes import cluster_nodes, sse_events, text_of
+from tests.multinode.harness import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -24,9 +25,9 @@ PACED = "scripted:lorem?words=150&rate=60"
 
 
 def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
+    # Below the ephemeral range: while Redis is down, the nodes' reconnects must not be able to
+    # take its port as their local port (or connect to themselves on it).
+    return free_port()
 
 
 class PrivateRedis:

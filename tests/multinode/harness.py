@@ -22,6 +22,7 @@ after the announce: uvicorn's access log, drained by a thread so the pipe never 
 from __future__ import annotations
 
 import os
+import random
 import selectors
 import shutil
 import signal
@@ -55,9 +56,29 @@ STOP_TIMEOUT: Final = 30.0
 HAPROXY_INSTALL: Final = "apt-get install -y haproxy"
 
 
+def _ephemeral_floor() -> int:
+    try:
+        low = Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0]
+        return int(low)
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
 def free_port() -> int:
-    """A loopback port free right now (the node binds it a moment later)."""
-    with socket.socket() as sock:
+    """A loopback port free right now (the node binds it a moment later), chosen BELOW the
+    kernel's ephemeral range: a port from that range can be taken in the meantime as the local
+    port of any outbound connection (a bench opens thousands), and the node's bind then fails."""
+    floor = _ephemeral_floor()
+    rng = random.SystemRandom()
+    for _ in range(200):
+        port = rng.randrange(max(1024, floor - 12_000), floor)
+        with socket.socket() as sock:
+            try:
+                sock.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as sock:  # no luck below the range: let the kernel pick
         sock.bind(("127.0.0.1", 0))
         return int(sock.getsockname()[1])
 
