@@ -312,6 +312,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                     messages=db.messages,
                     sessions=lambda: runtime.sessions,
                     settle=cluster_status.settle if cluster_status is not None else None,
+                    schedules=db.schedules,
                 )
             )
         channel_configs = load_channel_configs(config_file)

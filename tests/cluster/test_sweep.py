@@ -7,6 +7,7 @@ node that died would leave them, and the sweep's clock is driven by the test.
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from datetime import UTC, datetime
 from pathlib import Path
 
 import httpx
@@ -81,3 +82,29 @@ async def test_an_owned_conversation_is_never_taken(node: Node) -> None:
     assert fence is not None
     assert await chat.sweep() == 0
     assert await cluster.lease.holder("o3") == fence
+
+
+async def test_task_runs_of_a_node_gone_for_a_whole_ttl_are_failed(node: Node) -> None:
+    chat, cluster = node.runtime.cluster_chat, node.runtime.cluster
+    assert chat is not None and cluster is not None
+    schedules = node.runtime.db.schedules
+    now = [100.0]
+    chat.clock = lambda: now[0]
+    await cluster.redis.set(f"{cluster.prefix}:node:alive", "1", px=60_000)
+    started = datetime(2026, 12, 1, 12, 0, tzinfo=UTC)
+    owners = {"r-ghost": "ghost", "r-alive": "alive", "r-mine": cluster.node_id}
+    for run_id, owner in owners.items():
+        schedules.node_id = owner
+        await schedules.start_run(kind="manual", started_at=started, run_id=run_id)
+    schedules.node_id = cluster.node_id
+    assert await chat.sweep_runs() == 0  # the ghost's heartbeat is missing: wait a TTL
+    now[0] += 5.0  # the TTL (5 s) has passed
+    assert await chat.sweep_runs() == 1
+    statuses = {}
+    for run_id in owners:
+        record = await schedules.get_run(run_id)
+        assert record is not None
+        statuses[run_id] = record.status
+    assert statuses == {"r-ghost": "failed", "r-alive": "running", "r-mine": "running"}
+    ghost = await schedules.get_run("r-ghost")
+    assert ghost is not None and ghost.error == "the node running it was lost"

@@ -19,6 +19,8 @@ Contract (``docs/lifecycles/cluster.md``):
   kept, interrupted parts are closed, one ``data-error`` part says the node was lost), writes
   the turn's terminal to the chunk log so every subscriber on every node ends, and releases the
   lease. The old owner, if it ever wakes, is fenced out of both (``LeaseOwnership``).
+* The same sweep fails the ``running`` task runs of a node whose heartbeat has been gone for a
+  whole TTL (``GoneNodes``; a booting node fails its own earlier runs itself).
 * ``on_lost`` (this node lost a lease): the local stream is aborted; its writes are fenced.
 """
 
@@ -29,6 +31,7 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
+from datetime import UTC, datetime
 from types import TracebackType
 from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
 
@@ -44,6 +47,7 @@ from drupe.admission.dispatch import Dispatcher, DispatchResult
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.commands import CommandBus, NodeGone
 from drupe.cluster.follower import LogFollower
+from drupe.cluster.gone_nodes import GoneNodes
 from drupe.cluster.log_writer import anchors_key, live_key, turns_key
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import NotOwnerError, OwnerUnavailableError, ValidationError
@@ -54,6 +58,7 @@ from drupe.streaming.manager import StreamManager
 if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
     from drupe.persistence.messages import MessageStore
+    from drupe.persistence.schedules import ScheduleStore
     from drupe.sessions.host import AgentSessionHost
 
 __all__ = ["NODE_LOST", "ClusterChat"]
@@ -80,6 +85,7 @@ class ClusterChat:
         sweep_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         settle: Callable[[str, str, str], None] | None = None,
+        schedules: ScheduleStore | None = None,
     ) -> None:
         self.node = node
         self.ownership = ownership
@@ -106,6 +112,10 @@ class ClusterChat:
         self.takeovers = 0
         self.clock = clock
         self.settle = settle
+        self.schedules = schedules
+        """Task runs: the runs of a node gone for a whole TTL are failed by the sweep."""
+        self._gone = GoneNodes(ttl)
+        self.runs_failed = 0
         """``settle(conversation, turn, status)``: show a takeover's terminal cluster-wide."""
         self._orphans: dict[str, float] = {}
         """Orphans whose owner may still be alive, and when they were first seen."""
@@ -243,6 +253,7 @@ class ClusterChat:
             await anyio.sleep(self.sweep_interval)
             try:
                 await self.sweep()
+                await self.sweep_runs()
             except (OSError, RedisError) as err:
                 log.warning("takeover sweep skipped: %s", err)
             except Exception:  # isolation boundary: the sweep runs again next period
@@ -287,6 +298,26 @@ class ClusterChat:
             if await self.take_over(conversation_id, key, turn_id):
                 taken += 1
         return taken
+
+    async def sweep_runs(self) -> int:
+        """Fail the ``running`` task runs of nodes gone for a whole TTL (``GoneNodes``)."""
+        if self.schedules is None:
+            return 0
+        prefix = self.node.prefix
+        nodes = await self.schedules.running_nodes()
+        others = sorted(n for n in nodes if n is not None and n != self.node.node_id)
+        alive = {n: bool(await self.node.redis.exists(f"{prefix}:node:{n}")) for n in others}
+        gone = self._gone.observe(alive, self.clock())
+        if not gone:
+            return 0
+        live = [n for n in others if n not in gone] + [self.node.node_id]
+        failed = await self.schedules.fail_running_of_gone_nodes(
+            datetime.now(UTC), "the node running it was lost", live
+        )
+        self.runs_failed += failed
+        if failed:
+            log.warning("failed %d task run(s) of gone node(s) %s", failed, sorted(gone))
+        return failed
 
     async def take_over(
         self, conversation_id: str, log_key: str | None, turn_id: str | None = None

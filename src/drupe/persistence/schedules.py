@@ -359,6 +359,14 @@ class ScheduleStore:
             )
             return int(result.rowcount)  # type: ignore[attr-defined]
 
+    async def running_nodes(self) -> set[str | None]:
+        """The nodes that have ``running`` task runs (None: runs with no node)."""
+        async with self._transactions.read() as db:
+            rows = await db.scalars(
+                select(TaskRunRow.node_id).where(TaskRunRow.status == "running").distinct()
+            )
+            return set(rows.all())
+
     async def fail_running_of_gone_nodes(
         self, now: datetime, error: str, live_nodes: Collection[str]
     ) -> int:
