@@ -187,7 +187,9 @@ def test_cluster_fanout_prints_its_figures() -> None:
     }
     assert keys <= summary.keys(), keys - summary.keys()
     for key in keys:
-        assert isinstance(summary[key], int | float) and summary[key] > 0, (key, summary[key])
+        assert isinstance(summary[key], int | float), (key, summary[key])
+        # cpu_ratio: at this tiny size a CPU window can be below the kernel's clock tick (0.01 s)
+        assert summary[key] > 0 or key == "cpu_ratio", (key, summary[key])
     assert summary["lease_ttl_s"] == 2.0 and summary["goal_takeover_s"] == 4.0
     # The bench itself checks the text two readers got; here: one frame per delta on one node
     # (30 deltas and the envelope), at most as many on the cluster (it merges deltas).
