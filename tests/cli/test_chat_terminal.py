@@ -119,7 +119,9 @@ def test_stop_shows_as_a_status_line(served: str) -> None:
         tty.child.send("tell me everything\r")
         tty.wait_for(f"{model} ▸")
         tty.child.send("/stop\r")
-        screen = tty.wait_for(f"· stopped ({model})")
+        tty.wait_for(f"· stopped ({model})")
+        # The stop's own answer arrives after the stream's end may have been drawn.
+        screen = tty.wait_for("· stop sent")
         tty.child.send("/quit\r")
         tty.child.expect(pexpect.EOF, timeout=WAIT_SECONDS)
     finally:
