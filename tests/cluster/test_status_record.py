@@ -33,6 +33,7 @@ CASES = [
     ("1000:3", "1000:2", False),
     ("999:1", "1000:1", True),  # numbers, not strings ("999" > "1000" as text)
     ("1000:1", "999:1", False),
+    ("1000:2", "1000:02", False),  # another id of the same order: not newer, refused
     ("odd", "1000:1", True),  # another shape: Redis order decides
     ("1000:1", "odd", True),
 ]
@@ -64,6 +65,12 @@ def test_the_wire_form_round_trips_once_redis_adds_the_sequence() -> None:
     decoded = decode_record(wire)
     assert decoded == ClusterRecord("c1", "streaming", "5:1", "a", 12.5, 3.0, seq=7)
     assert decoded.live and not rec("1:1").live
+
+
+def test_a_record_without_sequence_or_completion_decodes_with_their_defaults() -> None:
+    raw = b'{"conversationId":"c","status":"streaming","turnId":"1:1","node":"n","at":2.0,'
+    decoded = decode_record(raw + b'"lastCompletedAt":null}')
+    assert decoded == ClusterRecord("c", "streaming", "1:1", "n", 2.0, None, seq=0)
 
 
 @pytest.mark.parametrize("raw", [b"not json", b"[]", b'{"status": "done"}', b"null"])
