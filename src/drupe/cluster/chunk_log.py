@@ -1,32 +1,53 @@
 """``RedisChunkLog``: a turn's chunks in a Redis Stream, readable and resumable from any node.
 
-Contract (``docs/lifecycles/cluster.md``):
+Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 
 * One Redis Stream per turn, ``<prefix>:log:<conversation>:<turn>``. Each entry holds one batch
-  of one execution's chunks (``e``: the execution id, ``c``: the batch as a JSON array, ``s``:
-  the owner's seq of each chunk as a JSON array), as the ``Coalescer`` produced it; an
-  execution's end is an entry with ``t`` (its terminal status), ``d`` (``1`` when the
-  conversation is done), and optionally ``x`` (the serialized error, JSON) and ``r`` (the
-  reason of a pause), and no chunks. The entry's stream id (``<ms>-<n>``) orders the log; the
-  seqs are the cursors clients see (``<turn>/<seq>``), the same on every node.
-* Fenced writes: given the writer's ``Fence``, ``append``/``end`` run as one Lua script that
+  of one execution's chunks, as the ``Coalescer`` produced it, or one execution's end, in ONE
+  field ``p`` (compact encoding, ``encode_batch``/``encode_end``):
+
+  - ``d<n>,<seq>,<id>:<text>``: a batch that is one merged text delta (``r``: reasoning, ``i``:
+    tool input), its part id and its seq, the raw text after the first ``:``, no JSON;
+  - ``j<n>[,<seq>...]:<JSON array>``: any other batch, with the owner's seq of each chunk;
+  - ``e<n>:<JSON object>``: an execution's end (``t``: status, ``d``: ``1`` when the
+    conversation is done, optionally ``x``: the error, ``r``: the reason of a pause).
+
+  ``<n>`` is the execution's number in the turn (``0``: the turn-wide terminal, execution id
+  ``""``). The numbers live in the turn's hash ``<log key>:anchors`` as fields ``#<n>`` -> the
+  execution id, written in the same Lua call as the execution's first entry by each writer, so
+  an entry that exists always has its number registered and ANY cursor decodes. Readers cache
+  the map per key and read it again (``HGETALL``) when they meet an unknown number.
+  ``decode_entry`` also reads the plain field form (``e``, ``c``, ``s``, ``t``, ``d``, ``x``,
+  ``r``) that the turn lists use. The entry's stream id (``<ms>-<n>``) orders the log; the seqs
+  are the cursors clients see (``<turn>/<seq>``), the same on every node.
+* Fenced writes: given the writer's ``Fence``, ``append``/``end`` run as one Redis function
+  (``FCALL``, library ``drupe_log_1``, loaded on first use and again when Redis lost it) that
   writes only while the conversation's lease still holds exactly that fence, so an owner that
-  lost its lease appends nothing after its successor's terminal (``FencedOut``).
-* ``append`` writes with ``MAXLEN ~ maxlen`` (the bound of one turn's log) and returns the id.
-  ``end`` writes the terminal entry and sets the stream's TTL, so a finished turn's log stays
-  readable for late subscribers and resumes for ``ttl`` seconds, then disappears.
+  lost its lease appends nothing after its successor's terminal (``FencedOut``). The wire
+  carries only the fence's token (``|<token>``): tokens are unique per grant of a
+  conversation's lease, and the function compares it with the token the lease holds.
+* ``append`` trims with ``MAXLEN ~ maxlen`` on every ``trim_every``-th write to a key (so a log
+  holds at most about ``maxlen + trim_every`` entries) and returns the id. ``end`` writes the
+  terminal entry and sets the stream's TTL, so a finished turn's log stays readable for late
+  subscribers and resumes for ``ttl`` seconds, then disappears.
 * ``read(key, after)`` returns the entries after a cursor (``"0"``: from the start), in order;
   folding every batch of an execution rebuilds exactly the message a local subscriber saw.
+* A writer registers an execution again (the same number) after any refused or failed write
+  and after Redis lost the function library, so a Redis that lost its data gets the map back
+  with the first entry written after it.
 
 The writer is the turn's owner (it holds the lease); readers never write.
 """
 
 from __future__ import annotations
 
+import logging
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 import orjson
+from redis.exceptions import RedisError, ResponseError
 
 from drupe.chunks.types import Chunk
 
@@ -35,19 +56,35 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DEFAULT_LOG_TTL",
-    "FencedOut",
     "DEFAULT_MAXLEN",
+    "DEFAULT_TRIM_EVERY",
+    "FencedOut",
     "LogEntry",
     "RedisChunkLog",
+    "UnknownExecution",
+    "anchors_key",
     "decode_entry",
+    "encode_batch",
+    "encode_end",
     "log_key",
 ]
+
+log = logging.getLogger(__name__)
 
 DEFAULT_MAXLEN: Final = 100_000
 """Entries one turn's log keeps (approximate trimming); a batch is up to 25 ms of text."""
 
+DEFAULT_TRIM_EVERY: Final = 64
+"""Appends to a key between two ``MAXLEN`` trims."""
+
 DEFAULT_LOG_TTL: Final = 300.0
 """Seconds a finished turn's log stays readable."""
+
+_NAMES_TTL: Final = 24 * 3600
+"""Seconds the execution numbers live at least once registered (a finished turn's end shortens
+the hash's TTL to the log's, with the anchors)."""
+
+_CACHE_BOUND: Final = 10_000
 
 
 def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
@@ -55,15 +92,76 @@ def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
     return f"{prefix}:log:{conversation_id}:{turn_id}"
 
 
+def anchors_key(log_key: str) -> str:
+    """The turn's hash: execution id -> the row it fills (``anchor_message_id``), and the
+    execution numbers of the log's entries (``#<n>`` -> execution id)."""
+    return f"{log_key}:anchors"
+
+
 class FencedOut(Exception):
     """The writer's lease is gone: the write was refused."""
 
 
-_FENCED_XADD: Final = """
-if redis.call('GET', KEYS[2]) ~= ARGV[1] then return false end
-local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[2], '*', unpack(ARGV, 4))
-if ARGV[3] ~= '' then redis.call('EXPIRE', KEYS[1], ARGV[3]) end
-return id
+class UnknownExecution(LookupError):
+    """A compact entry names an execution number its map does not hold."""
+
+
+_LIBRARY_NAME: Final = "drupe_log_1"
+_FUNCTION: Final = "dl1"
+_LIBRARY: Final = f"""#!lua name={_LIBRARY_NAME}
+-- A fenced append to a turn's chunk log (src/drupe/cluster/chunk_log.py).
+-- KEYS: log [, lease] [, names]   (lease: when ARGV[1] is not ''; names: when registering)
+-- ARGV: fence, payload [, maxlen or '' [, ttl or '' [, execution id, wanted number]]]
+local function holds(key, fence)
+  local held = redis.call('GET', key)
+  if not held then return false end
+  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
+    return #held > #fence and string.sub(held, -#fence) == fence
+  end
+  return held == fence
+end
+
+local function number_of(names, id, wanted)
+  local all = redis.call('HGETALL', names)
+  local taken = {{}}
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) == 35 then -- '#<n>' -> execution id
+      local n = tonumber(string.sub(all[i], 2))
+      if all[i + 1] == id then return n end
+      taken[n] = true
+    end
+  end
+  local n = tonumber(wanted)
+  while taken[n] do n = n + 1 end
+  redis.call('HSET', names, '#' .. n, id)
+  if redis.call('TTL', names) < {_NAMES_TTL} then redis.call('EXPIRE', names, {_NAMES_TTL}) end
+  return n
+end
+
+redis.register_function('{_FUNCTION}', function(keys, args)
+  local names = 2
+  if args[1] ~= '' then
+    if not holds(keys[2], args[1]) then return false end
+    names = 3
+  end
+  local payload = args[2]
+  local n = nil
+  if args[5] then
+    n = number_of(keys[names], args[5], args[6])
+    if n ~= tonumber(args[6]) then
+      payload = string.sub(payload, 1, 1) .. n .. string.match(payload, '^.%d*(.*)$')
+    end
+  end
+  local id
+  if args[3] and args[3] ~= '' then
+    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', payload)
+  else
+    id = redis.call('XADD', keys[1], '*', 'p', payload)
+  end
+  if args[4] and args[4] ~= '' then redis.call('EXPIRE', keys[1], args[4]) end
+  if n then return {{id, n}} end
+  return id
+end)
 """
 
 
@@ -82,24 +180,138 @@ class LogEntry:
     reason: str | None = None
 
 
-def decode_entry(entry_id: Any, fields: dict[Any, Any]) -> LogEntry:
-    """One raw stream entry (as ``XRANGE``/``XREAD`` return it) as a ``LogEntry``."""
+# --- the compact encoding (pure) ---------------------------------------------------------------
 
-    def text(value: Any) -> str:
-        return value.decode() if isinstance(value, bytes) else str(value)
+_RUNS: Final[dict[str, tuple[bytes, str, str]]] = {
+    "text-delta": (b"d", "id", "delta"),
+    "reasoning-delta": (b"r", "id", "delta"),
+    "tool-input-delta": (b"i", "toolCallId", "inputTextDelta"),
+}
+_RUN_OF_TAG: Final[dict[int, tuple[str, str, str]]] = {
+    tag[0]: (kind, ident, text) for kind, (tag, ident, text) in _RUNS.items()
+}
 
-    named = {text(k): v for k, v in fields.items()}
+
+def encode_batch(number: int, chunks: list[Chunk], seqs: list[int] | None = None) -> bytes:
+    """The ``p`` value of one batch of execution ``number`` (see the module docstring)."""
+    if len(chunks) == 1 and seqs is not None and len(seqs) == 1:
+        chunk = chunks[0]
+        run = _RUNS.get(chunk.get("type", ""))
+        if run is not None:
+            tag, ident, text = run
+            part, delta = chunk.get(ident), chunk.get(text)
+            if (
+                list(chunk) == ["type", ident, text]
+                and isinstance(part, str)
+                and isinstance(delta, str)
+                and "," not in part
+                and ":" not in part
+            ):
+                head = f"{number},{seqs[0]},{part}:".encode()
+                return tag + head + delta.encode()
+    head = ",".join([str(number), *(str(seq) for seq in seqs or ())])
+    return b"j" + head.encode() + b":" + orjson.dumps(chunks)
+
+
+def encode_end(
+    number: int,
+    status: str,
+    *,
+    done: bool = True,
+    error: dict[str, Any] | None = None,
+    reason: str | None = None,
+) -> bytes:
+    """The ``p`` value of an execution's terminal entry."""
+    fields: dict[str, Any] = {"t": status, "d": 1 if done else 0}
+    if error is not None:
+        fields["x"] = error
+    if reason is not None:
+        fields["r"] = reason
+    return b"e" + str(number).encode() + b":" + orjson.dumps(fields)
+
+
+def _text(value: Any) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
+def _name(number: int, names: Mapping[int, str] | None) -> str:
+    if number == 0:
+        return ""
+    name = None if names is None else names.get(number)
+    if name is None:
+        raise UnknownExecution(number)
+    return name
+
+
+def decode_entry(
+    entry_id: Any, fields: dict[Any, Any], names: Mapping[int, str] | None = None
+) -> LogEntry:
+    """One raw stream entry (as ``XRANGE``/``XREAD`` return it) as a ``LogEntry``.
+
+    ``names``: the turn's execution numbers (``#<n>`` of ``<log key>:anchors``); a compact entry
+    whose number is not there raises ``UnknownExecution`` (``RedisChunkLog.decode`` reads the
+    map again then)."""
+    named = {_text(k): v for k, v in fields.items()}
+    cursor = _text(entry_id)
+    payload = named.get("p")
+    if payload is not None:
+        return _decode_compact(
+            cursor, payload if isinstance(payload, bytes) else payload.encode(), names
+        )
     terminal = named.get("t")
     return LogEntry(
-        cursor=text(entry_id),
-        execution_id=text(named.get("e", b"")),
+        cursor=cursor,
+        execution_id=_text(named.get("e", b"")),
         chunks=tuple(orjson.loads(named["c"])) if "c" in named else (),
-        terminal=None if terminal is None else text(terminal),
+        terminal=None if terminal is None else _text(terminal),
         seqs=tuple(orjson.loads(named["s"])) if "s" in named else (),
-        done=text(named.get("d", b"0")) == "1",
+        done=_text(named.get("d", b"0")) == "1",
         error=orjson.loads(named["x"]) if "x" in named else None,
-        reason=text(named["r"]) if "r" in named else None,
+        reason=_text(named["r"]) if "r" in named else None,
     )
+
+
+def _decode_compact(cursor: str, payload: bytes, names: Mapping[int, str] | None) -> LogEntry:
+    tag = payload[0]
+    head, _, body = payload[1:].partition(b":")
+    run = _RUN_OF_TAG.get(tag)
+    if run is not None:
+        kind, ident, text = run
+        number, seq, part = head.split(b",", 2)
+        chunk: Chunk = {"type": kind, ident: part.decode(), text: body.decode()}
+        return LogEntry(cursor, _name(int(number), names), (chunk,), seqs=(int(seq),))
+    if tag == ord("j"):
+        number, *seqs = head.split(b",")
+        return LogEntry(
+            cursor,
+            _name(int(number), names),
+            tuple(orjson.loads(body)),
+            seqs=tuple(int(seq) for seq in seqs),
+        )
+    if tag == ord("e"):
+        fields = orjson.loads(body)
+        return LogEntry(
+            cursor,
+            _name(int(head), names),
+            terminal=str(fields["t"]),
+            done=fields.get("d") == 1,
+            error=fields.get("x"),
+            reason=fields.get("r"),
+        )
+    raise ValueError(f"not a chunk log entry: {payload[:16]!r}")
+
+
+def _names_of(raw: Mapping[Any, Any]) -> dict[int, str]:
+    """The ``#<n>`` fields of a turn's anchors hash as number -> execution id."""
+    out: dict[int, str] = {}
+    for field_, value in raw.items():
+        name = _text(field_)
+        if name.startswith("#") and name[1:].isdigit():
+            out[int(name[1:])] = _text(value)
+    return out
+
+
+# --- the Redis side ------------------------------------------------------------------------
 
 
 class RedisChunkLog:
@@ -112,12 +324,17 @@ class RedisChunkLog:
         prefix: str = "drupe",
         maxlen: int = DEFAULT_MAXLEN,
         ttl: float = DEFAULT_LOG_TTL,
+        trim_every: int = DEFAULT_TRIM_EVERY,
     ) -> None:
         self._redis = redis
         self.prefix = prefix
         self.maxlen = maxlen
         self.ttl = ttl
-        self._fenced_xadd = redis.register_script(_FENCED_XADD)
+        self.trim_every = max(1, trim_every)
+        self._numbers: dict[tuple[str, str], tuple[int, bool]] = {}
+        """(key, execution id) -> (its number, registered since the last failed write)."""
+        self._names: dict[str, dict[int, str]] = {}
+        self._appends: dict[str, int] = {}
 
     def key(self, conversation_id: str, turn_id: str) -> str:
         return log_key(self.prefix, conversation_id, turn_id)
@@ -132,10 +349,9 @@ class RedisChunkLog:
         fence: tuple[str, str] | None = None,
     ) -> str:
         """Write one batch; return its entry id. ``fence``: ``(lease key, lease value)``."""
-        fields: dict[str, Any] = {"e": execution_id, "c": orjson.dumps(chunks)}
-        if seqs is not None:
-            fields["s"] = orjson.dumps(seqs)
-        return await self._write(key, fields, fence=fence, expire=False)
+        return await self._write(
+            key, execution_id, lambda n: encode_batch(n, chunks, seqs), fence=fence, expire=False
+        )
 
     async def end(
         self,
@@ -149,48 +365,136 @@ class RedisChunkLog:
         fence: tuple[str, str] | None = None,
     ) -> str:
         """Write an execution's terminal entry and start the log's TTL; return its entry id."""
-        fields: dict[str, Any] = {"e": execution_id, "t": status, "d": "1" if done else "0"}
-        if error is not None:
-            fields["x"] = orjson.dumps(error)
-        if reason is not None:
-            fields["r"] = reason
-        return await self._write(key, fields, fence=fence, expire=True)
+
+        def payload(number: int) -> bytes:
+            return encode_end(number, status, done=done, error=error, reason=reason)
+
+        entry_id = await self._write(key, execution_id, payload, fence=fence, expire=True)
+        self._appends.pop(key, None)
+        return entry_id
 
     async def _write(
         self,
         key: str,
-        fields: dict[str, Any],
+        execution_id: str,
+        payload: Any,
         *,
         fence: tuple[str, str] | None,
         expire: bool,
     ) -> str:
-        ttl = max(1, round(self.ttl))
-        if fence is not None:
-            flat: list[Any] = []
-            for name, value in fields.items():
-                flat.extend((name, value))
-            lease_key, value = fence
-            entry_id = await self._fenced_xadd(
-                keys=[key, lease_key], args=[value, self.maxlen, ttl if expire else "", *flat]
-            )
-            if entry_id is None:
-                raise FencedOut(f"the lease {lease_key!r} is no longer {value!r}")
-        elif expire:
-            async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.xadd(key, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-                pipe.expire(key, ttl)
-                entry_id, _ = await pipe.execute()
+        for attempt in (1, 2):
+            try:
+                return await self._write_once(key, execution_id, payload, fence, expire)
+            except ResponseError as err:
+                if attempt == 2 or "function not found" not in str(err).lower():
+                    self._unconfirm(key)
+                    raise
+                # Redis lost its functions (a restart without its data): load them again, and
+                # register every execution again with its next write.
+                await self._redis.function_load(_LIBRARY, replace=True)
+                self._unconfirm(None)
+            except (FencedOut, OSError, RedisError):
+                self._unconfirm(key)
+                raise
+        raise AssertionError("unreachable")
+
+    async def _write_once(
+        self,
+        key: str,
+        execution_id: str,
+        payload: Any,
+        fence: tuple[str, str] | None,
+        expire: bool,
+    ) -> str:
+        slot = (key, execution_id)
+        known = self._numbers.get(slot)
+        register = execution_id != "" and (known is None or not known[1])
+        if execution_id == "":
+            number = 0
+        elif known is not None:
+            number = known[0]
         else:
-            entry_id = await self._redis.xadd(key, fields, maxlen=self.maxlen, approximate=True)  # type: ignore[arg-type]
-        return entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
+            number = 1 + max(self._names.get(key, {0: ""}))
+        keys = [key]
+        args: list[Any] = ["", payload(number)]
+        if fence is not None:
+            lease_key, value = fence
+            if not value:
+                raise ValueError("a fence needs a lease value")
+            keys.append(lease_key)
+            args[0] = value[value.rfind("|") :] if "|" in value else value
+        count = self._appends.get(key, 0)
+        if len(self._appends) > _CACHE_BOUND:
+            self._appends.clear()
+        self._appends[key] = count + 1
+        trim = self.maxlen if count % self.trim_every == 0 else ""
+        ttl = max(1, round(self.ttl)) if expire else ""
+        if register:
+            keys.append(anchors_key(key))
+            args += [trim, ttl, execution_id, number]
+        elif expire:
+            args += [trim, ttl]
+        elif trim != "":
+            args.append(trim)
+        result: Any = await self._redis.fcall(_FUNCTION, len(keys), *keys, *args)
+        if result is None:
+            raise FencedOut(f"the lease {keys[1]!r} is no longer {fence and fence[1]!r}")
+        if register:
+            entry_id, got = result
+            number = int(got)
+            if len(self._numbers) > _CACHE_BOUND:
+                self._numbers.clear()
+            self._numbers[slot] = (number, True)
+            self._remember(key, {number: execution_id})
+        else:
+            entry_id = result
+        return _text(entry_id)
+
+    def _unconfirm(self, key: str | None) -> None:
+        """Register the executions of ``key`` (``None``: every key) again on their next write."""
+        for slot, (number, _) in list(self._numbers.items()):
+            if key is None or slot[0] == key:
+                self._numbers[slot] = (number, False)
+
+    def _remember(self, key: str, names: Mapping[int, str]) -> dict[int, str]:
+        if key not in self._names and len(self._names) > _CACHE_BOUND:
+            self._names.clear()
+        known = self._names.setdefault(key, {})
+        known.update(names)
+        return known
+
+    def forget(self) -> None:
+        """Drop the cached execution numbers of every key (after Redis may have lost data)."""
+        self._names.clear()
+        self._unconfirm(None)
+
+    async def decode(self, key: str, rows: Iterable[tuple[Any, Any]]) -> list[LogEntry]:
+        """Raw entries of ``key`` as ``LogEntry``s, reading its execution numbers when needed."""
+        names = self._names.get(key)
+        out: list[LogEntry] = []
+        for entry_id, fields in rows:
+            try:
+                out.append(decode_entry(entry_id, fields, names))
+                continue
+            except UnknownExecution:
+                pass
+            raw: Any = await self._redis.hgetall(anchors_key(key))
+            names = self._remember(key, _names_of(raw or {}))
+            try:
+                out.append(decode_entry(entry_id, fields, names))
+            except UnknownExecution as err:  # the map was lost (Redis lost data): say so
+                number = int(err.args[0])
+                log.warning("chunk log %s: execution number %d is not registered", key, number)
+                out.append(decode_entry(entry_id, fields, {**names, number: f"#{number}"}))
+        return out
 
     async def tail(self, key: str, count: int = 16) -> list[LogEntry]:
         """The newest ``count`` entries, oldest first (empty when the log does not exist)."""
         rows: Any = await self._redis.xrevrange(key, max="+", min="-", count=count)
-        return [decode_entry(entry_id, fields) for entry_id, fields in reversed(rows or ())]
+        return await self.decode(key, reversed(rows or ()))
 
     async def read(self, key: str, after: str = "0", count: int | None = None) -> list[LogEntry]:
         """The entries after ``after`` (exclusive), oldest first."""
         start = "-" if after in ("0", "0-0") else f"({after}"
         rows: Any = await self._redis.xrange(key, min=start, max="+", count=count)
-        return [decode_entry(entry_id, fields) for entry_id, fields in rows or ()]
+        return await self.decode(key, rows or ())

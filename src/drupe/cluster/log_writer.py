@@ -37,7 +37,7 @@ import anyio.abc
 import orjson
 from redis.exceptions import RedisError
 
-from drupe.cluster.chunk_log import FencedOut, RedisChunkLog
+from drupe.cluster.chunk_log import FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
 from drupe.streaming.listeners.base import (
@@ -63,11 +63,6 @@ _MAX_BACKOFF: Final = 1.0
 def turns_key(prefix: str, conversation_id: str) -> str:
     """The conversation's turn list (one entry per started turn)."""
     return f"{prefix}:turns:{conversation_id}"
-
-
-def anchors_key(log_key: str) -> str:
-    """The hash execution id -> the row it fills (``anchor_message_id``), of one turn's log."""
-    return f"{log_key}:anchors"
 
 
 def live_key(prefix: str) -> str:

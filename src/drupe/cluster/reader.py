@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 from redis.exceptions import RedisError
 
-from drupe.cluster.chunk_log import LogEntry, RedisChunkLog, decode_entry
+from drupe.cluster.chunk_log import LogEntry, RedisChunkLog
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -163,6 +163,7 @@ class NodeReader:
                 log.warning("chunk log read failed (%s); retrying in %.2f s", err, backoff)
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
+                self._log.forget()  # Redis may have lost data: read the execution numbers again
                 with contextlib.suppress(OSError, RedisError):
                     # A reconnected connection has a new id (for CLIENT UNBLOCK).
                     self._client_id = int(await self._reader.client_id())
@@ -172,8 +173,12 @@ class NodeReader:
             backoff = 0.05
             for raw_key, rows in result or ():
                 key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
-                for entry_id, fields in rows:
-                    entry = decode_entry(entry_id, fields)
+                try:
+                    entries = await self._log.decode(key, rows)
+                except (OSError, RedisError) as err:  # reading the execution numbers failed
+                    log.warning("chunk log decode failed (%s); reading again", err)
+                    break  # positions unchanged: the next XREAD reads these entries again
+                for entry in entries:
                     if key in self._positions:
                         self._positions[key] = entry.cursor
                     for watcher in list(self._watchers.get(key, ())):
