@@ -207,10 +207,9 @@ def encode_batch(number: int, chunks: list[Chunk], seqs: list[int] | None = None
                 and "," not in part
                 and ":" not in part
             ):
-                head = f"{number},{seqs[0]},{part}:".encode()
-                return tag + head + delta.encode()
-    head = ",".join([str(number), *(str(seq) for seq in seqs or ())])
-    return b"j" + head.encode() + b":" + orjson.dumps(chunks)
+                return tag + f"{number},{seqs[0]},{part}:".encode() + delta.encode()
+    numbers = ",".join([str(number), *(str(seq) for seq in seqs or ())])
+    return b"j" + numbers.encode() + b":" + orjson.dumps(chunks)
 
 
 def encode_end(
