@@ -6,22 +6,25 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   of one execution's chunks, as the ``Coalescer`` produced it, or one execution's end, in ONE
   field ``p`` (compact encoding, ``encode_batch``/``encode_end``):
 
-  - ``d<n>,<seq>,<id>:<text>``: a batch that is one merged text delta (``r``: reasoning, ``i``:
-    tool input), its part id and its seq, the raw text after the first ``:``, no JSON;
+  - ``d<n>,<seq>,<k>:<text>``: a batch that is one merged text delta (``r``: reasoning, ``i``:
+    tool input) with exactly the keys type, part id and text: its seq, its part id's number
+    ``<k>``, and the raw text after the first ``:``, no JSON;
   - ``j<n>[,<seq>...]:<JSON array>``: any other batch, with the owner's seq of each chunk;
   - ``e<n>:<JSON object>``: an execution's end (``t``: status, ``d``: ``1`` when the
     conversation is done, optionally ``x``: the error, ``r``: the reason of a pause).
 
   ``<n>`` is the execution's number in the turn (``0``: the turn-wide terminal, execution id
-  ``""``). The numbers live in the turn's hash ``<log key>:anchors`` as fields ``#<n>`` -> the
-  execution id, written in the same Lua call as the execution's first entry by each writer, so
-  an entry that exists always has its number registered and ANY cursor decodes. Readers cache
-  the map per key and read it again (``HGETALL``) when they meet an unknown number.
+  ``""``). Execution ids and part ids are numbered in the turn's hash ``<log key>:anchors``
+  (fields ``#<n>`` -> the string; one numbering for both): a writer registers a string
+  (function ``dl1n``: a known string keeps its number) BEFORE the first entry that uses it, so
+  an entry that exists always has its numbers registered and ANY cursor decodes. Readers cache
+  the map per key and read it again (``HGETALL``) when they meet an unknown number; a number
+  that is still unknown (the hash was lost) decodes as ``#<n>`` with a warning, never an error.
   ``decode_entry`` also reads the plain field form (``e``, ``c``, ``s``, ``t``, ``d``, ``x``,
   ``r``) that the turn lists use. The entry's stream id (``<ms>-<n>``) orders the log; the seqs
   are the cursors clients see (``<turn>/<seq>``), the same on every node.
 * Fenced writes: given the writer's ``Fence``, ``append``/``end`` run as one Redis function
-  (``FCALL``, library ``drupe_log_1``, loaded on first use and again when Redis lost it) that
+  (``FCALL dl1``, library ``drupe_log_1``, loaded when Redis answers that it has none) that
   writes only while the conversation's lease still holds exactly that fence, so an owner that
   lost its lease appends nothing after its successor's terminal (``FencedOut``). The wire
   carries only the fence's token (``|<token>``): tokens are unique per grant of a
@@ -32,9 +35,10 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   subscribers and resumes for ``ttl`` seconds, then disappears.
 * ``read(key, after)`` returns the entries after a cursor (``"0"``: from the start), in order;
   folding every batch of an execution rebuilds exactly the message a local subscriber saw.
-* A writer registers an execution again (the same number) after any refused or failed write
-  and after Redis lost the function library, so a Redis that lost its data gets the map back
-  with the first entry written after it.
+* A writer registers its strings again (asking for the same numbers) after any refused or
+  failed write and after Redis lost the function library, so a Redis that lost its data gets
+  the map back before the first entry written after it; ``forget()`` (a reader's failed read)
+  drops the cached maps.
 
 The writer is the turn's owner (it holds the lease); readers never write.
 """
@@ -42,7 +46,7 @@ The writer is the turn's owner (it holds the lease); readers never write.
 from __future__ import annotations
 
 import logging
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
@@ -67,6 +71,7 @@ __all__ = [
     "encode_batch",
     "encode_end",
     "log_key",
+    "run_part",
 ]
 
 log = logging.getLogger(__name__)
@@ -103,15 +108,15 @@ class FencedOut(Exception):
 
 
 class UnknownExecution(LookupError):
-    """A compact entry names an execution number its map does not hold."""
+    """A compact entry names a number (an execution's or a part's) its map does not hold."""
 
 
 _LIBRARY_NAME: Final = "drupe_log_1"
-_FUNCTION: Final = "dl1"
+_APPEND: Final = "dl1"
+_INTERN: Final = "dl1n"
 _LIBRARY: Final = f"""#!lua name={_LIBRARY_NAME}
--- A fenced append to a turn's chunk log (src/drupe/cluster/chunk_log.py).
--- KEYS: log [, lease] [, names]   (lease: when ARGV[1] is not ''; names: when registering)
--- ARGV: fence, payload [, maxlen or '' [, ttl or '' [, execution id, wanted number]]]
+-- The chunk log's writes (src/drupe/cluster/chunk_log.py).
+
 local function holds(key, fence)
   local held = redis.call('GET', key)
   if not held then return false end
@@ -121,46 +126,47 @@ local function holds(key, fence)
   return held == fence
 end
 
-local function number_of(names, id, wanted)
-  local all = redis.call('HGETALL', names)
-  local taken = {{}}
-  for i = 1, #all, 2 do
-    if string.byte(all[i], 1) == 35 then -- '#<n>' -> execution id
-      local n = tonumber(string.sub(all[i], 2))
-      if all[i + 1] == id then return n end
-      taken[n] = true
-    end
-  end
-  local n = tonumber(wanted)
-  while taken[n] do n = n + 1 end
-  redis.call('HSET', names, '#' .. n, id)
-  if redis.call('TTL', names) < {_NAMES_TTL} then redis.call('EXPIRE', names, {_NAMES_TTL}) end
-  return n
-end
-
-redis.register_function('{_FUNCTION}', function(keys, args)
-  local names = 2
-  if args[1] ~= '' then
-    if not holds(keys[2], args[1]) then return false end
-    names = 3
-  end
-  local payload = args[2]
-  local n = nil
-  if args[5] then
-    n = number_of(keys[names], args[5], args[6])
-    if n ~= tonumber(args[6]) then
-      payload = string.sub(payload, 1, 1) .. n .. string.match(payload, '^.%d*(.*)$')
-    end
-  end
+-- A fenced append. KEYS: log [, lease] (the lease when ARGV[1] is not '').
+-- ARGV: fence or '', payload [, maxlen or '' [, ttl]]. Returns the entry id, or false.
+redis.register_function('{_APPEND}', function(keys, args)
+  if args[1] ~= '' and not holds(keys[2], args[1]) then return false end
   local id
   if args[3] and args[3] ~= '' then
-    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', payload)
+    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', args[2])
   else
-    id = redis.call('XADD', keys[1], '*', 'p', payload)
+    id = redis.call('XADD', keys[1], '*', 'p', args[2])
   end
-  if args[4] and args[4] ~= '' then redis.call('EXPIRE', keys[1], args[4]) end
-  if n then return {{id, n}} end
+  if args[4] then redis.call('EXPIRE', keys[1], args[4]) end
   return id
+end)
+
+-- The numbers of strings (execution ids, part ids) in a turn's hash, '#<n>' -> string: a
+-- string keeps its number; a new one gets the wanted number if free, else the next free one.
+-- KEYS: names. ARGV: string, wanted number [, string, wanted number ...]. Returns the numbers.
+redis.register_function('{_INTERN}', function(keys, args)
+  local all = redis.call('HGETALL', keys[1])
+  local number_of, taken = {{}}, {{}}
+  for i = 1, #all, 2 do
+    if string.byte(all[i], 1) == 35 then
+      local n = tonumber(string.sub(all[i], 2))
+      taken[n] = true
+      number_of[all[i + 1]] = n
+    end
+  end
+  local out = {{}}
+  for i = 1, #args, 2 do
+    local n = number_of[args[i]]
+    if not n then
+      n = tonumber(args[i + 1])
+      while taken[n] do n = n + 1 end
+      taken[n] = true
+      number_of[args[i]] = n
+      redis.call('HSET', keys[1], '#' .. n, args[i])
+    end
+    out[#out + 1] = n
+  end
+  if redis.call('TTL', keys[1]) < {_NAMES_TTL} then redis.call('EXPIRE', keys[1], {_NAMES_TTL}) end
+  return out
 end)
 """
 
@@ -192,22 +198,36 @@ _RUN_OF_TAG: Final[dict[int, tuple[str, str, str]]] = {
 }
 
 
-def encode_batch(number: int, chunks: list[Chunk], seqs: list[int] | None = None) -> bytes:
-    """The ``p`` value of one batch of execution ``number`` (see the module docstring)."""
-    if len(chunks) == 1 and seqs is not None and len(seqs) == 1:
+def run_part(chunks: list[Chunk], seqs: list[int] | None) -> str | None:
+    """The part id of a batch written in the raw-text form (one merged delta with exactly the
+    keys type, part id and text, in that order, and its seq); ``None`` for any other batch."""
+    if len(chunks) != 1 or seqs is None or len(seqs) != 1:
+        return None
+    chunk = chunks[0]
+    run = _RUNS.get(chunk.get("type", ""))
+    if run is None:
+        return None
+    _, ident, text = run
+    part = chunk.get(ident)
+    if list(chunk) != ["type", ident, text] or not isinstance(chunk.get(text), str):
+        return None
+    return part if isinstance(part, str) else None
+
+
+def encode_batch(
+    number: int,
+    chunks: list[Chunk],
+    seqs: list[int] | None = None,
+    parts: Mapping[str, int] | None = None,
+) -> bytes:
+    """The ``p`` value of one batch of execution ``number`` (see the module docstring);
+    ``parts``: the numbers of part ids (the raw-text form needs its part's number)."""
+    part = run_part(chunks, seqs)
+    if part is not None and parts is not None and part in parts:
         chunk = chunks[0]
-        run = _RUNS.get(chunk.get("type", ""))
-        if run is not None:
-            tag, ident, text = run
-            part, delta = chunk.get(ident), chunk.get(text)
-            if (
-                list(chunk) == ["type", ident, text]
-                and isinstance(part, str)
-                and isinstance(delta, str)
-                and "," not in part
-                and ":" not in part
-            ):
-                return tag + f"{number},{seqs[0]},{part}:".encode() + delta.encode()
+        tag, _, text = _RUNS[chunk["type"]]
+        assert seqs is not None
+        return tag + f"{number},{seqs[0]},{parts[part]}:".encode() + str(chunk[text]).encode()
     numbers = ",".join([str(number), *(str(seq) for seq in seqs or ())])
     return b"j" + numbers.encode() + b":" + orjson.dumps(chunks)
 
@@ -233,8 +253,8 @@ def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
-def _name(number: int, names: Mapping[int, str] | None) -> str:
-    if number == 0:
+def _name(number: int, names: Mapping[int, str] | None, *, zero: bool = True) -> str:
+    if number == 0 and zero:
         return ""
     name = None if names is None else names.get(number)
     if name is None:
@@ -276,8 +296,12 @@ def _decode_compact(cursor: str, payload: bytes, names: Mapping[int, str] | None
     run = _RUN_OF_TAG.get(tag)
     if run is not None:
         kind, ident, text = run
-        number, seq, part = head.split(b",", 2)
-        chunk: Chunk = {"type": kind, ident: part.decode(), text: body.decode()}
+        number, seq, part = head.split(b",")
+        chunk: Chunk = {
+            "type": kind,
+            ident: _name(int(part), names, zero=False),
+            text: body.decode(),
+        }
         return LogEntry(cursor, _name(int(number), names), (chunk,), seqs=(int(seq),))
     if tag == ord("j"):
         number, *seqs = head.split(b",")
@@ -331,7 +355,7 @@ class RedisChunkLog:
         self.ttl = ttl
         self.trim_every = max(1, trim_every)
         self._numbers: dict[tuple[str, str], tuple[int, bool]] = {}
-        """(key, execution id) -> (its number, registered since the last failed write)."""
+        """(key, string) -> (its number, registered since the last failed write)."""
         self._names: dict[str, dict[int, str]] = {}
         self._appends: dict[str, int] = {}
 
@@ -348,9 +372,14 @@ class RedisChunkLog:
         fence: tuple[str, str] | None = None,
     ) -> str:
         """Write one batch; return its entry id. ``fence``: ``(lease key, lease value)``."""
-        return await self._write(
-            key, execution_id, lambda n: encode_batch(n, chunks, seqs), fence=fence, expire=False
-        )
+        part = run_part(chunks, seqs)
+
+        def payload(numbers: Mapping[str, int]) -> bytes:
+            parts = None if part is None else numbers
+            return encode_batch(numbers.get(execution_id, 0), chunks, seqs, parts)
+
+        strings = [s for s in (execution_id, part) if s]
+        return await self._write(key, strings, payload, fence=fence, expire=False)
 
     async def end(
         self,
@@ -365,31 +394,34 @@ class RedisChunkLog:
     ) -> str:
         """Write an execution's terminal entry and start the log's TTL; return its entry id."""
 
-        def payload(number: int) -> bytes:
+        def payload(numbers: Mapping[str, int]) -> bytes:
+            number = numbers.get(execution_id, 0)
             return encode_end(number, status, done=done, error=error, reason=reason)
 
-        entry_id = await self._write(key, execution_id, payload, fence=fence, expire=True)
+        strings = [execution_id] if execution_id else []
+        entry_id = await self._write(key, strings, payload, fence=fence, expire=True)
         self._appends.pop(key, None)
         return entry_id
 
     async def _write(
         self,
         key: str,
-        execution_id: str,
-        payload: Any,
+        strings: list[str],
+        payload: Callable[[Mapping[str, int]], bytes],
         *,
         fence: tuple[str, str] | None,
         expire: bool,
     ) -> str:
         for attempt in (1, 2):
             try:
-                return await self._write_once(key, execution_id, payload, fence, expire)
+                numbers = await self._intern(key, strings)
+                return await self._append(key, payload(numbers), fence, expire)
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():
                     self._unconfirm(key)
                     raise
                 # Redis lost its functions (a restart without its data): load them again, and
-                # register every execution again with its next write.
+                # register every string again before its next use.
                 await self._redis.function_load(_LIBRARY, replace=True)
                 self._unconfirm(None)
             except (FencedOut, OSError, RedisError):
@@ -397,25 +429,41 @@ class RedisChunkLog:
                 raise
         raise AssertionError("unreachable")
 
-    async def _write_once(
-        self,
-        key: str,
-        execution_id: str,
-        payload: Any,
-        fence: tuple[str, str] | None,
-        expire: bool,
+    async def _intern(self, key: str, strings: list[str]) -> dict[str, int]:
+        """The numbers of ``strings`` in the turn's hash, registering those not confirmed."""
+        numbers: dict[str, int] = {}
+        missing: list[str] = []
+        for string in strings:
+            known = self._numbers.get((key, string))
+            if known is not None and known[1]:
+                numbers[string] = known[0]
+            elif string not in missing:
+                missing.append(string)
+        if not missing:
+            return numbers
+        args: list[Any] = []
+        free = 1 + max(self._names.get(key, {0: ""}))
+        for string in missing:
+            known = self._numbers.get((key, string))
+            if known is None:
+                args += [string, free]
+                free += 1
+            else:
+                args += [string, known[0]]  # again after a failure: the same number if free
+        got: Any = await self._redis.fcall(_INTERN, 1, anchors_key(key), *args)
+        if len(self._numbers) > _CACHE_BOUND:
+            self._numbers.clear()
+        for string, number in zip(missing, got, strict=True):
+            numbers[string] = int(number)
+            self._numbers[(key, string)] = (int(number), True)
+            self._remember(key, {int(number): string})
+        return numbers
+
+    async def _append(
+        self, key: str, payload: bytes, fence: tuple[str, str] | None, expire: bool
     ) -> str:
-        slot = (key, execution_id)
-        known = self._numbers.get(slot)
-        register = execution_id != "" and (known is None or not known[1])
-        if execution_id == "":
-            number = 0
-        elif known is not None:
-            number = known[0]
-        else:
-            number = 1 + max(self._names.get(key, {0: ""}))
         keys = [key]
-        args: list[Any] = ["", payload(number)]
+        args: list[Any] = ["", payload]
         if fence is not None:
             lease_key, value = fence
             if not value:
@@ -427,27 +475,14 @@ class RedisChunkLog:
             self._appends.clear()
         self._appends[key] = count + 1
         trim = self.maxlen if count % self.trim_every == 0 else ""
-        ttl = max(1, round(self.ttl)) if expire else ""
-        if register:
-            keys.append(anchors_key(key))
-            args += [trim, ttl, execution_id, number]
-        elif expire:
-            args += [trim, ttl]
+        if expire:
+            args += [trim, max(1, round(self.ttl))]
         elif trim != "":
             args.append(trim)
-        result: Any = await self._redis.fcall(_FUNCTION, len(keys), *keys, *args)
+        result: Any = await self._redis.fcall(_APPEND, len(keys), *keys, *args)
         if result is None:
             raise FencedOut(f"the lease {keys[1]!r} is no longer {fence and fence[1]!r}")
-        if register:
-            entry_id, got = result
-            number = int(got)
-            if len(self._numbers) > _CACHE_BOUND:
-                self._numbers.clear()
-            self._numbers[slot] = (number, True)
-            self._remember(key, {number: execution_id})
-        else:
-            entry_id = result
-        return _text(entry_id)
+        return _text(result)
 
     def _unconfirm(self, key: str | None) -> None:
         """Register the executions of ``key`` (``None``: every key) again on their next write."""
@@ -479,12 +514,15 @@ class RedisChunkLog:
                 pass
             raw: Any = await self._redis.hgetall(anchors_key(key))
             names = self._remember(key, _names_of(raw or {}))
-            try:
-                out.append(decode_entry(entry_id, fields, names))
-            except UnknownExecution as err:  # the map was lost (Redis lost data): say so
-                number = int(err.args[0])
-                log.warning("chunk log %s: execution number %d is not registered", key, number)
-                out.append(decode_entry(entry_id, fields, {**names, number: f"#{number}"}))
+            stand_ins = dict(names)
+            while True:
+                try:
+                    out.append(decode_entry(entry_id, fields, stand_ins))
+                    break
+                except UnknownExecution as err:  # the map was lost (Redis lost data): say so
+                    number = int(err.args[0])
+                    log.warning("chunk log %s: number %d is not registered", key, number)
+                    stand_ins[number] = f"#{number}"
         return out
 
     async def tail(self, key: str, count: int = 16) -> list[LogEntry]:
