@@ -5,11 +5,13 @@ way an owner writes it: through the ``Coalescer`` (the default 25 ms window) and
 ``RedisChunkLog.append``, with synthetic read times at a given rate (deltas per second), so the
 figures depend only on the rate, never on the machine's speed. Before the terminal entry (the
 stream is still live) the bench reads ``XLEN`` and ``MEMORY USAGE <key> SAMPLES 0`` (every
-entry counted) from a private ``redis-server`` it starts on a free loopback port.
+entry counted) of the log and of its anchors hash (the execution's row, and the numbers of its
+execution and part ids) from a private ``redis-server`` it starts on a free loopback port. The
+chunks carry the owner's seqs and a model id as the execution id, as an owner writes them.
 
 Answers: a typical one (600 deltas, ~3.6 KB of text) and a long one (2,400 deltas). The
 baseline, in the same run: the same answer with one ``XADD`` per chunk (no coalescing).
-``memory_per_text_byte`` is the stream key's bytes per byte of answer text.
+``memory_per_text_byte`` is the turn's keys' bytes per byte of answer text.
 
     .venv/bin/python bench/cluster_memory.py --quick
 """
@@ -29,39 +31,44 @@ if __package__ in (None, ""):
 
 import anyio
 from bench._common import emit
-from bench.cluster_log import _answer, _free_port, _wait_for
+from bench.cluster_log import EXECUTION, _answer, _free_port, _wait_for
 from redis.asyncio import Redis
 
 from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
+from drupe.cluster.log_writer import anchors_key
 
 
 async def _live_stream(
     redis: Redis, chunks: list[Chunk], rate: float | None, key: str
 ) -> tuple[int, int]:
-    """Write the answer but its terminal entry; return (entries, MEMORY USAGE bytes)."""
+    """Write the answer but its terminal entry, with the owner's seqs and anchor row; return
+    (entries, ``MEMORY USAGE`` of the log and its anchors hash)."""
     log = RedisChunkLog(redis, prefix="bench")
+    await redis.hset(anchors_key(key), EXECUTION, "msg_" + "7" * 32)  # as the owner does
     if rate is None:
-        for chunk in chunks:
-            await log.append(key, "e1", [chunk])
+        for seq, chunk in enumerate(chunks, 1):
+            await log.append(key, EXECUTION, [chunk], [seq])
     else:
         coalescer = Coalescer()
-        for i, chunk in enumerate(chunks):
-            now = i / rate
+        for seq, chunk in enumerate(chunks, 1):
+            now = seq / rate
             if coalescer.due is not None and now >= coalescer.due:
                 held = coalescer.flush()
                 if held:
-                    await log.append(key, "e1", held)
-            batch = coalescer.push(chunk, now)
+                    await log.append(key, EXECUTION, held, coalescer.batch_seqs)
+            batch = coalescer.push(chunk, now, seq)
             if batch is not None:
-                await log.append(key, "e1", batch)
+                await log.append(key, EXECUTION, batch, coalescer.batch_seqs)
         rest = coalescer.flush()
         if rest:
-            await log.append(key, "e1", rest)
+            await log.append(key, EXECUTION, rest, coalescer.batch_seqs)
     entries = int(await redis.xlen(key))
-    memory = int(await redis.memory_usage(key, samples=0) or 0)
-    await log.end(key, "e1", "success")
+    memory = 0
+    for name in (key, anchors_key(key)):
+        memory += int(await redis.memory_usage(name, samples=0) or 0)
+    await log.end(key, EXECUTION, "success")
     return entries, memory
 
 

@@ -11,7 +11,9 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   "the next turn" watch), and the field ``<conversation>`` of the hash ``<prefix>:live`` (the
   takeover sweep's list of live turns). A conversation's field leaves ``live`` when a terminal
   says the conversation is done. Each execution's row (its ``anchor_message_id``) is recorded in
-  ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from the log.
+  ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from the log
+  (the same hash holds the log's numbers of execution and part ids, ``#<n>`` fields, which
+  ``RedisChunkLog`` writes; it gets the log's TTL at each terminal).
 * An execution's terminal (``on_done``/``on_paused``/``on_error``, cleanup phase: after the row
   was written) flushes what is held, then writes the terminal entry and waits until it is in
   Redis (bounded by ``terminal_timeout``).

@@ -14,8 +14,11 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
   entry and returns). A ``deliver`` that raises is dropped from the key; the others go on.
 * A new key wakes the blocked read at once (``CLIENT UNBLOCK`` of the reader's connection), so a
   watcher never waits for the block timeout.
+* Entries are decoded by the log (``RedisChunkLog.decode``: its cached numbers of the key's
+  execution and part ids, read once per key, and again on an unknown number).
 * The loop is a task of the reader's own task group (``async with NodeReader(...)``). Connection
-  errors are retried with a capped backoff; cursors are kept, so nothing is skipped.
+  errors are retried with a capped backoff; cursors are kept, so nothing is skipped; the log's
+  cached numbers are dropped (Redis may have lost data).
 """
 
 from __future__ import annotations
