@@ -6,9 +6,11 @@ Contract (``docs/lifecycles/cluster.md``):
   of one execution's chunks (``e``: the execution id, ``c``: the batch as a JSON array, ``s``:
   the owner's seq of each chunk as a JSON array), as the ``Coalescer`` produced it; an
   execution's end is an entry with ``t`` (its terminal status), ``d`` (``1`` when the
-  conversation is done), and optionally ``x`` (the serialized error, JSON) and ``r`` (the
-  reason of a pause), and no chunks. The entry's stream id (``<ms>-<n>``) orders the log; the
-  seqs are the cursors clients see (``<turn>/<seq>``), the same on every node.
+  conversation is done), and optionally ``x`` (the serialized error, JSON), ``r`` (the
+  reason of a pause) and ``n`` (``<turn>/<execution>``: the execution that answers again in its
+  place, written by a takeover with ``on_owner_loss = "retry"``), and no chunks. The entry's
+  stream id (``<ms>-<n>``) orders the log; the seqs are the cursors clients see
+  (``<turn>/<seq>``), the same on every node.
 * Fenced writes: given the writer's ``Fence``, ``append``/``end`` run as one Lua script that
   writes only while the conversation's lease still holds exactly that fence, so an owner that
   lost its lease appends nothing after its successor's terminal (``FencedOut``).
@@ -80,6 +82,8 @@ class LogEntry:
     """For a terminal entry: the conversation is done (no sibling runs, no chained turn)."""
     error: dict[str, Any] | None = None
     reason: str | None = None
+    retried_as: tuple[str, str] | None = None
+    """For a terminal entry: ``(turn, execution)`` of the new attempt that replaces it."""
 
 
 def decode_entry(entry_id: Any, fields: dict[Any, Any]) -> LogEntry:
@@ -90,6 +94,10 @@ def decode_entry(entry_id: Any, fields: dict[Any, Any]) -> LogEntry:
 
     named = {text(k): v for k, v in fields.items()}
     terminal = named.get("t")
+    retried_as: tuple[str, str] | None = None
+    if "n" in named:
+        turn, _, execution = text(named["n"]).partition("/")
+        retried_as = (turn, execution)
     return LogEntry(
         cursor=text(entry_id),
         execution_id=text(named.get("e", b"")),
@@ -99,6 +107,7 @@ def decode_entry(entry_id: Any, fields: dict[Any, Any]) -> LogEntry:
         done=text(named.get("d", b"0")) == "1",
         error=orjson.loads(named["x"]) if "x" in named else None,
         reason=text(named["r"]) if "r" in named else None,
+        retried_as=retried_as,
     )
 
 
@@ -146,14 +155,19 @@ class RedisChunkLog:
         done: bool = True,
         error: dict[str, Any] | None = None,
         reason: str | None = None,
+        retried_as: tuple[str, str] | None = None,
         fence: tuple[str, str] | None = None,
     ) -> str:
-        """Write an execution's terminal entry and start the log's TTL; return its entry id."""
+        """Write an execution's terminal entry and start the log's TTL; return its entry id.
+
+        ``retried_as``: ``(turn, execution)`` of the new attempt followers move on to."""
         fields: dict[str, Any] = {"e": execution_id, "t": status, "d": "1" if done else "0"}
         if error is not None:
             fields["x"] = orjson.dumps(error)
         if reason is not None:
             fields["r"] = reason
+        if retried_as is not None:
+            fields["n"] = "/".join(retried_as)
         return await self._write(key, fields, fence=fence, expire=True)
 
     async def _write(

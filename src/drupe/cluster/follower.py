@@ -15,6 +15,11 @@ Contract (``docs/lifecycles/cluster.md``, "Subscribers"):
 * A ``MultiplexListener`` (the conversation's event stream) gets every turn's chunks and no
   terminals (its status frames come from the status observers).
 * A terminal entry with no execution id ends the whole turn (the takeover writes one).
+* A terminal entry that names its new attempt (``retried_as``: a takeover with
+  ``on_owner_loss = "retry"``) does not end a listener that follows that execution: the
+  listener moves on to the new ``(turn, execution)``, whose log is followed from its start, so
+  the client's one response carries the partial answer, the ``data-retry`` chunk, then the
+  whole new answer and its end.
 * ``close()`` (the connection closed) unwatches everything; nothing here ever stops a stream.
 """
 
@@ -118,6 +123,11 @@ class LogFollower:
         if entry.terminal is not None:
             if isinstance(listener, MultiplexListener):
                 return  # its status frames come from the status observers
+            if entry.retried_as is not None and listener.target == (turn_id, entry.execution_id):
+                new_turn, new_execution = entry.retried_as
+                listener.follow(new_turn, new_execution)
+                self._tg.start_soon(self.follow_turn, new_turn)
+                return
             result = terminal_of(self.conversation_id, turn_id, entry)
             if not entry.execution_id and listener.target is not None:
                 # A turn-wide terminal (a takeover of a turn whose executions never wrote).
