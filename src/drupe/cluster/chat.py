@@ -46,14 +46,14 @@ from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.admission.dispatch import Dispatcher, DispatchResult
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.commands import CommandBus, NodeGone
-from drupe.cluster.follower import LogFollower
+from drupe.cluster.follower import FollowingListener, LogFollower
 from drupe.cluster.gone_nodes import GoneNodes
 from drupe.cluster.lease import Fence
 from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key, turns_key
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener
+from drupe.streaming.listeners.sse import MultiplexListener
 from drupe.streaming.manager import StreamManager
 
 if TYPE_CHECKING:
@@ -246,7 +246,7 @@ class ClusterChat:
     # --- subscriptions -------------------------------------------------------------------------
 
     def follower(
-        self, conversation_id: str, listener: SseListener | MultiplexListener
+        self, conversation_id: str, listener: FollowingListener | MultiplexListener
     ) -> LogFollower:
         return LogFollower(self.node, conversation_id, listener, self.task_group)
 

@@ -27,19 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.abc
 
 from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.log_writer import turns_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener
+from drupe.streaming.listeners.sse import MultiplexListener
 
 if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
 
-__all__ = ["LogFollower", "terminal_of"]
+__all__ = ["FollowingListener", "LogFollower", "terminal_of"]
 
 
 def terminal_of(conversation_id: str, turn_id: str, entry: LogEntry) -> TerminalResult:
@@ -60,6 +60,21 @@ def terminal_of(conversation_id: str, turn_id: str, entry: LogEntry) -> Terminal
     )
 
 
+class FollowingListener(Protocol):
+    """What a follower feeds besides ``SseListener``: the gateway's ``PromptListener`` too."""
+
+    @property
+    def target(self) -> tuple[str, str] | None: ...
+
+    def on_chunk(self, event: StreamEvent) -> None: ...
+
+    def end_with(self, result: TerminalResult) -> None: ...
+
+    def follow(self, turn_id: str, execution_id: str) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+
 class LogFollower:
     """Feeds one ``SseListener`` from the log; see the module docstring."""
 
@@ -67,7 +82,7 @@ class LogFollower:
         self,
         node: ClusterNode,
         conversation_id: str,
-        listener: SseListener | MultiplexListener,
+        listener: FollowingListener | MultiplexListener,
         task_group: anyio.abc.TaskGroup,
     ) -> None:
         self.node = node
