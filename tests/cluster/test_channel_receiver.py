@@ -1,0 +1,90 @@
+"""A single-connection IM channel (Telegram long polling) in cluster mode: exactly one node
+receives it, and another node takes over when that one stops.
+
+Two real runtimes on one PostgreSQL database and one Redis prefix, each with the same Telegram
+channel configured (python-telegram-bot against the loopback fake Bot API). Without the receiver
+lease both would poll ``getUpdates`` and every message would be answered twice.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import anyio
+import pytest
+
+from drupe.app import channel_service
+from drupe.channels.service import ChannelService
+from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
+from tests.channels.conftest import ALICE, CHAT_A, telegram_config
+from tests.cluster.nodes import Node, cluster_nodes
+
+pytestmark = [pytest.mark.redis, pytest.mark.postgres]
+
+
+@pytest.fixture
+async def nodes(tmp_path: Path, prefix: str) -> AsyncIterator[list[Node]]:
+    async with cluster_nodes(tmp_path, prefix, lease_ttl=3.0) as pair:
+        yield pair
+
+
+async def roles_settled(services: list[ChannelService]) -> None:
+    for _ in range(200):
+        roles = sorted(str(s.channels["tg"].role) for s in services)
+        if roles == ["receiver", "standby"][: len(services)] or roles == ["receiver"]:
+            return
+        await anyio.sleep(0.05)
+    raise AssertionError(f"roles never settled: {roles}")
+
+
+async def answered(tg: FakeTelegram, text: str, services: list[ChannelService]) -> None:
+    await tg.recorder.wait_until(lambda: any(text in t for t in tg.messages(CHAT_A)))
+    for service in services:
+        outbox = service.channels["tg"].outboxes.get(str(CHAT_A))
+        if outbox is not None:
+            with anyio.fail_after(10):
+                await outbox.wait_idle()
+
+
+async def test_one_node_receives_and_another_takes_over_when_it_stops(
+    nodes: list[Node],
+) -> None:
+    async with fake_telegram() as tg, anyio.create_task_group() as tasks:
+        config = telegram_config(tg.base_url)
+        services: list[ChannelService] = []
+        stops: list[anyio.Event] = []
+
+        async def run_channels(node: Node, started: anyio.Event, stop: anyio.Event) -> None:
+            # Each node's service in its own task, so either can stop first.
+            async with channel_service(node.runtime, [config]) as service:
+                services.append(service)
+                started.set()
+                await stop.wait()
+
+        for node in nodes:
+            started, stop = anyio.Event(), anyio.Event()
+            stops.append(stop)
+            tasks.start_soon(run_channels, node, started, stop)
+            with anyio.fail_after(20):
+                await started.wait()
+        await roles_settled(services)
+        assert all(s.channels["tg"].state == "connected" for s in services)
+        receiver = next(s for s in services if s.channels["tg"].role == "receiver")
+        tg.push_message(CHAT_A, ALICE, "first message")
+        await answered(tg, "first message", services)
+        await anyio.sleep(0.5)  # a second poller, if any, would have answered by now
+        assert len(tg.messages(CHAT_A)) == 1
+        assert len(tg.recorder.of("setMyCommands")) == 1  # only the receiver set them up
+        # The receiver's node stops: the other one receives from now on.
+        index = services.index(receiver)
+        survivor = services[1 - index]
+        stops[index].set()
+        with anyio.fail_after(10):
+            await roles_settled([survivor])
+        tg.push_message(CHAT_A, ALICE, "second message")
+        await answered(tg, "second message", [survivor])
+        await anyio.sleep(0.5)
+        assert len(tg.messages(CHAT_A)) == 2
+        assert len([t for t in tg.messages(CHAT_A) if "second message" in t]) == 1
+        stops[1 - index].set()
