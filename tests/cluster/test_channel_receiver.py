@@ -13,9 +13,13 @@ from pathlib import Path
 
 import anyio
 import pytest
+from redis.asyncio import Redis
 
 from drupe.app import channel_service
+from drupe.channels.receiver import serve_single_receiver
 from drupe.channels.service import ChannelService
+from drupe.cluster.lease import RedisLease
+from drupe.cluster.receiver import RedisReceiverLease
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
 from tests.channels.conftest import ALICE, CHAT_A, telegram_config
 from tests.cluster.nodes import Node, cluster_nodes
@@ -88,3 +92,46 @@ async def test_one_node_receives_and_another_takes_over_when_it_stops(
         assert len(tg.messages(CHAT_A)) == 2
         assert len([t for t in tg.messages(CHAT_A) if "second message" in t]) == 1
         stops[1 - index].set()
+
+
+async def test_a_receiver_that_loses_its_lease_stops_receiving_at_once(
+    redis: Redis, prefix: str
+) -> None:
+    lease = RedisLease(redis, prefix=prefix, ttl=0.6)
+    mine = RedisReceiverLease(lease, "n1")
+    phases: list[bool] = []
+    receiving = anyio.Event()
+    stopped_receiving, standby_again = anyio.Event(), anyio.Event()
+
+    async def run(receive: bool) -> None:
+        phases.append(receive)
+        if not receive:
+            if receiving.is_set():
+                standby_again.set()
+            await anyio.sleep_forever()
+        receiving.set()
+        try:
+            await anyio.sleep_forever()
+        finally:
+            stopped_receiving.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(serve_single_receiver, mine, "channel:tg", run)
+        with anyio.fail_after(5):
+            await receiving.wait()
+        assert phases == [False, True]  # standby first, then the lease was free
+        # Another node takes the lease (this one stalled past the TTL): receiving stops.
+        await redis.delete(lease.lease_key("receiver:channel:tg"))
+        theirs = await RedisReceiverLease(lease, "n2").acquire("channel:tg")
+        assert theirs is not None
+        with anyio.fail_after(5):
+            await stopped_receiving.wait()
+        with anyio.fail_after(5):
+            await standby_again.wait()
+        assert phases == [False, True, False]  # back to standby while n2 holds it
+        # n2 never renews (it died): once its lease expires, n1 receives again.
+        receiving = anyio.Event()
+        with anyio.fail_after(5):
+            await receiving.wait()
+        assert phases == [False, True, False, True]
+        tg.cancel_scope.cancel()
