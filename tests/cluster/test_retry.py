@@ -38,7 +38,10 @@ def chat_body(conversation: str) -> dict[str, object]:
 
 @pytest.fixture
 async def nodes(tmp_path: Path, prefix: str) -> AsyncIterator[list[Node]]:
-    async with cluster_nodes(tmp_path, prefix, lease_ttl=3.0, on_owner_loss="retry") as pair:
+    # A long TTL: A's first renewal (TTL/3) comes after the takeover. A node that notices the
+    # loss of its lease BEFORE its successor's first row write may still end its own row
+    # (paused): the rows' fence only rises with that write. Here A stands for a dead node.
+    async with cluster_nodes(tmp_path, prefix, lease_ttl=30.0, on_owner_loss="retry") as pair:
         yield pair
 
 
