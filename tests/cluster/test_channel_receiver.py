@@ -8,8 +8,9 @@ lease both would poll ``getUpdates`` and every message would be answered twice.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import anyio
 import pytest
@@ -21,6 +22,9 @@ from drupe.channels.service import ChannelService
 from drupe.cluster.lease import RedisLease
 from drupe.cluster.receiver import RedisReceiverLease
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
+from drupe.testing.script import Text, ToolCall
+from drupe.testing.scripted import register_script
+from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ALICE, CHAT_A, telegram_config
 from tests.cluster.nodes import Node, cluster_nodes
 
@@ -135,3 +139,57 @@ async def test_a_receiver_that_loses_its_lease_stops_receiving_at_once(
             await receiving.wait()
         assert phases == [False, True, False, True]
         tg.cancel_scope.cancel()
+
+
+async def _remove(arguments: Mapping[str, Any], context: ToolContext) -> str:
+    return f"removed {arguments.get('path')}"
+
+
+async def test_a_chat_whose_conversation_another_node_owns_is_answered_and_approved_there(
+    nodes: list[Node],
+) -> None:
+    register_script(
+        "cluster-tg-approve",
+        [[ToolCall("rm", {"path": "/tmp/x"}, tool_call_id="call-1")], [Text("All clean.")]],
+    )
+    for node in nodes:
+        node.runtime.tools.register(
+            ToolEntry(
+                name="rm",
+                description="Remove a file",
+                input_schema={"type": "object", "properties": {"path": {"type": "string"}}},
+                execute=_remove,
+                needs_approval=lambda args: True,
+            )
+        )
+    a, b = nodes
+    db = a.runtime.db
+    conversation = await db.conversations.create(title="tg chat")
+    model = "model:scripted:cluster-tg-approve"
+    await db.channels.bind("tg", str(CHAT_A), conversation_id=conversation.id, target=model)
+    async with fake_telegram() as tg:
+        config = telegram_config(tg.base_url, target=model)
+        # Only B runs the channel, so B receives the chat; A owns its conversation meanwhile.
+        cluster_a = a.runtime.cluster_chat
+        assert cluster_a is not None
+        async with (
+            cluster_a.ownership.hold(conversation.id),
+            channel_service(b.runtime, [config]) as service,
+        ):
+            tg.push_message(CHAT_A, ALICE, "clean up")
+            await tg.recorder.wait_until(lambda: any("reply_markup" in s for s in tg.sends(CHAT_A)))
+            prompt = next(s for s in tg.sends(CHAT_A) if "reply_markup" in s)
+            approve = prompt["reply_markup"]["inline_keyboard"][0][0]["callback_data"]
+            tg.push_callback(CHAT_A, ALICE, approve)
+            await tg.recorder.wait_until(lambda: "All clean." in tg.messages(CHAT_A))
+            await answered(tg, "All clean.", [service])
+            with anyio.fail_after(10):
+                await a.runtime.manager.wait_settled(conversation.id)
+    rows = await db.messages.list_for_conversation(conversation.id)
+    answer = [r for r in rows if r.role == "assistant"][-1]
+    assert answer.status == "success"
+    assert answer.fence == cluster_a.ownership.fence_for(conversation.id)  # A wrote it
+    assert b.runtime.manager.status(conversation.id) is None  # B only relayed the turns
+    tool = next(p for p in answer.parts if p["type"] == "tool-rm")
+    assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/x"
+    assert "Approved." in tg.messages(CHAT_A)

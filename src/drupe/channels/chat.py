@@ -418,7 +418,19 @@ class ChatWorker:
             ctx.outbox.notice("That approval is no longer pending.")
             return
         session_id = session_id_of(binding.conversation_id)
-        if session_id is not None and ctx.sessions is not None:
+        decision = Decision(approval_id=approval_id, approved=approved)
+        if ctx.cluster is not None:
+            # The owner's node holds the pending decision; the continuation reaches this chat
+            # from the chunk log (the chat's follower watches every turn).
+            outcome = await ctx.cluster.approvals(binding.conversation_id, [decision])
+            if not outcome.ok:
+                if not system:
+                    reason = outcome.reason or "the decision was not applied"
+                    ctx.outbox.notice(f"⚠️ {reason}")
+                return
+            if outcome.continued:
+                self._start_typing(binding.conversation_id)
+        elif session_id is not None and ctx.sessions is not None:
             done = await ctx.sessions.respond_approval(session_id, approval_id, approved=approved)
             if not done:
                 if not system:  # a headless agent turn was already denied by its host
@@ -428,9 +440,7 @@ class ChatWorker:
             # The decision applies once the turn that asked has ended (awaiting approval).
             await ctx.manager.wait_settled(binding.conversation_id)
             outcome = await ctx.approvals.respond(
-                binding.conversation_id,
-                [Decision(approval_id=approval_id, approved=approved)],
-                [ctx.listener],
+                binding.conversation_id, [decision], [ctx.listener]
             )
             if not outcome.ok:
                 ctx.outbox.notice(f"⚠️ {outcome.reason or 'the decision was not applied'}")
