@@ -34,6 +34,7 @@ from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.request import TurnRequest
 from drupe.agent.runner import AgentRunner
 from drupe.channels.config import ChannelConfig, load_channel_configs
+from drupe.channels.receiver import ReceiverLease
 from drupe.channels.registry import AdapterRegistry, default_registry
 from drupe.channels.service import ChannelDeps, ChannelService
 from drupe.chunks.types import Chunk, UIMessage
@@ -371,6 +372,16 @@ def task_delivery(channels: ChannelService | None) -> DeliveryPort:
     return BufferedDelivery(send)
 
 
+def _receiver_lease(runtime: Runtime) -> ReceiverLease | None:
+    """Cluster mode: the lease that picks the one node receiving a single-connection channel."""
+    node = runtime.cluster
+    if node is None:
+        return None
+    from drupe.cluster.receiver import RedisReceiverLease
+
+    return RedisReceiverLease(node.lease, node.node_id)
+
+
 def channel_service(
     runtime: Runtime,
     configs: list[ChannelConfig],
@@ -390,6 +401,8 @@ def channel_service(
         sessions=runtime.sessions,
         validate_model=model_validator(runtime.models),
         clock=clock,
+        cluster=runtime.cluster_chat,
+        receiver_lease=_receiver_lease(runtime),
     )
     if edit_interval is not None:
         deps.edit_interval = edit_interval

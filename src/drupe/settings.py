@@ -7,7 +7,7 @@
 ``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
 ``DRUPE_SCHEDULER=off``, ``DRUPE_SCHEDULE_POLL``, ``DRUPE_TRACE_STORE=off``, and for cluster
 mode ``DRUPE_REDIS_URL``, ``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``,
-``DRUPE_REDIS_PREFIX``) and ``DRUPE_WORKERS`` (server processes on one
+``DRUPE_REDIS_PREFIX``, ``DRUPE_ON_OWNER_LOSS``) and ``DRUPE_WORKERS`` (server processes on one
 machine); the CLI overrides fields from its options. ``redis_url`` together with a PostgreSQL
 ``database_url`` turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the
 embedded default.
@@ -21,6 +21,7 @@ import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Final, Literal
 
 import platformdirs
 
@@ -28,7 +29,10 @@ from drupe.errors import ConfigError
 from drupe.streaming.checkpoints import CheckpointPolicy
 from drupe.streaming.config import StreamConfig
 
-__all__ = ["ClusterSettings", "Limits", "Settings"]
+OwnerLoss = Literal["error", "retry"]
+OWNER_LOSS: Final[tuple[OwnerLoss, ...]] = ("error", "retry")
+
+__all__ = ["OWNER_LOSS", "ClusterSettings", "Limits", "OwnerLoss", "Settings"]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -57,6 +61,10 @@ class ClusterSettings:
     """Seconds a text delta may wait before the owner writes it to the chunk log."""
     key_prefix: str = "drupe"
     """Prefix of every Redis key (several clusters may share one Redis)."""
+    on_owner_loss: OwnerLoss = "error"
+    """What a node that takes over a lost owner's turn does with its unfinished answers:
+    ``"error"`` ends them (the partial text kept, one ``data-error`` part); ``"retry"`` also
+    answers the same user message again as a new attempt, which every subscriber follows."""
 
     @property
     def enabled(self) -> bool:
@@ -118,6 +126,11 @@ class Settings:
                 f"--workers {self.workers} runs {self.workers} processes that share their state "
                 f"through PostgreSQL and Redis (cluster mode): add {' and '.join(missing)} "
                 "(or DRUPE_DATABASE_URL / DRUPE_REDIS_URL); see docs/deploy.md"
+            )
+        if self.cluster.on_owner_loss not in OWNER_LOSS:
+            raise ConfigError(
+                f"DRUPE_ON_OWNER_LOSS must be one of {', '.join(OWNER_LOSS)}, "
+                f"not {self.cluster.on_owner_loss!r}"
             )
         if not self.cluster.enabled:
             return
@@ -190,6 +203,8 @@ class Settings:
             cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
         if env.get("DRUPE_REDIS_PREFIX"):
             cluster["key_prefix"] = env["DRUPE_REDIS_PREFIX"]
+        if env.get("DRUPE_ON_OWNER_LOSS"):
+            cluster["on_owner_loss"] = env["DRUPE_ON_OWNER_LOSS"].strip().lower()
         if env.get("DRUPE_SCHEDULE_POLL"):
             kwargs["schedule_poll"] = float(env["DRUPE_SCHEDULE_POLL"])
         if env.get("DRUPE_WORKERS"):

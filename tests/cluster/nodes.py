@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from drupe.app import Runtime, open_runtime
 from drupe.gateway.app import create_app
-from drupe.settings import ClusterSettings, Settings
+from drupe.settings import ClusterSettings, OwnerLoss, Settings
 from drupe.testing.fake_providers import serve_app
 from tests.cluster.conftest import redis_url
 
@@ -56,6 +56,7 @@ async def cluster_nodes(
     lease_ttl: float = 3.0,
     redis: str | None = None,
     database_url: str | None = None,
+    on_owner_loss: OwnerLoss = "error",
 ) -> AsyncIterator[list[Node]]:
     async with AsyncExitStack() as stack:
         if database_url is None:
@@ -78,6 +79,7 @@ async def cluster_nodes(
                     node_id=name,
                     lease_ttl=lease_ttl,
                     key_prefix=prefix,
+                    on_owner_loss=on_owner_loss,
                 ),
             )
             runtime = await stack.enter_async_context(open_runtime(settings))

@@ -30,6 +30,7 @@ def test_cluster_settings_come_from_the_environment() -> None:
             "DRUPE_LEASE_TTL": "3.5",
             "DRUPE_COALESCE_MS": "10",
             "DRUPE_REDIS_PREFIX": "team-a",
+            "DRUPE_ON_OWNER_LOSS": " Retry",
         }
     )
     settings.check()
@@ -39,7 +40,15 @@ def test_cluster_settings_come_from_the_environment() -> None:
         lease_ttl=3.5,
         coalesce_window=0.01,
         key_prefix="team-a",
+        on_owner_loss="retry",
     )
+
+
+def test_an_unknown_owner_loss_policy_is_refused_with_the_choices() -> None:
+    settings = Settings.from_env({"DRUPE_ON_OWNER_LOSS": "resume"})
+    with pytest.raises(ConfigError, match="DRUPE_ON_OWNER_LOSS must be one of error, retry"):
+        settings.check()
+    assert Settings().cluster.on_owner_loss == "error"  # the default ends lost answers
 
 
 def test_node_ids_differ_per_process_and_never_hold_the_lease_separator() -> None:

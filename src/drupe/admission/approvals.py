@@ -66,7 +66,12 @@ class ApprovalService:
         if not decisions:
             raise ValidationError("no decisions were given")
         manager = self.dispatcher.manager
-        async with manager.conversation_lock(conversation_id):
+        # Cluster mode: only the owner answers (a node without the lease raises NotOwnerError
+        # before anything is written; callers route to the owner, ``drupe.cluster.chat``).
+        async with (
+            self.dispatcher.ownership.hold(conversation_id),
+            manager.conversation_lock(conversation_id),
+        ):
             row = await self._anchor(conversation_id, {d.approval_id for d in decisions})
             result = apply_decisions(row.parts, decisions)
             if result.changed:

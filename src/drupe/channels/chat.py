@@ -47,6 +47,7 @@ if TYPE_CHECKING:
     from drupe.admission.dispatch import Dispatcher
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
+    from drupe.channels.routing import ConversationRouter, Following
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
     from drupe.streaming.listeners.channel import ChannelListener
@@ -80,6 +81,9 @@ class ChatContext:
     clock: Clock
     task_group: anyio.abc.TaskGroup
     send_timeout: float = 15.0
+    cluster: ConversationRouter | None = None
+    """Cluster mode: submits and stops go to the conversation's owner, whichever node it is,
+    and the chat's listener is fed from the chunk log (``LogFollower``)."""
 
 
 class ChatWorker:
@@ -88,6 +92,8 @@ class ChatWorker:
         self.chat_id = chat_id
         self._tx, self._rx = anyio.create_memory_object_stream[_Item](max_buffer_size=256)
         self._typing = False
+        self._follower: Following | None = None
+        self._followed: str | None = None
         self.handled = 0
         self.burst_size = 0
         """Messages waiting in the current burst (observable by tests and /status)."""
@@ -103,6 +109,28 @@ class ChatWorker:
     # --- the loop -----------------------------------------------------------------------------
 
     async def run(self) -> None:
+        try:
+            await self._loop()
+        finally:
+            if self._follower is not None:
+                self._follower.close()
+
+    async def _dispatch(self, submit: Submit) -> None:
+        """Admit ``submit``; the chat's listener gets the answer (locally, or in cluster mode
+        from the chunk log, wherever the conversation's owner runs it)."""
+        ctx = self.ctx
+        if ctx.cluster is None:
+            await ctx.dispatcher.dispatch(submit, [ctx.listener])
+            return
+        if self._followed != submit.conversation_id:
+            if self._follower is not None:
+                self._follower.close()
+            self._follower = ctx.cluster.follower(submit.conversation_id, ctx.listener)
+            await self._follower.follow_next(None)  # every turn from now on
+            self._followed = submit.conversation_id
+        await ctx.cluster.dispatch(submit)
+
+    async def _loop(self) -> None:
         debounce = self.ctx.config.debounce
         burst = Burst()
         while True:
@@ -243,14 +271,13 @@ class ChatWorker:
             "userId": message.user_id,
             "headless": ctx.config.headless or not ctx.adapter.buttons,
         }
-        await ctx.dispatcher.dispatch(
+        await self._dispatch(
             Submit(
                 conversation_id=binding.conversation_id,
                 parts=parts,
                 model_ids=model_ids,
                 metadata=metadata,
-            ),
-            [ctx.listener],
+            )
         )
         self._start_typing(binding.conversation_id)
 
@@ -326,6 +353,8 @@ class ChatWorker:
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             return False
+        if ctx.cluster is not None:
+            return await ctx.cluster.stop(binding.conversation_id)
         session_id = session_id_of(binding.conversation_id)
         if session_id is not None and ctx.sessions is not None:
             return await ctx.sessions.stop(session_id)
@@ -389,7 +418,19 @@ class ChatWorker:
             ctx.outbox.notice("That approval is no longer pending.")
             return
         session_id = session_id_of(binding.conversation_id)
-        if session_id is not None and ctx.sessions is not None:
+        decision = Decision(approval_id=approval_id, approved=approved)
+        if ctx.cluster is not None:
+            # The owner's node holds the pending decision; the continuation reaches this chat
+            # from the chunk log (the chat's follower watches every turn).
+            outcome = await ctx.cluster.approvals(binding.conversation_id, [decision])
+            if not outcome.ok:
+                if not system:
+                    reason = outcome.reason or "the decision was not applied"
+                    ctx.outbox.notice(f"⚠️ {reason}")
+                return
+            if outcome.continued:
+                self._start_typing(binding.conversation_id)
+        elif session_id is not None and ctx.sessions is not None:
             done = await ctx.sessions.respond_approval(session_id, approval_id, approved=approved)
             if not done:
                 if not system:  # a headless agent turn was already denied by its host
@@ -399,9 +440,7 @@ class ChatWorker:
             # The decision applies once the turn that asked has ended (awaiting approval).
             await ctx.manager.wait_settled(binding.conversation_id)
             outcome = await ctx.approvals.respond(
-                binding.conversation_id,
-                [Decision(approval_id=approval_id, approved=approved)],
-                [ctx.listener],
+                binding.conversation_id, [decision], [ctx.listener]
             )
             if not outcome.ok:
                 ctx.outbox.notice(f"⚠️ {outcome.reason or 'the decision was not applied'}")

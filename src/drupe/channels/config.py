@@ -97,6 +97,14 @@ class ChannelConfig:
     """``token`` / ``secret`` / ``app_token`` values read from the environment."""
 
     @property
+    def single_receiver(self) -> bool:
+        """Whether the platform delivers inbound events over ONE connection (Telegram long
+        polling, Slack Socket Mode): in cluster mode only one node may receive them."""
+        return (self.type == "telegram" and self.mode != "webhook") or (
+            self.type == "slack" and self.mode == "socket"
+        )
+
+    @property
     def token(self) -> str | None:
         return self.secrets.get("token")
 

@@ -79,8 +79,10 @@ class ChannelAdapter(ChannelSink, Protocol):
     buttons: bool
     """Whether the platform has buttons (approvals are asked there)."""
 
-    async def run(self, inbox: Inbox) -> None:
-        """Connect and serve until cancelled."""
+    async def run(self, inbox: Inbox, *, receive: bool = True) -> None:
+        """Connect and serve until cancelled. ``receive=False``: connect for sending only (a
+        cluster node that is not the channel's receiver; ``ChannelConfig.single_receiver``):
+        no polling, no socket; webhook channels receive on every node anyway."""
         ...
 
     async def handle_http(self, request: Request, path: str) -> Response:

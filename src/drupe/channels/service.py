@@ -38,6 +38,7 @@ from drupe.channels.commands import refusal_text
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
 from drupe.channels.guard import RateWindow, admitted
 from drupe.channels.logs import install_secret_filter
+from drupe.channels.receiver import ReceiverLease, serve_single_receiver
 from drupe.errors import ValidationError
 from drupe.streaming.listeners.channel import ChannelListener
 from drupe.streaming.listeners.channel_outbox import (
@@ -57,6 +58,7 @@ if TYPE_CHECKING:
     from drupe.admission.dispatch import Dispatcher
     from drupe.channels.config import ChannelConfig
     from drupe.channels.registry import AdapterRegistry
+    from drupe.channels.routing import ConversationRouter
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
     from drupe.streaming.manager import StreamManager
@@ -83,6 +85,10 @@ class ChannelDeps:
     clock: Clock | None = None
     edit_interval: float = DEFAULT_EDIT_INTERVAL
     send_timeout: float = DEFAULT_SEND_TIMEOUT
+    cluster: ConversationRouter | None = None
+    """Cluster mode: chats submit and stop through the conversation's owner node."""
+    receiver_lease: ReceiverLease | None = None
+    """Cluster mode: which node receives a single-connection channel (``receiver.py``)."""
 
 
 class ChannelRuntime:
@@ -93,6 +99,8 @@ class ChannelRuntime:
         self.config = config
         self.adapter = adapter
         self.state = "starting"
+        self.role: str | None = None
+        """Cluster mode, single-connection channels: ``receiver`` or ``standby``."""
         self.last_error: str | None = None
         self.workers: dict[str, ChatWorker] = {}
         self.outboxes: dict[str, ChatOutbox] = {}
@@ -225,6 +233,7 @@ class ChannelRuntime:
                 sessions=deps.sessions,
                 validate_model=deps.validate_model,
                 clock=self.service.clock,
+                cluster=deps.cluster,
                 task_group=self.service.task_group,
                 send_timeout=deps.send_timeout,
             )
@@ -235,8 +244,23 @@ class ChannelRuntime:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def serve(self) -> None:
+        lease = self.service.deps.receiver_lease
+        if lease is None or not self.config.single_receiver:
+            await self._run(receive=True)
+            return
+        await serve_single_receiver(
+            lease, f"channel:{self.config.id}", self._run_as, on_role=self._set_role
+        )
+
+    def _set_role(self, role: str) -> None:
+        self.role = role
+
+    async def _run_as(self, receive: bool) -> None:
+        await self._run(receive=receive)
+
+    async def _run(self, *, receive: bool) -> None:
         try:
-            await self.adapter.run(self)
+            await self.adapter.run(self, receive=receive)
         except anyio.get_cancelled_exc_class():
             raise
         except Exception as err:
@@ -272,6 +296,7 @@ class ChannelRuntime:
         return {
             **self.config.public(),
             "state": self.state,
+            **({"role": self.role} if self.role is not None else {}),
             "lastError": self.last_error,
             "refused": self.refused,
             "activeChats": sorted(self.workers),
@@ -396,7 +421,7 @@ class _Unavailable:
     def __init__(self, config: ChannelConfig) -> None:
         self.config = config
 
-    async def run(self, inbox: Any) -> None:
+    async def run(self, inbox: Any, *, receive: bool = True) -> None:
         await anyio.sleep_forever()
 
     async def send(self, chat_id: str, text: str, *, buttons: Any = ()) -> str:

@@ -72,11 +72,11 @@ class SlackAdapter:
 
     # --- connection -----------------------------------------------------------------------------
 
-    async def run(self, inbox: Inbox) -> None:
+    async def run(self, inbox: Inbox, *, receive: bool = True) -> None:
         await self.client.auth_test()
         self._inbox = inbox
         try:
-            if self.config.mode == "socket":
+            if self.config.mode == "socket" and receive:
                 from slack_bolt.adapter.socket_mode.async_handler import AsyncSocketModeHandler
 
                 socket = AsyncSocketModeHandler(self.app, self.config.secrets["app_token"])

@@ -87,8 +87,11 @@ class TelegramAdapter:
 
     # --- connection -----------------------------------------------------------------------------
 
-    async def run(self, inbox: Inbox) -> None:
+    async def run(self, inbox: Inbox, *, receive: bool = True) -> None:
         async with self.bot:
+            if not receive and self.config.mode != "webhook":
+                inbox.connected()  # sending only: another cluster node polls
+                await anyio.sleep_forever()
             await self.bot.set_my_commands([BotCommand(n, d) for n, d in COMMANDS.items()])
             self._inbox = inbox
             try:
@@ -114,29 +117,45 @@ class TelegramAdapter:
 
     async def _poll(self, inbox: Inbox) -> None:
         offset: int | None = None
+        confirmed: int | None = None  # the offset of the last getUpdates that was sent
         failures = 0
         inbox.connected()
-        while True:
+        try:
+            while True:
+                try:
+                    confirmed = offset
+                    updates = await self.bot.get_updates(
+                        offset=offset,
+                        timeout=self.poll_timeout,
+                        allowed_updates=["message", "callback_query"],
+                    )
+                except RetryAfter as err:
+                    await anyio.sleep(_seconds(err.retry_after))
+                    continue
+                except TelegramError as err:
+                    inbox.disconnected(f"polling failed: {err}")
+                    await anyio.sleep(BACKOFF[min(failures, len(BACKOFF) - 1)])
+                    failures += 1
+                    continue
+                if failures:
+                    failures = 0
+                    inbox.connected()
+                for update in updates:
+                    offset = update.update_id + 1
+                    await self._dispatch(update, inbox)
+        finally:
+            if offset is not None and offset != confirmed:
+                await self._confirm(offset)
+
+    async def _confirm(self, offset: int) -> None:
+        """Stopping with handled updates unconfirmed (Telegram confirms them only with the next
+        ``getUpdates``): confirm them, so the next poller (this process after a restart, or
+        another cluster node taking over) does not answer them again. Best effort, bounded."""
+        with anyio.CancelScope(shield=True), anyio.move_on_after(2.0):
             try:
-                updates = await self.bot.get_updates(
-                    offset=offset,
-                    timeout=self.poll_timeout,
-                    allowed_updates=["message", "callback_query"],
-                )
-            except RetryAfter as err:
-                await anyio.sleep(_seconds(err.retry_after))
-                continue
+                await self.bot.get_updates(offset=offset, timeout=0)
             except TelegramError as err:
-                inbox.disconnected(f"polling failed: {err}")
-                await anyio.sleep(BACKOFF[min(failures, len(BACKOFF) - 1)])
-                failures += 1
-                continue
-            if failures:
-                failures = 0
-                inbox.connected()
-            for update in updates:
-                offset = update.update_id + 1
-                await self._dispatch(update, inbox)
+                log.debug("confirming the last updates failed: %s", err)
 
     # --- inbound --------------------------------------------------------------------------------
 

@@ -61,7 +61,7 @@ class WebhookAdapter:
         self._client = client
         self._inbox: Inbox | None = None
 
-    async def run(self, inbox: Inbox) -> None:
+    async def run(self, inbox: Inbox, *, receive: bool = True) -> None:
         self._inbox = inbox
         async with httpx.AsyncClient(timeout=15.0) as client:
             if self._client is None:

@@ -46,13 +46,14 @@ from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.admission.dispatch import Dispatcher, DispatchResult
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.commands import CommandBus, NodeGone
-from drupe.cluster.follower import LogFollower
+from drupe.cluster.follower import FollowingListener, LogFollower
 from drupe.cluster.gone_nodes import GoneNodes
-from drupe.cluster.log_writer import anchors_key, live_key, turns_key
+from drupe.cluster.lease import Fence
+from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key, turns_key
 from drupe.cluster.ownership import LeaseOwnership
-from drupe.errors import NotOwnerError, OwnerUnavailableError, ValidationError
+from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener
+from drupe.streaming.listeners.sse import MultiplexListener
 from drupe.streaming.manager import StreamManager
 
 if TYPE_CHECKING:
@@ -61,11 +62,24 @@ if TYPE_CHECKING:
     from drupe.persistence.schedules import ScheduleStore
     from drupe.sessions.host import AgentSessionHost
 
-__all__ = ["NODE_LOST", "ClusterChat"]
+__all__ = [
+    "MAX_OWNER_LOSS_RETRIES",
+    "NODE_LOST",
+    "NODE_LOST_RETRIED",
+    "ClusterChat",
+    "retry_notice",
+]
 
 log = logging.getLogger(__name__)
 
 NODE_LOST: Final = "the node that was answering was lost; the partial answer was kept"
+NODE_LOST_RETRIED: Final = (
+    "the node that was answering was lost; the partial answer was kept and the message is "
+    "being answered again"
+)
+MAX_OWNER_LOSS_RETRIES: Final = 2
+"""Times one user message is answered again after its owner was lost."""
+_RETRY_COUNTER_TTL: Final = 24 * 3600
 T = TypeVar("T")
 
 
@@ -110,6 +124,9 @@ class ClusterChat:
             timeout=ttl + 2.0,
         )
         self.takeovers = 0
+        self.retried = 0
+        """Lost answers this node answered again (``on_owner_loss = "retry"``)."""
+        self.on_owner_loss = node.settings.on_owner_loss
         self.clock = clock
         self.settle = settle
         self.schedules = schedules
@@ -229,7 +246,7 @@ class ClusterChat:
     # --- subscriptions -------------------------------------------------------------------------
 
     def follower(
-        self, conversation_id: str, listener: SseListener | MultiplexListener
+        self, conversation_id: str, listener: FollowingListener | MultiplexListener
     ) -> LogFollower:
         return LogFollower(self.node, conversation_id, listener, self.task_group)
 
@@ -322,34 +339,125 @@ class ClusterChat:
     async def take_over(
         self, conversation_id: str, log_key: str | None, turn_id: str | None = None
     ) -> bool:
+        """Take over one orphaned conversation (see the module docstring); False when another
+        node holds its lease (it took over first, or admitted a new turn)."""
+        if self.on_owner_loss == "retry":
+            try:
+                async with self.ownership.hold(conversation_id):
+                    fence = self.ownership.fence(conversation_id)
+                    assert fence is not None
+                    await self._settle_lost(conversation_id, log_key, turn_id, fence, retry=True)
+                    return True
+            except (NotOwnerError, OwnerUnavailableError):
+                return False
         lease = self.node.lease
         fence = await lease.acquire(conversation_id, self.node.node_id)
         if fence is None:
             return False  # another node is taking over (or a new owner admitted a turn)
         try:
-            rebuilt = await self._rebuild_rows(log_key) if log_key is not None else {}
-            rows = await self.messages.take_over(
-                conversation_id, fence=fence.token, reason=NODE_LOST, rebuilt=rebuilt
-            )
-            guard = (lease.lease_key(conversation_id), fence.value)
-            if log_key is not None:
-                await self._end_log(log_key, guard)
-                await redis_hdel(self.node, conversation_id)
-            if turn_id is not None and self.settle is not None:
-                self.settle(conversation_id, turn_id, "error")
-            self.takeovers += 1
-            log.warning(
-                "took over conversation %r (token %d): %d row(s) finalized, %d rebuilt from "
-                "the chunk log %s",
-                conversation_id,
-                fence.token,
-                len(rows),
-                len(rebuilt),
-                log_key,
-            )
+            await self._settle_lost(conversation_id, log_key, turn_id, fence, retry=False)
             return True
         finally:
             await lease.release(fence)
+
+    async def _settle_lost(
+        self,
+        conversation_id: str,
+        log_key: str | None,
+        turn_id: str | None,
+        fence: Fence,
+        *,
+        retry: bool,
+    ) -> None:
+        """Finalize a lost owner's rows and log under ``fence``; with ``retry``, answer the
+        user message again and point the log's followers at the new attempt."""
+        again = await self._retry_plan(conversation_id) if retry else None
+        rebuilt = await self._rebuild_rows(log_key) if log_key is not None else {}
+        rows = await self.messages.take_over(
+            conversation_id,
+            fence=fence.token,
+            reason=NODE_LOST_RETRIED if again is not None else NODE_LOST,
+            rebuilt=rebuilt,
+        )
+        if turn_id is not None and self.settle is not None:
+            self.settle(conversation_id, turn_id, "error")
+        retried: dict[str, tuple[str, str]] = {}
+        if again is not None:
+            retried = await self._retry(again)
+        guard = (self.node.lease.lease_key(conversation_id), fence.value)
+        if log_key is not None:
+            await self._end_log(log_key, guard, retried)
+            live = live_key(self.node.prefix)
+            await hdel_if_turn(self.node.redis, live, conversation_id, log_key)
+        self.takeovers += 1
+        self.retried += len(retried)
+        log.warning(
+            "took over conversation %r (token %d): %d row(s) finalized, %d rebuilt from the "
+            "chunk log %s, %d answered again",
+            conversation_id,
+            fence.token,
+            len(rows),
+            len(rebuilt),
+            log_key,
+            len(retried),
+        )
+
+    async def _retry_plan(self, conversation_id: str) -> tuple[Regenerate, list[str]] | None:
+        """What to answer again for a lost owner's pending rows (``on_owner_loss = "retry"``):
+        the user message of the newest one, with the models of its pending answers, and those
+        rows' ids; None when there is nothing to retry or the message was already answered
+        again ``MAX_OWNER_LOSS_RETRIES`` times (a request that kills every node it runs on must
+        not go round the cluster forever). Counting happens here, before the rows are ended,
+        so a row says it is answered again only when it is."""
+        rows = await self.messages.list_for_conversation(conversation_id)
+        lost = [
+            r
+            for r in rows
+            if r.role == "assistant" and r.status == "pending" and r.parent_id and r.model_id
+        ]
+        if not lost:
+            return None
+        parent_id = max(lost, key=lambda r: r.created_at).parent_id
+        assert parent_id is not None
+        lost = [r for r in lost if r.parent_id == parent_id]
+        counter = f"{self.node.prefix}:retries:{conversation_id}:{parent_id}"
+        attempts = int(await self.node.redis.incr(counter))
+        await self.node.redis.expire(counter, _RETRY_COUNTER_TTL)
+        if attempts > MAX_OWNER_LOSS_RETRIES:
+            log.warning(
+                "not answering %r of %r again: its answer was lost %d times already",
+                parent_id,
+                conversation_id,
+                attempts - 1,
+            )
+            return None
+        request = Regenerate(
+            conversation_id=conversation_id,
+            user_message_id=parent_id,
+            model_ids=tuple(r.model_id for r in lost if r.model_id),
+        )
+        return request, [r.id for r in lost]
+
+    async def _retry(self, plan: tuple[Regenerate, list[str]]) -> dict[str, tuple[str, str]]:
+        """Admit the planned new attempt; returns lost row id -> ``(turn, execution)`` of its
+        new answer (empty when it could not be admitted: the rows stay ended)."""
+        request, row_ids = plan
+        try:
+            result = await self.dispatcher.dispatch(request)
+        except DrupeError as err:
+            log.warning(
+                "could not answer %r again after its owner was lost: %s",
+                request.user_message_id,
+                err,
+            )
+            return {}
+        if result.mode != "started" or result.turn_id is None:
+            return {}
+        turn_id = result.turn_id
+        return {
+            row_id: (turn_id, execution_id)
+            for row_id, execution_id in zip(row_ids, result.execution_ids, strict=False)
+        }
 
     async def _rebuild_rows(self, key: str) -> dict[str, list[dict[str, Any]]]:
         """The answer the chunk log holds for each of the turn's rows, where that is more than
@@ -377,22 +485,63 @@ class ClusterChat:
                 rebuilt[row.id] = parts
         return rebuilt
 
-    async def _end_log(self, key: str, guard: tuple[str, str]) -> None:
+    async def _end_log(
+        self, key: str, guard: tuple[str, str], retried: dict[str, tuple[str, str]]
+    ) -> None:
+        """End every unfinished execution of the turn's log, then the turn itself. An execution
+        whose row is answered again gets a ``data-retry`` chunk and a terminal that names its
+        new attempt (``retried_as``), which its followers move on to."""
         entries = await self.node.log.read(key)
         seen: list[str] = []
         ended: set[str] = set()
+        last_seq = 0
         for entry in entries:
+            if entry.seqs:
+                last_seq = max(last_seq, *entry.seqs)
             if entry.terminal is not None:
                 ended.add(entry.execution_id)
             elif entry.execution_id not in seen:
                 seen.append(entry.execution_id)
+        rows: dict[str, str] = {}
+        if retried:
+            raw: Any = await self.node.redis.hgetall(anchors_key(key))
+            rows = {_text(k): _text(v) for k, v in (raw or {}).items()}
         error = {"name": "NodeLost", "message": NODE_LOST}
         for execution_id in [*(e for e in seen if e not in ended), ""]:
+            new_attempt = retried.get(rows.get(execution_id, ""))
+            if new_attempt is not None:
+                last_seq += 1
+                chunk = retry_notice(NODE_LOST_RETRIED)
+                await self.node.log.append(key, execution_id, [chunk], [last_seq], fence=guard)
+                retried_error = {"name": "NodeLost", "message": NODE_LOST_RETRIED}
+                await self.node.log.end(
+                    key,
+                    execution_id,
+                    "error",
+                    done=False,
+                    error=retried_error,
+                    retried_as=new_attempt,
+                    fence=guard,
+                )
+                continue
             await self.node.log.end(key, execution_id, "error", done=True, error=error, fence=guard)
 
 
-async def redis_hdel(node: ClusterNode, conversation_id: str) -> None:
-    await node.redis.hdel(live_key(node.prefix), conversation_id)
+def retry_notice(message: str) -> dict[str, Any]:
+    """The transient ``data-retry`` chunk of an answer that starts again on another node (the
+    shape of the agent loop's own retries, ``drupe.agent.retry.retry_chunk``)."""
+    return {
+        "type": "data-retry",
+        "data": {
+            "attempt": 2,
+            "maxAttempts": MAX_OWNER_LOSS_RETRIES + 1,
+            "delayMs": 0,
+            "statusCode": None,
+            "message": message,
+            "reason": "node-lost",
+        },
+        "transient": True,
+    }
 
 
 def _answer_size(parts: Any) -> tuple[int, int]:

@@ -11,7 +11,9 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
     ``<k>``, and the raw text after the first ``:``, no JSON;
   - ``j<n>[,<seq>...]:<JSON array>``: any other batch, with the owner's seq of each chunk;
   - ``e<n>:<JSON object>``: an execution's end (``t``: status, ``d``: ``1`` when the
-    conversation is done, optionally ``x``: the error, ``r``: the reason of a pause).
+    conversation is done, optionally ``x``: the error, ``r``: the reason of a pause, ``n``:
+    ``<turn>/<execution>``, the execution that answers again in its place, written by a
+    takeover with ``on_owner_loss = "retry"``).
 
   ``<n>`` is the execution's number in the turn (``0``: the turn-wide terminal, execution id
   ``""``). Execution ids and part ids are numbered in the turn's hash ``<log key>:anchors``
@@ -184,6 +186,8 @@ class LogEntry:
     """For a terminal entry: the conversation is done (no sibling runs, no chained turn)."""
     error: dict[str, Any] | None = None
     reason: str | None = None
+    retried_as: tuple[str, str] | None = None
+    """For a terminal entry: ``(turn, execution)`` of the new attempt that replaces it."""
 
 
 # --- the compact encoding (pure) ---------------------------------------------------------------
@@ -239,6 +243,7 @@ def encode_end(
     done: bool = True,
     error: dict[str, Any] | None = None,
     reason: str | None = None,
+    retried_as: tuple[str, str] | None = None,
 ) -> bytes:
     """The ``p`` value of an execution's terminal entry."""
     fields: dict[str, Any] = {"t": status, "d": 1 if done else 0}
@@ -246,6 +251,8 @@ def encode_end(
         fields["x"] = error
     if reason is not None:
         fields["r"] = reason
+    if retried_as is not None:
+        fields["n"] = "/".join(retried_as)
     return b"e" + str(number).encode() + b":" + orjson.dumps(fields)
 
 
@@ -278,6 +285,10 @@ def decode_entry(
             cursor, payload if isinstance(payload, bytes) else payload.encode(), names
         )
     terminal = named.get("t")
+    retried_as: tuple[str, str] | None = None
+    if "n" in named:
+        turn, _, execution = _text(named["n"]).partition("/")
+        retried_as = (turn, execution)
     return LogEntry(
         cursor=cursor,
         execution_id=_text(named.get("e", b"")),
@@ -287,6 +298,7 @@ def decode_entry(
         done=_text(named.get("d", b"0")) == "1",
         error=orjson.loads(named["x"]) if "x" in named else None,
         reason=_text(named["r"]) if "r" in named else None,
+        retried_as=retried_as,
     )
 
 
@@ -313,6 +325,10 @@ def _decode_compact(cursor: str, payload: bytes, names: Mapping[int, str] | None
         )
     if tag == ord("e"):
         fields = orjson.loads(body)
+        retried_as = None
+        if "n" in fields:
+            turn, _, execution = str(fields["n"]).partition("/")
+            retried_as = (turn, execution)
         return LogEntry(
             cursor,
             _name(int(head), names),
@@ -320,6 +336,7 @@ def _decode_compact(cursor: str, payload: bytes, names: Mapping[int, str] | None
             done=fields.get("d") == 1,
             error=fields.get("x"),
             reason=fields.get("r"),
+            retried_as=retried_as,
         )
     raise ValueError(f"not a chunk log entry: {payload[:16]!r}")
 
@@ -390,13 +407,18 @@ class RedisChunkLog:
         done: bool = True,
         error: dict[str, Any] | None = None,
         reason: str | None = None,
+        retried_as: tuple[str, str] | None = None,
         fence: tuple[str, str] | None = None,
     ) -> str:
-        """Write an execution's terminal entry and start the log's TTL; return its entry id."""
+        """Write an execution's terminal entry and start the log's TTL; return its entry id.
+
+        ``retried_as``: ``(turn, execution)`` of the new attempt followers move on to."""
 
         def payload(numbers: Mapping[str, int]) -> bytes:
             number = numbers.get(execution_id, 0)
-            return encode_end(number, status, done=done, error=error, reason=reason)
+            return encode_end(
+                number, status, done=done, error=error, reason=reason, retried_as=retried_as
+            )
 
         strings = [execution_id] if execution_id else []
         entry_id = await self._write(key, strings, payload, fence=fence, expire=True)

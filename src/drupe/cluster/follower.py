@@ -15,6 +15,11 @@ Contract (``docs/lifecycles/cluster.md``, "Subscribers"):
 * A ``MultiplexListener`` (the conversation's event stream) gets every turn's chunks and no
   terminals (its status frames come from the status observers).
 * A terminal entry with no execution id ends the whole turn (the takeover writes one).
+* A terminal entry that names its new attempt (``retried_as``: a takeover with
+  ``on_owner_loss = "retry"``) does not end a listener that follows that execution: the
+  listener moves on to the new ``(turn, execution)``, whose log is followed from its start, so
+  the client's one response carries the partial answer, the ``data-retry`` chunk, then the
+  whole new answer and its end.
 * ``close()`` (the connection closed) unwatches everything; nothing here ever stops a stream.
 """
 
@@ -22,19 +27,19 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import replace
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.abc
 
 from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.log_writer import turns_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener
+from drupe.streaming.listeners.sse import MultiplexListener
 
 if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
 
-__all__ = ["LogFollower", "terminal_of"]
+__all__ = ["FollowingListener", "LogFollower", "terminal_of"]
 
 
 def terminal_of(conversation_id: str, turn_id: str, entry: LogEntry) -> TerminalResult:
@@ -55,6 +60,21 @@ def terminal_of(conversation_id: str, turn_id: str, entry: LogEntry) -> Terminal
     )
 
 
+class FollowingListener(Protocol):
+    """What a follower feeds besides ``SseListener``: the gateway's ``PromptListener`` too."""
+
+    @property
+    def target(self) -> tuple[str, str] | None: ...
+
+    def on_chunk(self, event: StreamEvent) -> None: ...
+
+    def end_with(self, result: TerminalResult) -> None: ...
+
+    def follow(self, turn_id: str, execution_id: str) -> None: ...
+
+    def is_alive(self) -> bool: ...
+
+
 class LogFollower:
     """Feeds one ``SseListener`` from the log; see the module docstring."""
 
@@ -62,7 +82,7 @@ class LogFollower:
         self,
         node: ClusterNode,
         conversation_id: str,
-        listener: SseListener | MultiplexListener,
+        listener: FollowingListener | MultiplexListener,
         task_group: anyio.abc.TaskGroup,
     ) -> None:
         self.node = node
@@ -118,6 +138,11 @@ class LogFollower:
         if entry.terminal is not None:
             if isinstance(listener, MultiplexListener):
                 return  # its status frames come from the status observers
+            if entry.retried_as is not None and listener.target == (turn_id, entry.execution_id):
+                new_turn, new_execution = entry.retried_as
+                listener.follow(new_turn, new_execution)
+                self._tg.start_soon(self.follow_turn, new_turn)
+                return
             result = terminal_of(self.conversation_id, turn_id, entry)
             if not entry.execution_id and listener.target is not None:
                 # A turn-wide terminal (a takeover of a turn whose executions never wrote).

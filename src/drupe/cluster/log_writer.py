@@ -52,7 +52,7 @@ from drupe.streaming.listeners.base import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["LogListener", "LogWriter", "anchors_key", "live_key", "turns_key"]
+__all__ = ["LogListener", "LogWriter", "anchors_key", "hdel_if_turn", "live_key", "turns_key"]
 
 log = logging.getLogger(__name__)
 
@@ -315,7 +315,7 @@ class LogWriter:
         self.entries_written += 1
         await self._redis.expire(anchors_key(op.key), max(1, round(self._log.ttl)))
         if result.is_conversation_done:
-            await _hdel_if(self._redis, live_key(self.prefix), op.conversation_id, op.key)
+            await hdel_if_turn(self._redis, live_key(self.prefix), op.conversation_id, op.key)
 
 
 _HDEL_IF: Final = """
@@ -325,7 +325,7 @@ return 0
 """
 
 
-async def _hdel_if(redis: Redis, key: str, field_: str, turn_key: str) -> None:
+async def hdel_if_turn(redis: Redis, key: str, field_: str, turn_key: str) -> None:
     """Remove the conversation's live entry only if it still names this turn."""
     await redis.eval(_HDEL_IF, 1, key, field_, turn_key)
 

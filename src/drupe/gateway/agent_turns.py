@@ -12,6 +12,11 @@ The gateway response only subscribes: a client that disconnects (or goes idle) d
 never stops the turn (invariant 2); ``POST /api/chat/{id}/stop`` stops it. A session that is
 already answering is refused with 409 (nothing stored): a gateway request answers its own
 message, not a queued one.
+
+Cluster mode: the turn is admitted through ``ClusterChat.dispatch``, so it runs on the node that
+holds the session's lease (the one whose host has the session's driver, e.g. within its grace
+period after a turn), or here when no node holds it; the response follows the turn from the
+chunk log (``LogFollower``) on whichever node the request reached.
 """
 
 from __future__ import annotations
@@ -23,13 +28,20 @@ from typing import TYPE_CHECKING
 
 from drupe.admission.base import Submit
 from drupe.chunks.types import UIMessage
-from drupe.errors import AdmissionError, DrupeError, NotOwnerError, UnknownConversationError
+from drupe.errors import (
+    AdmissionError,
+    DrupeError,
+    OwnerUnavailableError,
+    UnknownConversationError,
+)
 from drupe.gateway.limits import AGENT_PREFIX, SESSION_PREFIX
 from drupe.gateway.prompt import ErrorBodyFn, GatewayError, GatewayFailure, PromptListener
 from drupe.persistence.agents import session_conversation_id
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
+    from drupe.cluster.chat import ClusterChat
+    from drupe.cluster.follower import LogFollower
 
 __all__ = ["AgentTurn", "AgentTurnStream", "agent_turn", "is_agent_model"]
 
@@ -102,6 +114,7 @@ class AgentTurnStream:
         self.conversation_id = session_conversation_id(session_id)
         self.listener = PromptListener(f"gateway-agent:{uuid.uuid4().hex}")
         self._attached = False
+        self._follower: LogFollower | None = None
 
     def _refuse(self, status: int, kind: str, message: str) -> GatewayError:
         return GatewayError(GatewayFailure(status, kind, message), self.error_body)  # type: ignore[arg-type]
@@ -111,6 +124,10 @@ class AgentTurnStream:
         if host is not None and host.is_busy(self.session_id):
             raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
         submit = Submit(conversation_id=self.conversation_id, parts=self.parts, strategy="reject")
+        cluster = self.runtime.cluster_chat
+        if cluster is not None:
+            await self._start_routed(cluster, submit)
+            return
         self._attached = True
         try:
             result = await self.runtime.dispatcher.dispatch(submit, [self.listener])
@@ -122,15 +139,6 @@ class AgentTurnStream:
         except UnknownConversationError as err:
             self._detach()
             raise self._refuse(404, "not_found", str(err)) from None
-        except NotOwnerError as err:
-            # Cluster mode: the session's host lives on the node that holds its lease.
-            self._detach()
-            raise self._refuse(
-                409,
-                "conflict",
-                f"agent session {self.session_id!r} is held by node {err.node_id!r} "
-                "(answering, or within its grace period); retry shortly",
-            ) from None
         except DrupeError as err:
             self._detach()
             raise self._refuse(400, "invalid_request", str(err)) from None
@@ -139,8 +147,31 @@ class AgentTurnStream:
             raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
         self.listener.follow(result.turn_id, result.execution_ids[0])
 
+    async def _start_routed(self, cluster: ClusterChat, submit: Submit) -> None:
+        """Cluster mode: admit on the session's owner (or here), follow the chunk log."""
+        try:
+            result = await cluster.dispatch(submit)
+        except AdmissionError as err:
+            if err.reason == "busy":
+                raise self._refuse(409, "conflict", str(err)) from None
+            raise
+        except UnknownConversationError as err:
+            raise self._refuse(404, "not_found", str(err)) from None
+        except OwnerUnavailableError:
+            raise  # 503 with Retry-After (the gateway's error mapping)
+        except DrupeError as err:
+            raise self._refuse(400, "invalid_request", str(err)) from None
+        if result.mode != "started" or result.turn_id is None or not result.execution_ids:
+            raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
+        self.listener.follow(result.turn_id, result.execution_ids[0])
+        self._follower = cluster.follower(self.conversation_id, self.listener)
+        await self._follower.follow_turn(result.turn_id)
+
     def _detach(self) -> None:
         self.listener.closed = True
+        if self._follower is not None:
+            self._follower.close()
+            self._follower = None
         if self._attached:
             self._attached = False
             self.runtime.manager.detach(self.conversation_id, self.listener.listener_id)

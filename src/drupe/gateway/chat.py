@@ -230,6 +230,12 @@ async def _resume_cluster(runtime: Runtime, conversation_id: str, cursor: str | 
     after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
     node = runtime.cluster
     assert node is not None
+    if parsed is not None and after is None:
+        # A cursor of an earlier turn whose answer was lost and is being answered again
+        # (``on_owner_loss = "retry"``): resume there; the follower moves on to the new attempt.
+        earlier = await node.log.tail(node.log.key(conversation_id, parsed[0]))
+        if any(e.retried_as is not None for e in earlier):
+            turn_id, after = parsed
     # The newest entries say whether the turn ended (its terminals are the last entries).
     entries = await node.log.tail(node.log.key(conversation_id, turn_id))
     if not entries:

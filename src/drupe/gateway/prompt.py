@@ -189,6 +189,15 @@ class PromptListener(BaseListener):
     def is_alive(self) -> bool:
         return not self.closed
 
+    @property
+    def target(self) -> tuple[str, str] | None:
+        """The ``(turn, execution)`` this listener follows (None: not chosen yet)."""
+        return self._target
+
+    def end_with(self, result: TerminalResult) -> None:
+        """A terminal delivered synchronously (cluster mode's chunk-log follower)."""
+        self._push(result)
+
     def _push(self, result: TerminalResult) -> None:
         target = self._target
         if target is not None and (result.turn_id, result.execution_id) != target:

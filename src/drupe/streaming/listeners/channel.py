@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
 from drupe.streaming.listeners.base import BaseListener, Listener, StreamEvent, TerminalResult
@@ -133,11 +133,35 @@ class ChannelListener(BaseListener):
         self.on_terminal(result)
 
     async def on_done(self, result: TerminalResult) -> None:
-        self._final(result, lambda text: text.strip())
+        self.end_with(result)
 
     async def on_paused(self, result: TerminalResult) -> None:
-        self._final(result, stopped_text)
+        self.end_with(result)
 
     async def on_error(self, result: TerminalResult) -> None:
-        message = (result.error or {}).get("message")
-        self._final(result, lambda text: error_text(text, str(message) if message else None))
+        self.end_with(result)
+
+    # --- fed from a cluster's chunk log (``drupe.cluster.follower``) ---------------------------
+
+    @property
+    def target(self) -> tuple[str, str] | None:
+        """A channel chat follows every execution of its conversation (no single target)."""
+        return None
+
+    def follow(self, turn_id: str, execution_id: str) -> None:
+        """Nothing to choose: every execution is delivered."""
+
+    def end_with(self, result: TerminalResult) -> None:
+        """An execution's terminal; one without an execution id (a takeover's turn-wide end)
+        ends every execution still open."""
+        if not result.execution_id:
+            for execution_id in list(self._executions):
+                self.end_with(replace(result, execution_id=execution_id))
+            return
+        if result.status == "success":
+            self._final(result, lambda text: text.strip())
+        elif result.status == "paused":
+            self._final(result, stopped_text)
+        else:
+            message = (result.error or {}).get("message")
+            self._final(result, lambda text: error_text(text, str(message) if message else None))
