@@ -148,21 +148,34 @@ def test_every_coalesced_batch_of_any_stream_round_trips(rng: random.Random, num
 
 
 @pytest.mark.parametrize(
-    ("status", "done", "error", "reason"),
+    ("status", "done", "error", "reason", "retried_as"),
     [
-        ("success", True, None, None),
-        ("paused", False, None, "approval 🌍"),
-        ("error", True, {"message": "the node a:b, was lost", "code": 503}, None),
+        ("success", True, None, None, None),
+        ("paused", False, None, "approval 🌍", None),
+        ("error", True, {"message": "the node a:b, was lost", "code": 503}, None, None),
+        ("error", False, {"name": "NodeLost"}, None, ("1700000000000:2", "model:a/b")),
     ],
 )
 def test_terminals_round_trip(
-    status: str, done: bool, error: dict[str, Any] | None, reason: str | None
+    status: str,
+    done: bool,
+    error: dict[str, Any] | None,
+    reason: str | None,
+    retried_as: tuple[str, str] | None,
 ) -> None:
     for number, execution in ((1, NAMES[1]), (0, "")):
-        payload = encode_end(number, status, done=done, error=error, reason=reason)
+        payload = encode_end(
+            number, status, done=done, error=error, reason=reason, retried_as=retried_as
+        )
         entry = decode_entry(b"5-0", {b"p": payload}, NAMES)
         assert entry == LogEntry(
-            "5-0", execution, terminal=status, done=done, error=error, reason=reason
+            "5-0",
+            execution,
+            terminal=status,
+            done=done,
+            error=error,
+            reason=reason,
+            retried_as=retried_as,
         )
 
 
