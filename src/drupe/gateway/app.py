@@ -9,6 +9,8 @@
 * Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
   (403). Exceptions map to HTTP only in ``drupe.gateway.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
+* The lifespan owns the app's ``PingTicker`` (``app.state.ping_ticker``): one task that pings
+  every idle SSE connection (an app whose lifespan does not run times each ping per connection).
 
 Routes never own a stream's tasks: they dispatch to the runtime, whose manager owns them.
 """
@@ -26,6 +28,7 @@ from fastapi import APIRouter, FastAPI
 from drupe.gateway import agents, channels, chat, conversations, system, tasks, traces, usage
 from drupe.gateway.errors import install_error_handlers
 from drupe.gateway.guards import BodyLimit, OriginCheck
+from drupe.gateway.ping_ticker import PingTicker
 from drupe.gateway.state import StatusBoard
 from drupe.gateway.static_ui import StaticUI
 from drupe.settings import Settings
@@ -61,6 +64,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.board = StatusBoard()
     app.state.runtime = None
     app.state.close_gateway = None
+    app.state.ping_ticker = None
     install_error_handlers(app)
     # The channels' catch-all /channels/{id}/{path} must win over the gateway's
     # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
@@ -113,8 +117,10 @@ def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            yield
+            async with PingTicker() as app.state.ping_ticker:
+                yield
         finally:
+            app.state.ping_ticker = None
             if app.state.close_gateway is not None:
                 await app.state.close_gateway()
 
@@ -137,8 +143,10 @@ def create_app_with_lifespan(
         async with open_runtime(settings) as runtime:
             install_runtime(app, runtime, routers)
             try:
-                yield
+                async with PingTicker() as app.state.ping_ticker:
+                    yield
             finally:
+                app.state.ping_ticker = None
                 app.state.remove_observer()
                 if app.state.close_gateway is not None:
                     await app.state.close_gateway()
