@@ -62,7 +62,9 @@ class DrupeApp(FastAPI):
     Each HTTP request gets an empty hand-off slot (``sse_response.HANDOFF_KEY``); an
     ``SseResponse`` fills it instead of streaming inside the middleware, routing and endpoint
     frames, and is streamed here. Everything before the response (guards, routing,
-    validation, the endpoint, error mapping) runs exactly as in FastAPI.
+    validation, the endpoint, error mapping) runs exactly as in FastAPI; what FastAPI ends
+    when the endpoint's response returns (``yield`` dependencies, its own request telemetry)
+    therefore ends before the stream does.
     """
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
