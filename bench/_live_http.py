@@ -284,7 +284,7 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
             server = uvicorn.Server(
                 uvicorn.Config(
                     create_app(runtime),
-                    lifespan="off",
+                    lifespan="on",  # the app's lifespan owns its SSE ping ticker
                     log_level="warning",
                     http="httptools",
                     timeout_graceful_shutdown=5,

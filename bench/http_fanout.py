@@ -308,7 +308,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             server = uvicorn.Server(
                 uvicorn.Config(
                     create_app(runtime),
-                    lifespan="off",
+                    lifespan="on",  # the app's lifespan owns its SSE ping ticker
                     log_level="warning",
                     http="httptools",
                     backlog=4096,

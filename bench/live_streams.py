@@ -35,6 +35,9 @@ checkpoints per stream.
     python bench/live_streams.py --http    # 10,000 streams over real HTTP (SSE), see below
 
 ``ratio_vs_bare`` = ``chunks_per_cpu_s`` / ``baseline_chunks_per_cpu_s`` (issue 11 §2: >= 0.9).
+``--server-gc`` runs both in-process sides under the collector thresholds ``drupe serve`` sets
+(``gc.set_threshold(20_000, 50, 100)``; ``--http`` always does); without it, Python's defaults,
+under which the cyclic collector's passes over the manager's larger heap are most of the gap.
 
 ``--http`` (``bench/_live_http.py``): the same trickling streams through real sockets: the real
 app on uvicorn on loopback, one SSE connection per stream from a client process, against the
@@ -50,6 +53,7 @@ The streams are then stopped through ``StreamManager.shutdown`` (every one ends 
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import subprocess
 import sys
@@ -75,6 +79,8 @@ from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 GOAL_KIB = 20.0
 HTTP_GOAL_KIB = 16.0
 RATIO_GOAL = 0.9
+SERVER_GC_THRESHOLD = (20_000, 50, 100)
+"""What ``drupe serve`` sets (``cli/server.py``); ``--http`` always runs under it."""
 CHECKPOINT_GOAL = 0.95
 HTTP_VARIANTS = ("http", "http-bare")
 """The ``--http`` servers (each in a child process of its own)."""
@@ -113,6 +119,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--http", action="store_true", help="through real sockets: uvicorn + SSE vs a raw server"
+    )
+    parser.add_argument(
+        "--server-gc",
+        action="store_true",
+        help="in process: both sides under the server's gc.set_threshold (drupe serve's), as"
+        " --http always runs",
     )
     parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -297,6 +309,7 @@ def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> d
         sys.executable,
         __file__,
         *(["--quick"] if args.quick else []),
+        *(["--server-gc"] if args.server_gc else []),
         "--variant",
         variant,
         "--loop",
@@ -330,6 +343,8 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         f"live streams: {streams} conversations, one delta every {args.interval * 1000:.0f} ms"
         " each, one subscriber each"
     )
+    if args.server_gc and not args.http and args.variant not in HTTP_VARIANTS:
+        gc.set_threshold(*SERVER_GC_THRESHOLD)
     if args.variant in ("baseline", *PERSISTED):
         return await _measure(args, streams, args.variant)
     if args.variant in HTTP_VARIANTS:
@@ -349,6 +364,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         summary["baseline_chunks_per_s"] = baseline["chunks_per_s"]
         summary["ratio_vs_bare"] = _ratio(summary["chunks_per_cpu_s"], baseline["chunks_per_cpu_s"])
         summary["ratio_goal"] = RATIO_GOAL
+        summary["server_gc"] = args.server_gc
         print(
             f"the manager adds {summary['manager_kib_per_stream']:.2f} KiB per live stream over"
             f" the bare source -> subscriber pipe ({baseline['rss_per_stream_kib']:.2f} KiB)"

@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from opentelemetry.sdk.trace import SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor, SpanExportResult
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import StatusCode
 
 from drupe.app import Runtime
 from drupe.observability.trace_store import TraceRecorder, TraceStore
-from drupe.observability.turn_spans import trace_id_for
+from drupe.observability.turn_spans import TurnSpans, trace_id_for
 from drupe.streaming.listeners.trace_flush import TraceFlushListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 from drupe.testing.recording import RecordingListener
@@ -149,6 +150,44 @@ async def test_an_errored_turn_marks_its_turn_and_open_spans_error(tmp_path: Pat
     assert spans["execute_tool get_weather"].status.status_code is StatusCode.ERROR
     assert spans["chat openai:gpt-x"].status.status_code is StatusCode.OK  # it had finished
     assert len(TraceStore(tmp_path / "traces").read("c-err")) == 3  # the local store still got them
+
+
+class _Started(SpanProcessor):
+    """Records the name of every span the SDK starts."""
+
+    def __init__(self) -> None:
+        self.names: list[str] = []
+
+    def on_start(self, span: Any, parent_context: Any = None) -> None:
+        self.names.append(span.name)
+
+
+def test_an_open_step_is_no_sdk_span_until_it_ends_and_keeps_its_start_time() -> None:
+    provider = TracerProvider()
+    started, finished = _Started(), InMemorySpanExporter()
+    provider.add_span_processor(started)
+    provider.add_span_processor(SimpleSpanProcessor(finished))
+    tracer = provider.get_tracer("test")
+    turn = tracer.start_span("ai.turn")
+    spans = TurnSpans(tracer, turn, model_id="m", conversation_id="c")
+    before = time.time_ns()
+    spans.observe({"type": "start-step"})
+    spans.observe({"type": "text-start", "id": "t"})
+    spans.observe({"type": "text-delta", "id": "t", "delta": "hi"})
+    assert started.names == ["ai.turn"], "a streaming model request holds no SDK span"
+    spans.observe({"type": "finish-step"})
+    spans.observe({"type": "message-metadata", "messageMetadata": {"usage": {"inputTokens": 3}}})
+    spans.observe({"type": "finish", "finishReason": "stop"})
+    spans.close(True)
+    (step,) = finished.get_finished_spans()
+    assert step.name == "chat m" and step.parent is not None
+    assert step.parent.span_id == turn.get_span_context().span_id
+    assert step.start_time is not None and before <= step.start_time <= time.time_ns()
+    assert step.end_time is not None and step.end_time >= step.start_time
+    assert step.attributes is not None
+    assert step.attributes["gen_ai.usage.input_tokens"] == 3
+    assert step.attributes["gen_ai.response.finish_reasons"] == ("stop",)
+    assert step.status.status_code is StatusCode.OK
 
 
 def test_the_local_store_keeps_its_retention_bound(tmp_path: Path) -> None:

@@ -9,6 +9,10 @@
 * Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
   (403). Exceptions map to HTTP only in ``drupe.gateway.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
+* The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
+  (no middleware, routing or FastAPI frames kept per live connection).
+* The lifespan owns the app's ``PingTicker`` (``app.state.ping_ticker``): one task that pings
+  every idle SSE connection (an app whose lifespan does not run times each ping per connection).
 
 Routes never own a stream's tasks: they dispatch to the runtime, whose manager owns them.
 """
@@ -17,15 +21,19 @@ from __future__ import annotations
 
 import importlib
 import importlib.util
+import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
+from starlette.types import Receive, Scope, Send
 
 from drupe.gateway import agents, channels, chat, conversations, system, tasks, traces, usage
 from drupe.gateway.errors import install_error_handlers
 from drupe.gateway.guards import BodyLimit, OriginCheck
+from drupe.gateway.ping_ticker import PingTicker
+from drupe.gateway.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.gateway.state import StatusBoard
 from drupe.gateway.static_ui import StaticUI
 from drupe.settings import Settings
@@ -33,7 +41,9 @@ from drupe.settings import Settings
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["create_app", "create_app_with_lifespan", "install_runtime"]
+__all__ = ["DrupeApp", "create_app", "create_app_with_lifespan", "install_runtime"]
+
+log = logging.getLogger(__name__)
 
 COMPAT_MODULE = "drupe.gateway.compat"
 
@@ -46,10 +56,48 @@ def _compat_router(runtime: Runtime) -> APIRouter | None:
     return build(runtime) if build is not None else None
 
 
+class DrupeApp(FastAPI):
+    """FastAPI whose SSE responses stream after the request's own stack has unwound.
+
+    Each HTTP request gets an empty hand-off slot (``sse_response.HANDOFF_KEY``); an
+    ``SseResponse`` fills it instead of streaming inside the middleware, routing and endpoint
+    frames, and is streamed here. Everything before the response (guards, routing,
+    validation, the endpoint, error mapping) runs exactly as in FastAPI; what FastAPI ends
+    when the endpoint's response returns (``yield`` dependencies, its own request telemetry)
+    therefore ends before the stream does.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        slot: list[SseHandoff] = []
+        scope[HANDOFF_KEY] = slot
+        try:
+            await super().__call__(scope, receive, send)
+        except BaseException:
+            for response, *_ in slot:
+                response.abandon()
+            raise
+        if not slot:
+            return
+        del scope[HANDOFF_KEY]
+        # The server keeps the scope for the connection's life: drop FastAPI's per-request
+        # bookkeeping (its exit stacks, closed now that the request's stack has returned).
+        for key in [key for key in scope if key.startswith("fastapi_")]:
+            del scope[key]
+        response, ticker, receive, send = slot.pop()
+        try:
+            await response.stream(ticker, receive, send)
+        except Exception:  # as the app's last-resort handler (errors.on_unexpected) logs it
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            raise
+
+
 def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     from drupe import __version__
 
-    app = FastAPI(
+    app = DrupeApp(
         title="Drupe",
         version=__version__,
         description=(
@@ -61,6 +109,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.board = StatusBoard()
     app.state.runtime = None
     app.state.close_gateway = None
+    app.state.ping_ticker = None
     install_error_handlers(app)
     # The channels' catch-all /channels/{id}/{path} must win over the gateway's
     # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
@@ -113,8 +162,10 @@ def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            yield
+            async with PingTicker() as app.state.ping_ticker:
+                yield
         finally:
+            app.state.ping_ticker = None
             if app.state.close_gateway is not None:
                 await app.state.close_gateway()
 
@@ -137,8 +188,10 @@ def create_app_with_lifespan(
         async with open_runtime(settings) as runtime:
             install_runtime(app, runtime, routers)
             try:
-                yield
+                async with PingTicker() as app.state.ping_ticker:
+                    yield
             finally:
+                app.state.ping_ticker = None
                 app.state.remove_observer()
                 if app.state.close_gateway is not None:
                     await app.state.close_gateway()

@@ -14,8 +14,13 @@ the same UI chunks, so the spans are made from them as the execution loop fans t
   ``gen_ai.operation.name = execute_tool``, ``gen_ai.tool.name`` and ``gen_ai.tool.call.id``.
 
 Both are children of the ``ai.turn`` span. ``close`` ends what is still open with the turn's
-outcome. Attributes never carry message content. ``container_context(conversation_id)`` is the
-remote parent every ``ai.turn`` of a conversation hangs under: its trace id is the
+outcome. While open, a step or tool span is a plain record (name, start time, attributes) that
+becomes an OpenTelemetry span, started at that time, when it ends (issue 11 §2: an open SDK span
+holds ~3 KB, two ``BoundedList`` deques among them, for the whole model request). So span
+processors see it start and end at once; nothing parents a span under it (spans made while a
+turn runs nest under ``ai.turn``, the current span). Nothing is traced under a turn span that
+does not record. Attributes never carry message content. ``container_context(conversation_id)``
+is the remote parent every ``ai.turn`` of a conversation hangs under: its trace id is the
 conversation's (``trace_id_for``), stored on the conversation's row.
 """
 
@@ -23,6 +28,7 @@ from __future__ import annotations
 
 import hashlib
 import logging
+import time
 from typing import Any
 
 from opentelemetry import context as otel_context
@@ -62,6 +68,17 @@ def container_context(conversation_id: str) -> otel_context.Context:
     return trace.set_span_in_context(NonRecordingSpan(parent))
 
 
+class _Open:
+    """A child span not yet handed to OpenTelemetry: its name, start time and attributes."""
+
+    __slots__ = ("attributes", "name", "start")
+
+    def __init__(self, name: str, attributes: dict[str, Any]) -> None:
+        self.name = name
+        self.start = time.time_ns()
+        self.attributes = attributes
+
+
 class TurnSpans:
     """Opens and ends the step and tool spans of one execution."""
 
@@ -70,23 +87,35 @@ class TurnSpans:
     ) -> None:
         self._tracer = tracer
         self._context = trace.set_span_in_context(turn)
+        self._recording = turn.is_recording()
         self._model_id = model_id
         self._conversation_id = conversation_id
-        self._step: trace.Span | None = None
+        self._step: _Open | None = None
         self._step_open = False
-        self._last_step: trace.Span | None = None
-        self._tools: dict[str, trace.Span] = {}
+        self._tools: dict[str, _Open] = {}
         self._usage_seen = (0, 0)
         self.steps = 0
 
-    def _start(self, name: str, attributes: dict[str, Any]) -> trace.Span:
+    def _start(self, name: str, attributes: dict[str, Any]) -> _Open:
         attributes["drupe.conversation_id"] = self._conversation_id
-        return self._tracer.start_span(
-            name, context=self._context, kind=trace.SpanKind.CLIENT, attributes=attributes
+        return _Open(name, attributes)
+
+    def _end(self, span: _Open, code: StatusCode, description: str | None = None) -> None:
+        """Hand ``span`` to OpenTelemetry as a whole: started at its start, ended now."""
+        ended = self._tracer.start_span(
+            span.name,
+            context=self._context,
+            kind=trace.SpanKind.CLIENT,
+            attributes=span.attributes,
+            start_time=span.start,
         )
+        ended.set_status(code, description)
+        ended.end()
 
     def observe(self, chunk: Any) -> None:
         """Take one fanned-out chunk. Never raises (a span bug must not fail a turn)."""
+        if not self._recording:
+            return
         try:
             self._observe(chunk)
         except Exception:  # isolation boundary: tracing never breaks the execution loop
@@ -99,9 +128,8 @@ class TurnSpans:
             return
         if kind == "finish":
             reason = chunk.get("finishReason")
-            target = self._step or self._last_step
-            if isinstance(reason, str) and target is not None and target.is_recording():
-                target.set_attribute("gen_ai.response.finish_reasons", (reason,))
+            if isinstance(reason, str) and self._step is not None:
+                self._step.attributes["gen_ai.response.finish_reasons"] = (reason,)
             self._usage(chunk.get("messageMetadata"))
             return
         if self._step is not None and not self._step_open:
@@ -134,29 +162,26 @@ class TurnSpans:
             span = self._tools.pop(str(chunk.get("toolCallId")), None)
             if span is not None:
                 if kind == "tool-output-available":
-                    span.set_status(StatusCode.OK)
+                    self._end(span, StatusCode.OK)
                 else:
-                    span.set_status(StatusCode.ERROR, str(chunk.get("errorText") or kind))
-                span.end()
+                    self._end(span, StatusCode.ERROR, str(chunk.get("errorText") or kind))
 
     def _usage(self, metadata: Any) -> None:
         usage = metadata.get("usage") if isinstance(metadata, dict) else None
-        target = self._step or self._last_step
-        if not isinstance(usage, dict) or target is None or not target.is_recording():
+        target = self._step  # an ended step takes no more attributes
+        if not isinstance(usage, dict) or target is None:
             return
         total_in = int(usage.get("inputTokens") or 0)
         total_out = int(usage.get("outputTokens") or 0)
         seen_in, seen_out = self._usage_seen
-        target.set_attribute("gen_ai.usage.input_tokens", max(0, total_in - seen_in))
-        target.set_attribute("gen_ai.usage.output_tokens", max(0, total_out - seen_out))
+        target.attributes["gen_ai.usage.input_tokens"] = max(0, total_in - seen_in)
+        target.attributes["gen_ai.usage.output_tokens"] = max(0, total_out - seen_out)
         self._usage_seen = (total_in, total_out)
 
     def _end_step(self) -> None:
         step, self._step = self._step, None
         if step is not None:
-            step.set_status(StatusCode.OK)
-            step.end()
-            self._last_step = step
+            self._end(step, StatusCode.OK)
 
     def close(self, ok: bool, description: str | None = None) -> None:
         """End every open span: OK when the turn succeeded, else ERROR ``description``."""
@@ -164,11 +189,9 @@ class TurnSpans:
         step, self._step = self._step, None
         if step is not None:
             if open_step and not ok:
-                step.set_status(StatusCode.ERROR, description or "error")
+                self._end(step, StatusCode.ERROR, description or "error")
             else:
-                step.set_status(StatusCode.OK)
-            step.end()
+                self._end(step, StatusCode.OK)
         for span in self._tools.values():
-            span.set_status(StatusCode.ERROR, description or "the turn ended first")
-            span.end()
+            self._end(span, StatusCode.ERROR, description or "the turn ended first")
         self._tools.clear()
