@@ -109,3 +109,15 @@ def text_of(events: list[tuple[str | None, object]]) -> str:
     return "".join(
         str(d["delta"]) for _, d in events if isinstance(d, dict) and d.get("type") == "text-delta"
     )
+
+
+async def lose_lease(node: Node, conversation_id: str) -> None:
+    """Take ``node``'s lease on the conversation away as a successor does: the lease is gone AND
+    the fencing counter moved past its token, in one transaction, so the node cannot take it
+    back as if Redis had merely lost its data (``RedisLease.reacquire``)."""
+    cluster = node.runtime.cluster
+    assert cluster is not None
+    async with cluster.redis.pipeline(transaction=True) as pipe:
+        pipe.delete(cluster.lease.lease_key(conversation_id))
+        pipe.incr(cluster.lease.fence_key(conversation_id))
+        await pipe.execute()

@@ -19,7 +19,7 @@ import pytest
 
 from drupe.cluster.chat import MAX_OWNER_LOSS_RETRIES, NODE_LOST, NODE_LOST_RETRIED
 from drupe.testing.scripted import lorem
-from tests.cluster.nodes import Node, cluster_nodes, sse_events
+from tests.cluster.nodes import Node, cluster_nodes, lose_lease, sse_events
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -95,7 +95,7 @@ async def lose_the_owner_mid_answer(
             assert lost.parent_id is not None
             await before_loss(lost.parent_id)
         turn = next(i for i, _ in sse_events(b"".join(bodies["owner"])) if i).rsplit("/", 1)[0]
-        await node_a.redis.delete(node_a.lease.lease_key(conversation))
+        await lose_lease(a, conversation)
         assert await cluster_b.take_over(conversation, node_a.log.key(conversation, turn), turn)
         with anyio.fail_after(30):
             for event in done.values():

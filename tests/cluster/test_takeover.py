@@ -15,7 +15,7 @@ import httpx
 import pytest
 
 from drupe.cluster.chat import NODE_LOST
-from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
+from tests.cluster.nodes import Node, cluster_nodes, lose_lease, sse_events, text_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
@@ -95,7 +95,7 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
         # is gone too; tests/cluster/test_sweep.py covers that decision).
         node_a = a.runtime.cluster
         assert node_a is not None
-        await node_a.redis.delete(node_a.lease.lease_key("t1"))
+        await lose_lease(a, "t1")
         assert await cluster_b.take_over("t1", node_a.log.key("t1", answer_turn(owner_body)))
         row = await b.runtime.db.messages.get(answer.id)
         assert row is not None and row.status == "error"
@@ -171,7 +171,7 @@ async def test_a_steer_queued_on_an_owner_that_is_lost_is_answered_with_a_visibl
         with anyio.fail_after(20):
             await steer_sent.wait()
         # The owner is lost with the steer queued in its memory.
-        await node_a.redis.delete(node_a.lease.lease_key("t2"))
+        await lose_lease(a, "t2")
         assert await cluster_b.take_over("t2", node_a.log.key("t2", answer_turn(owner_body)))
         with anyio.fail_after(20):
             await steer_done.wait()

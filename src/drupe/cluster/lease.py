@@ -110,6 +110,10 @@ class RedisLease:
         """The Redis key that holds the conversation's lease (``<node>|<token>``)."""
         return self._keys(conversation_id)[0]
 
+    def fence_key(self, conversation_id: str) -> str:
+        """The Redis key of the conversation's fencing-token counter."""
+        return self._keys(conversation_id)[1]
+
     def _keys(self, conversation_id: str) -> tuple[str, str]:
         return (
             f"{self._prefix}:lease:{conversation_id}",
