@@ -45,11 +45,20 @@ from drupe.admission.base import Regenerate, Submit
 from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.admission.dispatch import Dispatcher, DispatchResult
 from drupe.chunks.accumulate import AccumulateError, Accumulator
+from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.commands import CommandBus, NodeGone
 from drupe.cluster.follower import FollowingListener, LogFollower
 from drupe.cluster.gone_nodes import GoneNodes
 from drupe.cluster.lease import Fence
 from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key, turns_key
+from drupe.cluster.owner_loss import (
+    Ending,
+    RetryPlan,
+    log_endings,
+    lost_parent,
+    retry_plan,
+    row_anchors,
+)
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
@@ -370,9 +379,16 @@ class ClusterChat:
         retry: bool,
     ) -> None:
         """Finalize a lost owner's rows and log under ``fence``; with ``retry``, answer the
-        user message again and point the log's followers at the new attempt."""
+        user message again and point the log's followers at the new attempt (the decisions:
+        ``owner_loss.py``)."""
         again = await self._retry_plan(conversation_id) if retry else None
-        rebuilt = await self._rebuild_rows(log_key) if log_key is not None else {}
+        entries: list[LogEntry] = []
+        anchors: dict[str, str] = {}
+        if log_key is not None:  # read once: the old owner can no longer write to it
+            entries = await self.node.log.read(log_key)
+            raw: Any = await self.node.redis.hgetall(anchors_key(log_key))
+            anchors = row_anchors({_text(k): _text(v) for k, v in (raw or {}).items()})
+        rebuilt = await self._rebuild_rows(entries, anchors)
         rows = await self.messages.take_over(
             conversation_id,
             fence=fence.token,
@@ -383,10 +399,10 @@ class ClusterChat:
             self.settle(conversation_id, turn_id, "error")
         retried: dict[str, tuple[str, str]] = {}
         if again is not None:
-            retried = await self._retry(again)
+            retried = await self._retry(conversation_id, again)
         guard = (self.node.lease.lease_key(conversation_id), fence.value)
         if log_key is not None:
-            await self._end_log(log_key, guard, retried)
+            await self._end_log(log_key, guard, log_endings(entries, anchors, retried))
             live = live_key(self.node.prefix)
             await hdel_if_turn(self.node.redis, live, conversation_id, log_key)
         self.takeovers += 1
@@ -402,52 +418,40 @@ class ClusterChat:
             len(retried),
         )
 
-    async def _retry_plan(self, conversation_id: str) -> tuple[Regenerate, list[str]] | None:
-        """What to answer again for a lost owner's pending rows (``on_owner_loss = "retry"``):
-        the user message of the newest one, with the models of its pending answers, and those
-        rows' ids; None when there is nothing to retry or the message was already answered
-        again ``MAX_OWNER_LOSS_RETRIES`` times (a request that kills every node it runs on must
-        not go round the cluster forever). Counting happens here, before the rows are ended,
-        so a row says it is answered again only when it is."""
+    async def _retry_plan(self, conversation_id: str) -> RetryPlan | None:
+        """``owner_loss.retry_plan`` over the conversation's rows; the attempt is counted here,
+        before the rows are ended, so a row says it is answered again only when it is."""
         rows = await self.messages.list_for_conversation(conversation_id)
-        lost = [
-            r
-            for r in rows
-            if r.role == "assistant" and r.status == "pending" and r.parent_id and r.model_id
-        ]
-        if not lost:
+        parent_id = lost_parent(rows)
+        if parent_id is None:
             return None
-        parent_id = max(lost, key=lambda r: r.created_at).parent_id
-        assert parent_id is not None
-        lost = [r for r in lost if r.parent_id == parent_id]
         counter = f"{self.node.prefix}:retries:{conversation_id}:{parent_id}"
         attempts = int(await self.node.redis.incr(counter))
         await self.node.redis.expire(counter, _RETRY_COUNTER_TTL)
-        if attempts > MAX_OWNER_LOSS_RETRIES:
+        plan = retry_plan(rows, attempts, MAX_OWNER_LOSS_RETRIES)
+        if plan is None:
             log.warning(
                 "not answering %r of %r again: its answer was lost %d times already",
                 parent_id,
                 conversation_id,
                 attempts - 1,
             )
-            return None
-        request = Regenerate(
-            conversation_id=conversation_id,
-            user_message_id=parent_id,
-            model_ids=tuple(r.model_id for r in lost if r.model_id),
-        )
-        return request, [r.id for r in lost]
+        return plan
 
-    async def _retry(self, plan: tuple[Regenerate, list[str]]) -> dict[str, tuple[str, str]]:
+    async def _retry(self, conversation_id: str, plan: RetryPlan) -> dict[str, tuple[str, str]]:
         """Admit the planned new attempt; returns lost row id -> ``(turn, execution)`` of its
         new answer (empty when it could not be admitted: the rows stay ended)."""
-        request, row_ids = plan
+        request = Regenerate(
+            conversation_id=conversation_id,
+            user_message_id=plan.user_message_id,
+            model_ids=plan.model_ids,
+        )
         try:
             result = await self.dispatcher.dispatch(request)
         except DrupeError as err:
             log.warning(
                 "could not answer %r again after its owner was lost: %s",
-                request.user_message_id,
+                plan.user_message_id,
                 err,
             )
             return {}
@@ -456,19 +460,19 @@ class ClusterChat:
         turn_id = result.turn_id
         return {
             row_id: (turn_id, execution_id)
-            for row_id, execution_id in zip(row_ids, result.execution_ids, strict=False)
+            for row_id, execution_id in zip(plan.row_ids, result.execution_ids, strict=False)
         }
 
-    async def _rebuild_rows(self, key: str) -> dict[str, list[dict[str, Any]]]:
+    async def _rebuild_rows(
+        self, entries: list[LogEntry], anchors: dict[str, str]
+    ) -> dict[str, list[dict[str, Any]]]:
         """The answer the chunk log holds for each of the turn's rows, where that is more than
         the row's last checkpoint (the log is what every subscriber saw; checkpoints are up to a
         second behind): row id -> parts, for ``take_over`` to close and keep."""
-        raw: Any = await self.node.redis.hgetall(anchors_key(key))
-        anchors = {_text(k): _text(v) for k, v in (raw or {}).items()}
         if not anchors:
             return {}
         folded: dict[str, Accumulator] = {}
-        for entry in await self.node.log.read(key):
+        for entry in entries:
             if entry.terminal is not None or entry.execution_id not in anchors:
                 continue
             accumulator = folded.setdefault(entry.execution_id, Accumulator())
@@ -485,46 +489,30 @@ class ClusterChat:
                 rebuilt[row.id] = parts
         return rebuilt
 
-    async def _end_log(
-        self, key: str, guard: tuple[str, str], retried: dict[str, tuple[str, str]]
-    ) -> None:
-        """End every unfinished execution of the turn's log, then the turn itself. An execution
-        whose row is answered again gets a ``data-retry`` chunk and a terminal that names its
-        new attempt (``retried_as``), which its followers move on to."""
-        entries = await self.node.log.read(key)
-        seen: list[str] = []
-        ended: set[str] = set()
-        last_seq = 0
-        for entry in entries:
-            if entry.seqs:
-                last_seq = max(last_seq, *entry.seqs)
-            if entry.terminal is not None:
-                ended.add(entry.execution_id)
-            elif entry.execution_id not in seen:
-                seen.append(entry.execution_id)
-        rows: dict[str, str] = {}
-        if retried:
-            raw: Any = await self.node.redis.hgetall(anchors_key(key))
-            rows = {_text(k): _text(v) for k, v in (raw or {}).items()}
+    async def _end_log(self, key: str, guard: tuple[str, str], endings: list[Ending]) -> None:
+        """Write the ``owner_loss.log_endings``: a retried execution gets its ``data-retry``
+        chunk and a terminal naming its new attempt (its followers move on to it); every other
+        one, and the turn itself, the node-lost error."""
         error = {"name": "NodeLost", "message": NODE_LOST}
-        for execution_id in [*(e for e in seen if e not in ended), ""]:
-            new_attempt = retried.get(rows.get(execution_id, ""))
-            if new_attempt is not None:
-                last_seq += 1
-                chunk = retry_notice(NODE_LOST_RETRIED)
-                await self.node.log.append(key, execution_id, [chunk], [last_seq], fence=guard)
-                retried_error = {"name": "NodeLost", "message": NODE_LOST_RETRIED}
+        for ending in endings:
+            if ending.retried_as is None:
                 await self.node.log.end(
-                    key,
-                    execution_id,
-                    "error",
-                    done=False,
-                    error=retried_error,
-                    retried_as=new_attempt,
-                    fence=guard,
+                    key, ending.execution_id, "error", done=True, error=error, fence=guard
                 )
                 continue
-            await self.node.log.end(key, execution_id, "error", done=True, error=error, fence=guard)
+            chunk = retry_notice(NODE_LOST_RETRIED)
+            await self.node.log.append(
+                key, ending.execution_id, [chunk], [ending.retry_seq], fence=guard
+            )
+            await self.node.log.end(
+                key,
+                ending.execution_id,
+                "error",
+                done=False,
+                error={"name": "NodeLost", "message": NODE_LOST_RETRIED},
+                retried_as=ending.retried_as,
+                fence=guard,
+            )
 
 
 def retry_notice(message: str) -> dict[str, Any]:
