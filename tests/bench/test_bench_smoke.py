@@ -154,7 +154,7 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
 
 
 CLUSTER_FANOUT_FLAGS = [
-    "--subscribers", "20", "--words", "30", "--repeat", "1", "--pause", "2",
+    "--subscribers", "20", "--words", "30", "--repeat", "1", "--pause", "4",
     "--paced-words", "20", "--lease-ttl", "2", "--takeovers", "1",
     "--streams", "10", "--concurrency", "5", "--scaling-repeat", "1",
 ]  # fmt: skip

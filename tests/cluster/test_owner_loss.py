@@ -98,5 +98,22 @@ def test_a_retried_execution_points_to_its_new_attempt_with_a_seq_after_the_log(
     ]
 
 
+def test_a_retried_execution_of_a_log_without_seqs_gets_the_first_seq() -> None:
+    seqless = [LogEntry("1-0", "m1", ({"type": "start"},))]
+    assert log_endings(seqless, {"m1": "b1"}, {"b1": ("t2", "m1")}) == [
+        Ending("m1", ("t2", "m1"), 1),
+        Ending(""),
+    ]
+
+
+def test_an_execution_without_an_anchor_is_never_pointed_at_a_new_attempt() -> None:
+    # Its row is unknown: even a retried row keyed by an empty id does not match it.
+    assert log_endings(entries(), {"m1": "b1"}, {"": ("t9", "x"), "b1": ("t2", "m1")}) == [
+        Ending("m1", ("t2", "m1"), 8),
+        Ending("m2"),
+        Ending(""),
+    ]
+
+
 def test_an_empty_log_still_ends_the_turn() -> None:
     assert log_endings([], {}, {}) == [Ending("")]

@@ -109,7 +109,8 @@ def log_endings(
             seen.append(entry.execution_id)
     endings: list[Ending] = []
     for execution_id in (e for e in seen if e not in ended):
-        new_attempt = retried.get(anchors.get(execution_id, ""))
+        row_id = anchors.get(execution_id)
+        new_attempt = None if row_id is None else retried.get(row_id)
         if new_attempt is None:
             endings.append(Ending(execution_id))
         else:
