@@ -109,8 +109,7 @@ def log_endings(
             seen.append(entry.execution_id)
     endings: list[Ending] = []
     for execution_id in (e for e in seen if e not in ended):
-        row_id = anchors.get(execution_id)
-        new_attempt = None if row_id is None else retried.get(row_id)
+        new_attempt = retried.get(anchors[execution_id]) if execution_id in anchors else None
         if new_attempt is None:
             endings.append(Ending(execution_id))
         else:
