@@ -18,13 +18,19 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 
+# A bench's own ``--timeout`` only turns a stall into a failure: on a loaded 2-core machine the
+# streams take far longer than their nominal 0.3 s, so the bound is generous (it is no figure).
+STALL_S = "240"
+# All the benches at once on a busy machine: a bound for a hang, not a speed requirement.
+RUN_TIMEOUT_S = 280
+
 BENCHES: dict[str, tuple[list[str], set[str]]] = {
     "latency": (
         ["--streams", "5", "--deltas", "10", "--interval", "0.005"],
         {"p50_ms", "p99_ms", "hop_baseline_p50_ms", "p50_ratio", "p99_ratio"},
     ),
     "live_streams_http": (
-        ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "30", "--timeout", "10"],
+        ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "30", "--timeout", STALL_S],
         {"rss_per_stream_kib", "chunks_per_cpu_s", "ratio_vs_bare", "keeps_up_ratio"},
     ),
     "fanout": (
@@ -40,7 +46,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
             "--chunks",
             "30",
             "--timeout",
-            "10",
+            STALL_S,
             "--checkpoint-streams",
             "20",
             "--checkpoint-repeat",
@@ -116,7 +122,7 @@ def _run_all() -> dict[str, dict[str, Any]]:
     }
     out: dict[str, dict[str, Any]] = {}
     for name, proc in procs.items():
-        stdout, stderr = proc.communicate(timeout=40)
+        stdout, stderr = proc.communicate(timeout=RUN_TIMEOUT_S)
         assert proc.returncode == 0, f"{name} failed:\n{stderr}"
         lines = stdout.strip().splitlines()
         assert len(lines) >= 2, f"{name} printed no human-readable lines before its JSON"
@@ -124,6 +130,8 @@ def _run_all() -> dict[str, dict[str, Any]]:
     return out
 
 
+@pytest.mark.slow
+@pytest.mark.timeout(RUN_TIMEOUT_S + 20)
 def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     results = _run_all()
     for name, (_, keys) in BENCHES.items():
