@@ -12,9 +12,9 @@ import httpx
 import orjson
 import pytest
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
-from drupe.gateway.app import create_app
 from drupe.testing.fake_slack import FakeSlack, fake_slack, signed_request
 from drupe.testing.script import Text, ToolCall
 from drupe.testing.scripted import register_script

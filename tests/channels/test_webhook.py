@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import parse_channel_configs
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
-from drupe.gateway.app import create_app
 from drupe.testing.fake_platform import PlatformRecorder
 from drupe.testing.fake_providers import serve_app
 from tests.channels.conftest import ENV, OpenChannels

@@ -266,8 +266,8 @@ async def test_browser_routes_check_origin(
 ) -> None:
     from pathlib import Path
 
+    from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.gateway.app import create_app
     from tests.gateway.conftest import make_settings
 
     assert isinstance(tmp_path, Path)

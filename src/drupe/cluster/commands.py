@@ -150,7 +150,7 @@ class CommandBus:
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             finally:
                 with anyio.CancelScope(shield=True), anyio.move_on_after(1):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     async def _handle(self, raw: bytes) -> None:
         try:

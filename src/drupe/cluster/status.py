@@ -297,7 +297,7 @@ class ClusterStatus:
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     async def _load_snapshot(self, *, forward: bool) -> None:
         raw: Any = await self._redis.hgetall(self.keys.hash)

@@ -17,8 +17,8 @@ import anthropic
 import openai
 import pytest
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.gateway.app import create_app
 from drupe.settings import Settings
 from drupe.testing.fake_providers import serve_app
 from drupe.testing.scripted import Fail, Pause, Text, register_script

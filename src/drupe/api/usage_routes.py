@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from drupe.gateway.state import get_runtime
+from drupe.http.state import get_runtime
 from drupe.persistence.usage import UsageCount
 
 __all__ = ["MAX_DAYS", "router"]

@@ -31,8 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Query, Request, Response
 
-from drupe.errors import DrupeError, UsageError, ValidationError
-from drupe.gateway.agent_schemas import (
+from drupe.api.agent_schemas import (
     CreateAgent,
     CreateSession,
     UpdateAgent,
@@ -41,16 +40,17 @@ from drupe.gateway.agent_schemas import (
     session_json,
     store_fields,
 )
-from drupe.gateway.errors import HttpError
-from drupe.gateway.schemas import ApprovalsRequest
-from drupe.gateway.state import get_board, get_runtime
+from drupe.api.schemas import ApprovalsRequest
+from drupe.errors import DrupeError, UsageError, ValidationError
+from drupe.http.errors import HttpError
+from drupe.http.state import get_board, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 from drupe.streaming.approvals import Decision
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
-    from drupe.gateway.state import StatusBoard
+    from drupe.http.state import StatusBoard
     from drupe.persistence.records import AgentRecord, AgentSessionRecord
     from drupe.sessions.drivers.base import Driver
 

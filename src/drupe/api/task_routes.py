@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from drupe.gateway.state import get_runtime
+from drupe.http.state import get_runtime
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
 
 if TYPE_CHECKING:

@@ -32,12 +32,12 @@ from pydantic import BaseModel
 
 from drupe.admission.base import DispatchRequest, Regenerate, Submit
 from drupe.admission.commands import answer_approvals, stop_conversation
+from drupe.api.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
+from drupe.api.task_routes import run_json
 from drupe.errors import ConfigError, UnknownConversationError, ValidationError
-from drupe.gateway.errors import PayloadTooLarge
-from drupe.gateway.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
-from drupe.gateway.sse_response import SseResponse
-from drupe.gateway.state import attach, ensure_known, get_runtime
-from drupe.gateway.tasks import run_json
+from drupe.http.errors import PayloadTooLarge
+from drupe.http.sse_response import SseResponse
+from drupe.http.state import attach, ensure_known, get_runtime
 from drupe.streaming.approvals import Decision
 from drupe.streaming.listeners.sse import SseListener, parse_cursor
 

@@ -24,7 +24,7 @@ from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
 from drupe.chunks.sse import UI_MESSAGE_STREAM_HEADERS
-from drupe.gateway.ping_ticker import PING_INTERVAL, PingTicker, ticker_of
+from drupe.http.ping_ticker import PING_INTERVAL, PingTicker, ticker_of
 from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
 
 __all__ = ["HANDOFF_KEY", "SseHandoff", "SseResponse"]

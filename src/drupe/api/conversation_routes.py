@@ -19,15 +19,15 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
-from drupe.errors import AdmissionError, UnknownConversationError
-from drupe.gateway.schemas import (
+from drupe.api.schemas import (
     CreateConversation,
     RenameConversation,
     conversation_json,
     message_json,
 )
-from drupe.gateway.sse_response import SseResponse
-from drupe.gateway.state import attach, ensure_known, get_board, get_runtime
+from drupe.errors import AdmissionError, UnknownConversationError
+from drupe.http.sse_response import SseResponse
+from drupe.http.state import attach, ensure_known, get_board, get_runtime
 from drupe.streaming.listeners.sse import MultiplexListener, parse_cursor
 from drupe.streaming.manager import StatusRecord
 

@@ -16,7 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from drupe.gateway.state import get_board, get_runtime
+from drupe.http.state import get_board, get_runtime
 
 if TYPE_CHECKING:
     from drupe.streaming.manager import StreamManager

@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 
-from drupe.gateway.state import ensure_known, get_runtime
+from drupe.http.state import ensure_known, get_runtime
 from drupe.observability.turn_spans import trace_id_for
 
 __all__ = ["router"]

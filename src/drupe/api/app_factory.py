@@ -4,10 +4,10 @@
   (tests, embedding). ``create_app_with_lifespan(settings)`` builds one that opens the runtime
   in the ASGI lifespan and closes it (aborting live streams, persisting partials) on shutdown:
   that is what ``drupe serve`` runs.
-* The OpenAI/Anthropic gateway router comes from ``drupe.gateway.compat.build_router(runtime)``
+* The OpenAI/Anthropic gateway router comes from ``drupe.gateway.router.build_router(runtime)``
   when that module exists; ``extra_routers`` are included after it.
 * Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
-  (403). Exceptions map to HTTP only in ``drupe.gateway.errors``.
+  (403). Exceptions map to HTTP only in ``drupe.http.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
 * The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
   (no middleware, routing or FastAPI frames kept per live connection).
@@ -19,8 +19,6 @@ Routes never own a stream's tasks: they dispatch to the runtime, whose manager o
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import logging
 from collections.abc import AsyncIterator, Iterable
 from contextlib import asynccontextmanager
@@ -29,13 +27,23 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, FastAPI
 from starlette.types import Receive, Scope, Send
 
-from drupe.gateway import agents, channels, chat, conversations, system, tasks, traces, usage
-from drupe.gateway.errors import install_error_handlers
-from drupe.gateway.guards import BodyLimit, OriginCheck
-from drupe.gateway.ping_ticker import PingTicker
-from drupe.gateway.sse_response import HANDOFF_KEY, SseHandoff
-from drupe.gateway.state import StatusBoard
-from drupe.gateway.static_ui import StaticUI
+from drupe.api import (
+    agent_routes,
+    channel_routes,
+    chat_routes,
+    conversation_routes,
+    system_routes,
+    task_routes,
+    trace_routes,
+    usage_routes,
+)
+from drupe.api.static_ui import StaticUI
+from drupe.gateway.router import build_router
+from drupe.http.errors import install_error_handlers
+from drupe.http.guards import BodyLimit, OriginCheck
+from drupe.http.ping_ticker import PingTicker
+from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
+from drupe.http.state import StatusBoard
 from drupe.settings import Settings
 
 if TYPE_CHECKING:
@@ -44,16 +52,6 @@ if TYPE_CHECKING:
 __all__ = ["DrupeApp", "create_app", "create_app_with_lifespan", "install_runtime"]
 
 log = logging.getLogger(__name__)
-
-COMPAT_MODULE = "drupe.gateway.compat"
-
-
-def _compat_router(runtime: Runtime) -> APIRouter | None:
-    if importlib.util.find_spec(COMPAT_MODULE) is None:
-        return None
-    module: Any = importlib.import_module(COMPAT_MODULE)
-    build = getattr(module, "build_router", None)
-    return build(runtime) if build is not None else None
 
 
 class DrupeApp(FastAPI):
@@ -113,15 +111,15 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     install_error_handlers(app)
     # The channels' catch-all /channels/{id}/{path} must win over the gateway's
     # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
-    app.include_router(channels.router)
+    app.include_router(channel_routes.router)
     app.state.gateway_slot = len(app.router.routes)
-    app.include_router(system.router)
-    app.include_router(chat.router)
-    app.include_router(conversations.router)
-    app.include_router(agents.router)
-    app.include_router(tasks.router)
-    app.include_router(traces.router)
-    app.include_router(usage.router)
+    app.include_router(system_routes.router)
+    app.include_router(chat_routes.router)
+    app.include_router(conversation_routes.router)
+    app.include_router(agent_routes.router)
+    app.include_router(task_routes.router)
+    app.include_router(trace_routes.router)
+    app.include_router(usage_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
     app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
@@ -132,7 +130,7 @@ def install_runtime(
     app: FastAPI, runtime: Runtime, extra_routers: Iterable[APIRouter] = ()
 ) -> None:
     """Bind ``runtime`` to ``app``: state, status observer, metrics, gateway routers."""
-    from drupe.gateway.system import metrics_registry
+    from drupe.api.system_routes import metrics_registry
 
     app.state.runtime = runtime
     board: StatusBoard = app.state.board
@@ -142,14 +140,13 @@ def install_runtime(
         removers.append(runtime.cluster_status.add_observer(board.observe_remote))
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
-    compat = _compat_router(runtime)
-    app.state.close_gateway = getattr(compat, "aclose", None)
-    if compat is not None:
-        app.include_router(compat)
-        # Early in line: the router tries its routes in order, and ~50 /api routes in front
-        # of /v1/chat/completions cost more CPU than the pass-through's own work.
-        routes = app.router.routes
-        routes.insert(app.state.gateway_slot, routes.pop())
+    gateway = build_router(runtime)
+    app.state.close_gateway = getattr(gateway, "aclose", None)
+    app.include_router(gateway)
+    # Early in line: the router tries its routes in order, and ~50 /api routes in front
+    # of /v1/chat/completions cost more CPU than the pass-through's own work.
+    routes = app.router.routes
+    routes.insert(app.state.gateway_slot, routes.pop())
     for router in extra_routers:
         app.include_router(router)
     app.openapi_schema = None

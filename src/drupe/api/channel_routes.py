@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
-from drupe.gateway.agents import NotFound
-from drupe.gateway.state import get_runtime
+from drupe.api.agent_routes import NotFound
+from drupe.http.state import get_runtime
 
 if TYPE_CHECKING:
     from drupe.channels.service import ChannelService
