@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Callable
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 from datetime import timedelta
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -26,8 +27,11 @@ import anyio
 from drupe.admission.agent_session import AgentSessionProvider
 from drupe.admission.approvals import ApprovalService
 from drupe.admission.base import ContextProvider, TurnSpec
+from drupe.admission.conversations import Conversations
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
+from drupe.admission.local_conversations import LocalConversations
+from drupe.admission.ownership import LocalOwnership, Ownership
 from drupe.admission.persistent import PersistentProvider
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
@@ -39,6 +43,7 @@ from drupe.channels.registry import AdapterRegistry, default_registry
 from drupe.channels.service import ChannelDeps, ChannelService
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError, ValidationError
+from drupe.ids import session_conversation_id
 from drupe.observability.trace_store import TraceRecorder, TraceStore, otlp_exporter_from_env
 from drupe.persistence.boot import reconcile_at_boot
 from drupe.persistence.db import Database, open_database
@@ -88,6 +93,8 @@ class Runtime:
     db: Database
     manager: StreamManager
     dispatcher: Dispatcher
+    conversations: Conversations
+    """The port every surface acts on conversations through (local, or the cluster's)."""
     models: ModelRegistry
     agent: AgentRunner
     ephemeral: EphemeralStore
@@ -175,168 +182,299 @@ class ModelValidator:
 async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtime]:
     """Start Drupe's runtime; on exit, stop it in reverse order."""
     settings = settings or Settings.from_env()
+    settings.check()
     config_file = settings.config_path or config_path()
     models = ModelRegistry(load_model_config(settings.config_path))
-    mcp_servers = load_mcp_servers(config_file)
     agent = AgentRunner(lambda model_id: models.resolve(model_id).model)
+    async with AsyncExitStack() as stack:
+        cluster = await _open_cluster_node(stack, settings)
+        cluster_status = await _open_cluster_status(stack, cluster, settings)
+        catalog = await _open_catalog(stack, config_file)
+        tools = _tools(settings)
+        runner = turn_runner(agent, tools=tools, catalog=catalog, context_window=_window(models))
+        db = await stack.enter_async_context(
+            open_database(settings.database_url, data_dir=settings.data_dir)
+        )
+        reconciled, rows = await _reconcile(db, cluster)
+        streams = await _open_streams(stack, settings, cluster, cluster_status)
+        manager = streams.manager
+        if catalog is not None:
+            # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
+            manager.task_group.start_soon(catalog.prewarm)
+        drivers = await _open_drivers(stack, models, agent, db)
+        ownership = streams.ownership or LocalOwnership()
+        host = _session_host(manager, drivers, db, ownership)
+        stack.push_async_callback(host.aclose)
+        ephemeral = EphemeralStore()
+        dispatcher = Dispatcher(
+            manager,
+            _providers(settings, models, db, manager, runner, host, drivers, ephemeral, streams),
+            reconciled=reconciled,
+            ownership=ownership,
+        )
+        approvals = ApprovalService(dispatcher, db.messages, fence_for=ownership.fence_for)
+        local = LocalConversations(
+            manager=manager,
+            dispatcher=dispatcher,
+            approvals=approvals,
+            conversations=db.conversations,
+            messages=db.messages,
+            ephemeral=ephemeral,
+            sessions=host,
+        )
+        cluster_chat, conversations = await _open_conversations(
+            stack, settings, local, streams, cluster, cluster_status, db
+        )
+        runtime = Runtime(
+            settings=settings,
+            db=db,
+            manager=manager,
+            dispatcher=dispatcher,
+            conversations=conversations,
+            models=models,
+            agent=agent,
+            ephemeral=ephemeral,
+            approvals=approvals,
+            tools=tools,
+            mcp=catalog,
+            drivers=drivers,
+            sessions=host,
+            traces=streams.traces,
+            reconciled_rows=rows,
+            checkpointer=streams.checkpointer,
+            retrier=streams.retrier,
+            cluster=cluster,
+            cluster_chat=cluster_chat,
+            cluster_status=cluster_status,
+        )
+        channel_configs = load_channel_configs(config_file)
+        if channel_configs:
+            runtime.channels = await stack.enter_async_context(
+                channel_service(runtime, channel_configs)
+            )
+        runtime.tasks = await stack.enter_async_context(_task_service(runtime))
+        yield runtime
+
+
+@dataclass(slots=True, kw_only=True)
+class _Streams:
+    """The stream layer and what outlives its streams' terminal work at shutdown."""
+
+    retrier: TerminalWriteRetrier
+    checkpointer: Checkpointer
+    traces: TraceRecorder
+    manager: StreamManager
+    ownership: LeaseOwnership | None = None
+    writer: LogWriter | None = None
+
+
+def _tools(settings: Settings) -> ToolRegistry:
     tools = ToolRegistry()
     for entry in builtin_tools(ToolSettings(code_execution=settings.code_execution)):
         tools.register(entry)
+    return tools
 
+
+def _window(models: ModelRegistry) -> Callable[[str], int | None]:
     def context_window(model_id: str) -> int | None:
         try:
             return models.resolve(model_id).context_window
         except ConfigError:
             return None
 
+    return context_window
+
+
+async def _open_cluster_node(stack: AsyncExitStack, settings: Settings) -> ClusterNode | None:
+    if not settings.cluster.enabled:
+        return None
+    from drupe.cluster.node import ClusterNode
+
+    node = await stack.enter_async_context(ClusterNode(settings.cluster))
+    log.info("cluster mode: node %s", node.node_id)
+    return node
+
+
+async def _open_catalog(stack: AsyncExitStack, config_file: Path) -> McpCatalog | None:
+    servers = load_mcp_servers(config_file)
+    if not servers:
+        return None
+    from drupe.tools.mcp.catalog import McpCatalog  # the MCP SDK costs ~1 s to import
+
+    return await stack.enter_async_context(McpCatalog(servers))
+
+
+async def _reconcile(db: Database, cluster: ClusterNode | None) -> tuple[anyio.Event, int]:
+    """Boot reconciliation, before the first admission (dispatch waits on the event).
+
+    Cluster mode: other nodes' rows are live; the takeover sweep finalizes only the rows whose
+    owner's lease is dead (``drupe.cluster.chat``), so the row reconcile is skipped. Task runs
+    left ``running``: one process fails them all; a cluster node only its own earlier life's
+    (a node that never comes back is swept by ``fail_running_of_gone_nodes``).
+    """
+    rows = 0 if cluster is not None else await reconcile_at_boot(db)
+    if rows:
+        log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
+    db.schedules.node_id = cluster.node_id if cluster is not None else None
+    runs = await db.schedules.fail_running(
+        SystemClock().now(),
+        "the server stopped",
+        node_id=db.schedules.node_id,
+        all_nodes=cluster is None,
+    )
+    if runs:
+        log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
     reconciled = anyio.Event()
-    settings.check()
-    async with AsyncExitStack() as stack:
-        cluster: ClusterNode | None = None
-        if settings.cluster.enabled:
-            from drupe.cluster.node import ClusterNode
+    reconciled.set()
+    return reconciled, rows
 
-            cluster = await stack.enter_async_context(ClusterNode(settings.cluster))
-            log.info("cluster mode: node %s", cluster.node_id)
-        cluster_status = await _open_cluster_status(stack, cluster, settings)
-        catalog: McpCatalog | None = None
-        if mcp_servers:
-            from drupe.tools.mcp.catalog import McpCatalog  # the MCP SDK costs ~1 s to import
 
-            catalog = await stack.enter_async_context(McpCatalog(mcp_servers))
-        runner = turn_runner(agent, tools=tools, catalog=catalog, context_window=context_window)
-        db = await stack.enter_async_context(
-            open_database(settings.database_url, data_dir=settings.data_dir)
+async def _open_streams(
+    stack: AsyncExitStack,
+    settings: Settings,
+    cluster: ClusterNode | None,
+    cluster_status: ClusterStatus | None,
+) -> _Streams:
+    """The retrier, checkpointer and trace recorder (entered after the database and before the
+    manager: they outlive every stream's terminal work at shutdown and stop before the database
+    closes), cluster mode's leases and log writer (likewise), then the stream manager."""
+    retrier = await stack.enter_async_context(
+        TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
+    )
+    checkpointer = await stack.enter_async_context(Checkpointer(settings.checkpoints))
+    traces = await stack.enter_async_context(
+        TraceRecorder(
+            TraceStore(settings.data_dir / "traces") if settings.trace_store else None,
+            otlp_exporter_from_env(),
         )
-        # Cluster mode: other nodes' rows are live; the takeover sweep finalizes only the rows
-        # whose owner's lease is dead (drupe.cluster.chat), so the boot reconcile is skipped.
-        rows = 0 if cluster is not None else await reconcile_at_boot(db)
-        if rows:
-            log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
-        # Task runs left ``running``: one process fails them all; a cluster node only its own
-        # earlier life's (other nodes' runs may be live; a node that never comes back is swept
-        # by ``fail_running_of_gone_nodes``, whoever knows the live nodes).
-        db.schedules.node_id = cluster.node_id if cluster is not None else None
-        runs = await db.schedules.fail_running(
-            SystemClock().now(),
-            "the server stopped",
-            node_id=db.schedules.node_id,
-            all_nodes=cluster is None,
-        )
-        if runs:
-            log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
-        reconciled.set()
-        # Entered after the database and before the manager: they outlive every stream's
-        # terminal work at shutdown, and stop before the database closes.
-        retrier = await stack.enter_async_context(
-            TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
-        )
-        checkpointer = await stack.enter_async_context(Checkpointer(settings.checkpoints))
-        traces = await stack.enter_async_context(
-            TraceRecorder(
-                TraceStore(settings.data_dir / "traces") if settings.trace_store else None,
-                otlp_exporter_from_env(),
-            )
-        )
-        stream_listeners: list[Callable[[str], Listener]] = [
-            lambda cid: TraceFlushListener(cid, traces.schedule)
-        ]
-        ownership: LeaseOwnership | None = None
-        if cluster is not None:
-            # Entered before the manager: leases and the log writer outlive every stream's
-            # terminal work at shutdown.
-            ownership, writer = await _open_cluster_parts(stack, cluster, settings, lambda: manager)
-            stream_listeners.append(writer.listener)
-        fence_for = ownership.fence_for if ownership is not None else _unfenced
-        manager = await stack.enter_async_context(
-            StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
-        )
-        if cluster_status is not None:  # never removed: it must see the shutdown's aborts
-            manager.add_status_observer(cluster_status.observe)
-        if catalog is not None:
-            # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
-            manager.task_group.start_soon(catalog.prewarm)
-        ephemeral = EphemeralStore()
-        validate = model_validator(models)
-        providers: list[ContextProvider] = [
-            EphemeralProvider(
-                ephemeral,
-                runner=runner,
-                default_model=models.default_model_id,
-                validate_model=validate,
-            ),
-            PersistentProvider(
-                conversations=db.conversations,
-                messages=db.messages,
-                runner=runner,
-                default_model=models.default_model_id,
-                validate_model=validate,
-                has_pending_steer=manager.has_pending_steer,
-                checkpointer=checkpointer,
-                retrier=retrier,
-                fence_for=fence_for,
-            ),
-        ]
-        dispatcher = Dispatcher(manager, providers, reconciled=reconciled, ownership=ownership)
-        drivers = await _open_drivers(stack, models, agent, db)
-        runtime = Runtime(
-            settings=settings,
-            db=db,
-            manager=manager,
-            dispatcher=dispatcher,
-            models=models,
-            agent=agent,
-            ephemeral=ephemeral,
-            approvals=ApprovalService(dispatcher, db.messages, fence_for=fence_for),
-            tools=tools,
-            mcp=catalog,
-            drivers=drivers,
-            traces=traces,
-            reconciled_rows=rows,
-            checkpointer=checkpointer,
-            retrier=retrier,
-            cluster=cluster,
-            cluster_status=cluster_status,
-        )
-        runtime.sessions = install_sessions(runtime, drivers)
-        stack.push_async_callback(runtime.sessions.aclose)
-        if cluster is not None and ownership is not None:
-            from drupe.cluster.chat import ClusterChat
+    )
+    stream_listeners: list[Callable[[str], Listener]] = [
+        lambda cid: TraceFlushListener(cid, traces.schedule)
+    ]
+    ownership: LeaseOwnership | None = None
+    writer: LogWriter | None = None
+    manager_ref: list[StreamManager] = []
+    if cluster is not None:
+        # The leases ask the manager whether a conversation is busy, and the manager's streams
+        # write to the log the leases fence: the one cycle, broken by ``manager_ref``.
+        ownership, writer = await _open_cluster_parts(stack, cluster, settings, manager_ref)
+        stream_listeners.append(writer.listener)
+    manager = await stack.enter_async_context(
+        StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
+    )
+    manager_ref.append(manager)
+    if cluster_status is not None:  # never removed: it must see the shutdown's aborts
+        manager.add_status_observer(cluster_status.observe)
+    return _Streams(
+        retrier=retrier,
+        checkpointer=checkpointer,
+        traces=traces,
+        manager=manager,
+        ownership=ownership,
+        writer=writer,
+    )
 
-            runtime.cluster_chat = await stack.enter_async_context(
-                ClusterChat(
-                    cluster,
-                    ownership,
-                    dispatcher=dispatcher,
-                    manager=manager,
-                    approvals=runtime.approvals,
-                    messages=db.messages,
-                    sessions=lambda: runtime.sessions,
-                    settle=cluster_status.settle if cluster_status is not None else None,
-                    schedules=db.schedules,
-                )
-            )
-        channel_configs = load_channel_configs(config_file)
-        if channel_configs:
-            runtime.channels = await stack.enter_async_context(
-                channel_service(runtime, channel_configs)
-            )
-        runtime.tasks = await stack.enter_async_context(
-            TaskService(
-                TaskDeps(
-                    db=db,
-                    manager=manager,
-                    dispatcher=dispatcher,
-                    host=runtime.sessions,
-                    drivers=drivers,
-                    delivery=task_delivery(runtime.channels),
-                    clock=SystemClock(),
-                ),
-                run_scheduler=settings.run_scheduler,
-                poll_interval=timedelta(seconds=settings.schedule_poll),
-            )
+
+def _session_host(
+    manager: StreamManager, drivers: DriverRegistry, db: Database, ownership: Ownership
+) -> AgentSessionHost:
+    """The agent-session host over the manager and stores; the drivers are registered by the
+    caller (nothing registers itself)."""
+    return AgentSessionHost(
+        manager=manager,
+        drivers=drivers,
+        agents=db.agents,
+        messages=db.messages,
+        idle_ttl=DEFAULT_IDLE_TTL,
+        fence_for=ownership.fence_for,
+    )
+
+
+def _providers(
+    settings: Settings,
+    models: ModelRegistry,
+    db: Database,
+    manager: StreamManager,
+    runner: TurnRunner,
+    host: AgentSessionHost,
+    drivers: DriverRegistry,
+    ephemeral: EphemeralStore,
+    streams: _Streams,
+) -> list[ContextProvider]:
+    """The context providers, agent sessions first (the persistent provider is the catch-all
+    and refuses ``agent-session:`` ids)."""
+    validate = model_validator(models)
+    fence_for = streams.ownership.fence_for if streams.ownership is not None else _unfenced
+    return [
+        AgentSessionProvider(host=host, messages=db.messages, drivers=drivers),
+        EphemeralProvider(
+            ephemeral,
+            runner=runner,
+            default_model=models.default_model_id,
+            validate_model=validate,
+        ),
+        PersistentProvider(
+            conversations=db.conversations,
+            messages=db.messages,
+            runner=runner,
+            default_model=models.default_model_id,
+            validate_model=validate,
+            has_pending_steer=manager.has_pending_steer,
+            checkpointer=streams.checkpointer,
+            retrier=streams.retrier,
+            fence_for=fence_for,
+        ),
+    ]
+
+
+async def _open_conversations(
+    stack: AsyncExitStack,
+    settings: Settings,
+    local: LocalConversations,
+    streams: _Streams,
+    cluster: ClusterNode | None,
+    cluster_status: ClusterStatus | None,
+    db: Database,
+) -> tuple[ClusterChat | None, Conversations]:
+    """The ``Conversations`` port: the local one, or in cluster mode the cluster one over the
+    routed commands and the takeover sweep (``ClusterChat``, entered here)."""
+    if cluster is None or streams.ownership is None or streams.writer is None:
+        return None, local
+    from drupe.cluster.chat import ClusterChat
+    from drupe.cluster.conversations import ClusterConversations
+
+    chat = await stack.enter_async_context(
+        ClusterChat(
+            cluster,
+            streams.ownership,
+            dispatcher=local.dispatcher,
+            manager=streams.manager,
+            local=local,
+            messages=db.messages,
+            announce=streams.writer.announce,
+            settle=cluster_status.settle if cluster_status is not None else None,
+            schedules=db.schedules,
         )
-        yield runtime
+    )
+    return chat, ClusterConversations(local, chat, grace_period=settings.stream.grace_period)
+
+
+def _task_service(runtime: Runtime) -> TaskService:
+    settings = runtime.settings
+    assert runtime.sessions is not None and runtime.drivers is not None
+    return TaskService(
+        TaskDeps(
+            db=runtime.db,
+            conversations=runtime.conversations,
+            manager=runtime.manager,
+            host=runtime.sessions,
+            drivers=runtime.drivers,
+            delivery=task_delivery(runtime.channels),
+            clock=SystemClock(),
+        ),
+        run_scheduler=settings.run_scheduler,
+        poll_interval=timedelta(seconds=settings.schedule_poll),
+    )
 
 
 def _unfenced(conversation_id: str) -> int | None:
@@ -394,14 +532,12 @@ def channel_service(
     """The IM channels over the runtime's dispatcher, stores and session host (not started:
     enter it). The adapter registry is explicit: ``default_registry()`` unless given."""
     deps = ChannelDeps(
-        dispatcher=runtime.dispatcher,
+        conversations=runtime.conversations,
         manager=runtime.manager,
         db=runtime.db,
-        approvals=runtime.approvals,
         sessions=runtime.sessions,
         validate_model=model_validator(runtime.models),
         clock=clock,
-        cluster=runtime.cluster_chat,
         receiver_lease=_receiver_lease(runtime),
     )
     if edit_interval is not None:
@@ -411,31 +547,11 @@ def channel_service(
     return ChannelService(deps, configs, registry or default_registry())
 
 
-def install_sessions(
-    runtime: Runtime, drivers: DriverRegistry, *, idle_ttl: float = DEFAULT_IDLE_TTL
-) -> AgentSessionHost:
-    """Build the agent-session host over the runtime's manager and stores, and put its provider
-    FIRST in the dispatcher (the persistent provider is the catch-all and refuses
-    ``agent-session:`` ids). The drivers are registered by the caller; nothing registers itself."""
-    host = AgentSessionHost(
-        manager=runtime.manager,
-        drivers=drivers,
-        agents=runtime.db.agents,
-        messages=runtime.db.messages,
-        idle_ttl=idle_ttl,
-        fence_for=runtime.dispatcher.ownership.fence_for,
-    )
-    runtime.dispatcher.providers.insert(
-        0, AgentSessionProvider(host=host, messages=runtime.db.messages, drivers=drivers)
-    )
-    return host
-
-
 async def _open_cluster_parts(
     stack: AsyncExitStack,
     cluster: ClusterNode,
     settings: Settings,
-    manager: Callable[[], StreamManager],
+    manager_ref: list[StreamManager],
 ) -> tuple[LeaseOwnership, LogWriter]:
     """This node's leases (busy while a stream, even a finished one in its grace period, or a
     queued steer needs it; a lost lease aborts the local stream) and its chunk-log writer."""
@@ -443,13 +559,13 @@ async def _open_cluster_parts(
     from drupe.cluster.ownership import LeaseOwnership
 
     def busy(conversation_id: str) -> bool:
-        current = manager()
+        current = manager_ref[0]
         return current.get(conversation_id) is not None or current.has_pending_steer(
             conversation_id
         )
 
     def on_lost(conversation_id: str) -> None:
-        manager().abort(conversation_id, "lease-lost")
+        manager_ref[0].abort(conversation_id, "lease-lost")
 
     ownership = await stack.enter_async_context(
         LeaseOwnership(cluster.lease, cluster.node_id, busy=busy, on_lost=on_lost)
@@ -476,7 +592,7 @@ async def _open_drivers(
     drivers = DriverRegistry()
 
     async def load_history(session_id: str) -> list[UIMessage]:
-        rows = await db.messages.list_for_conversation(f"agent-session:{session_id}")
+        rows = await db.messages.list_for_conversation(session_conversation_id(session_id))
         return [row.as_ui_message() for row in rows if row.status != "pending"]
 
     inprocess = await stack.enter_async_context(

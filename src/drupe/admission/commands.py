@@ -7,6 +7,8 @@ cluster mode the caller routes it to the owner first, ``drupe.cluster.chat``).
   turns: a steer roll, a queued follow-up; the host stops the runtime turn, drops the queue and
   closes the connection), then the live stream is aborted and drained; returns whether
   anything was stopped. Returns after the partial answer is persisted.
+* ``close_session``: an agent session's turn is stopped, its queue dropped and its runtime
+  connection closed (deleting a session).
 * ``answer_approvals``: agent approvals are answered in place (the driver holds the pending
   decision); chat approvals go through the ``ApprovalService`` (an answered turn continues in
   the same message).
@@ -18,22 +20,15 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
 from drupe.admission.approvals import ApprovalOutcome, ApprovalService
+from drupe.ids import session_conversation_id, session_id_of
 from drupe.streaming.approvals import Decision
+from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StreamManager
 
 if TYPE_CHECKING:
     from drupe.sessions.host import AgentSessionHost
 
-__all__ = ["answer_approvals", "session_id_of", "stop_conversation"]
-
-_SESSION_PREFIX = "agent-session:"
-
-
-def session_id_of(conversation_id: str) -> str | None:
-    """The agent session behind ``agent-session:<id>`` conversations (None for chats)."""
-    if conversation_id.startswith(_SESSION_PREFIX):
-        return conversation_id[len(_SESSION_PREFIX) :]
-    return None
+__all__ = ["answer_approvals", "close_session", "stop_conversation"]
 
 
 async def stop_conversation(
@@ -48,11 +43,22 @@ async def stop_conversation(
     return await manager.abort_and_drain(conversation_id)
 
 
+async def close_session(
+    manager: StreamManager, sessions: AgentSessionHost | None, session_id: str
+) -> None:
+    """Stop the session's live turn (its partial persisted), drop its queue and connection."""
+    conversation_id = session_conversation_id(session_id)
+    if sessions is not None:
+        await sessions.forget(session_id)
+    await manager.abort_and_drain(conversation_id, "conversation-deleted")
+
+
 async def answer_approvals(
     service: ApprovalService,
     sessions: AgentSessionHost | None,
     conversation_id: str,
     decisions: Sequence[Decision],
+    subscribers: Sequence[Listener] = (),
 ) -> ApprovalOutcome:
     session_id = session_id_of(conversation_id)
     if session_id is not None and sessions is not None:
@@ -69,4 +75,4 @@ async def answer_approvals(
             pending=0,
             reason=None if all(answered) else "unknown or already answered approval id",
         )
-    return await service.respond(conversation_id, list(decisions))
+    return await service.respond(conversation_id, list(decisions), subscribers)

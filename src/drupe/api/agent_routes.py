@@ -43,7 +43,7 @@ from drupe.api.agent_schemas import (
 from drupe.api.schemas import ApprovalsRequest
 from drupe.errors import DrupeError, UsageError, ValidationError
 from drupe.http.errors import HttpError
-from drupe.http.state import get_board, get_runtime
+from drupe.http.state import get_board, get_caller, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 from drupe.streaming.approvals import Decision
@@ -169,17 +169,6 @@ def _session_json(
     return session_json(record, board.status(record.conversation_id), entry)
 
 
-async def _close_session(runtime: Runtime, session_id: str) -> None:
-    """Stop the session's live turn (its partial persisted), drop its queue and connection."""
-    conversation_id = session_conversation_id(session_id)
-    if runtime.cluster_chat is not None:
-        # Cluster mode: the owner (wherever it runs) stops the turn and closes its connection.
-        await runtime.cluster_chat.stop(conversation_id)
-    if runtime.sessions is not None:
-        await runtime.sessions.forget(session_id)
-    await runtime.manager.abort_and_drain(conversation_id, "conversation-deleted")
-
-
 def _forget(runtime: Runtime, board: StatusBoard, session_id: str) -> None:
     conversation_id = session_conversation_id(session_id)
     runtime.manager.forget(conversation_id)
@@ -275,7 +264,7 @@ async def delete_agent(agent_id: str, request: Request) -> Response:
     await _agent(runtime, agent_id)
     sessions = await runtime.db.agents.list_sessions(agent_id)
     for session in sessions:
-        await _close_session(runtime, session.id)
+        await runtime.conversations.close_session(get_caller(request), session.id)
     await runtime.db.agents.delete_agent(agent_id)
     for session in sessions:
         _forget(runtime, board, session.id)
@@ -342,7 +331,7 @@ async def delete_session(session_id: str, request: Request) -> Response:
     runtime = get_runtime(request)
     board = get_board(request)
     await _session(runtime, session_id)
-    await _close_session(runtime, session_id)
+    await runtime.conversations.close_session(get_caller(request), session_id)
     await runtime.db.agents.delete_session(session_id)
     _forget(runtime, board, session_id)
     return Response(status_code=204)
@@ -355,25 +344,19 @@ async def answer_approvals(
     """Answer agent approvals in place; ``ok`` is False for one the driver no longer holds."""
     runtime = get_runtime(request)
     await _session(runtime, session_id)
-    host = runtime.sessions
-    cluster = runtime.cluster_chat
     results = []
     for decision in body.decisions:
-        if cluster is not None:  # the owner's driver holds the pending decision
-            outcome = await cluster.approvals(
-                session_conversation_id(session_id),
-                [
-                    Decision(
-                        approval_id=decision.approvalId,
-                        approved=decision.approved,
-                        reason=decision.reason,
-                    )
-                ],
-            )
-            resolved = outcome.ok
-        else:
-            resolved = host is not None and await host.respond_approval(
-                session_id, decision.approvalId, approved=decision.approved, reason=decision.reason
-            )
-        results.append({"approvalId": decision.approvalId, "ok": resolved})
+        # The session's owner (in cluster mode, wherever it runs) holds the pending decision.
+        outcome = await runtime.conversations.approve(
+            get_caller(request),
+            session_conversation_id(session_id),
+            [
+                Decision(
+                    approval_id=decision.approvalId,
+                    approved=decision.approved,
+                    reason=decision.reason,
+                )
+            ],
+        )
+        results.append({"approvalId": decision.approvalId, "ok": outcome.ok})
     return {"ok": all(r["ok"] for r in results), "results": results}

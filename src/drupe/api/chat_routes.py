@@ -22,24 +22,22 @@
 from __future__ import annotations
 
 import itertools
-import time
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Request, Response
 from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
-from drupe.admission.base import DispatchRequest, Regenerate, Submit
-from drupe.admission.commands import answer_approvals, stop_conversation
+from drupe.admission.base import Regenerate, Submit
 from drupe.api.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.api.task_routes import run_json
-from drupe.errors import ConfigError, UnknownConversationError, ValidationError
+from drupe.errors import ConfigError, ValidationError
 from drupe.http.errors import PayloadTooLarge
 from drupe.http.sse_response import SseResponse
-from drupe.http.state import attach, ensure_known, get_runtime
+from drupe.http.state import get_caller, get_runtime
 from drupe.streaming.approvals import Decision
-from drupe.streaming.listeners.sse import SseListener, parse_cursor
+from drupe.streaming.listeners.sse import SseListener
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
@@ -47,8 +45,6 @@ if TYPE_CHECKING:
 __all__ = ["router"]
 
 router = APIRouter(tags=["chat"])
-RESERVED_PREFIXES = ("agent-session:",)
-"""Conversation ids a submit never creates: their own provider (agent sessions) validates them."""
 _listener_ids = itertools.count(1)
 
 _STREAM_RESPONSES: dict[int | str, dict[str, Any]] = {
@@ -73,11 +69,6 @@ class ApprovalResult(BaseModel):
 
 def _new_listener() -> SseListener:
     return SseListener(f"sse:{next(_listener_ids)}")
-
-
-def _detach(runtime: Runtime, conversation_id: str, listener: SseListener) -> None:
-    listener.buffer.disconnected = True
-    runtime.manager.detach(conversation_id, listener.listener_id)
 
 
 def _check_models(runtime: Runtime, models: Sequence[str] | None) -> list[str]:
@@ -129,15 +120,11 @@ async def _regenerate_target(runtime: Runtime, conversation_id: str, message_id:
 async def post_chat(body: ChatRequest, request: Request) -> Response:
     """Submit (or regenerate) and stream the answer as the AI SDK UI message stream."""
     runtime = get_runtime(request)
+    caller = get_caller(request)
+    conversations = runtime.conversations
     conversation_id = body.id
     models = _check_models(runtime, body.models)
-    ephemeral = runtime.ephemeral.get(conversation_id) is not None
-    owned = conversation_id.startswith(RESERVED_PREFIXES)  # their provider validates them
-    if not ephemeral and not owned and await runtime.db.conversations.get(conversation_id) is None:
-        if body.trigger == "regenerate-message":
-            raise UnknownConversationError(conversation_id)
-        await runtime.db.conversations.ensure(conversation_id)
-    dispatch: DispatchRequest
+    dispatch: Submit | Regenerate
     if body.trigger == "submit-message":
         parts = _last_user_parts(runtime, body.messages)
         dispatch = Submit(
@@ -146,9 +133,10 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
             model_ids=models,
             strategy=body.strategy,
         )
-    elif ephemeral:
+    elif runtime.ephemeral.get(conversation_id) is not None:
         raise ValidationError("an ephemeral conversation cannot regenerate an answer")
     else:
+        await conversations.get(caller, conversation_id)  # unknown: 404
         user_id = await _regenerate_target(runtime, conversation_id, body.messageId)
         dispatch = Regenerate(
             conversation_id=conversation_id, user_message_id=user_id, model_ids=models
@@ -158,128 +146,22 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
             raise RuntimeError("the task service is not running")
         run = await runtime.tasks.start_chat_run(dispatch)
         return JSONResponse(run_json(run), status_code=202)
-    if runtime.cluster_chat is not None and isinstance(dispatch, Submit | Regenerate):
-        return await _post_chat_cluster(runtime, dispatch)
     listener = _new_listener()
-    cleanup: list[Callable[[], None]] = []
-    result = await runtime.dispatcher.dispatch(dispatch, [listener])
-    if result.mode == "started" and result.turn_id is not None and result.execution_ids:
-        listener.follow(result.turn_id, result.execution_ids[0])
-    elif result.steer == "drop":
+    admitted = await conversations.submit(caller, dispatch, listener=listener)
+    if admitted.result.steer == "drop":
         listener.close_with_error(
             "the message was stored but not answered: the running turn ended first"
         )
-    elif result.steer == "queue-and-hold":
+    elif admitted.result.steer == "queue-and-hold":
         listener.close_with_error(
             "the message was stored; it is answered once the pending tool approvals are decided"
         )
-    elif result.turn_id is None:
-        # No stream to ride on (it was already evicted): follow the next turn that starts.
-        listener.follow_next_turn(None)
-        cleanup.append(_attach_to_next_stream(runtime, conversation_id, listener))
-    else:
-        listener.follow_next_turn(result.turn_id)
-
-    def on_close() -> None:
-        _detach(runtime, conversation_id, listener)
-        for undo in cleanup:
-            undo()  # a client that left before the next turn started leaves no observer behind
-
-    return SseResponse(listener.buffer, on_close=on_close)
-
-
-async def _post_chat_cluster(runtime: Runtime, dispatch: Submit | Regenerate) -> Response:
-    """Cluster mode: the owner admits the turn; this node follows its chunk log."""
-    cluster = runtime.cluster_chat
-    assert cluster is not None
-    result = await cluster.dispatch(dispatch)
-    listener = _new_listener()
-    follower = cluster.follower(dispatch.conversation_id, listener)
-    if result.mode == "started" and result.turn_id is not None and result.execution_ids:
-        listener.follow(result.turn_id, result.execution_ids[0])
-        await follower.follow_turn(result.turn_id)
-    elif result.steer == "drop":
-        listener.close_with_error(
-            "the message was stored but not answered: the running turn ended first"
-        )
-    elif result.steer == "queue-and-hold":
-        listener.close_with_error(
-            "the message was stored; it is answered once the pending tool approvals are decided"
-        )
-    else:
-        listener.follow_next_turn(result.turn_id)
-        await follower.follow_next(result.turn_id)
 
     def on_close() -> None:
         listener.buffer.disconnected = True
-        follower.close()
+        admitted.close()  # a client that left early leaves no listener or observer behind
 
     return SseResponse(listener.buffer, on_close=on_close)
-
-
-async def _resume_cluster(runtime: Runtime, conversation_id: str, cursor: str | None) -> Response:
-    """Cluster mode: resume from the chunk log of the conversation's newest turn, on any node."""
-    cluster = runtime.cluster_chat
-    assert cluster is not None
-    latest = await cluster.latest_turn(conversation_id)
-    if latest is None:
-        await ensure_known(runtime, conversation_id)
-        return Response(status_code=204)
-    turn_id, _announced_ms = latest
-    parsed = parse_cursor(cursor)
-    after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
-    node = runtime.cluster
-    assert node is not None
-    if parsed is not None and after is None:
-        # A cursor of an earlier turn whose answer was lost and is being answered again
-        # (``on_owner_loss = "retry"``): resume there; the follower moves on to the new attempt.
-        earlier = await node.log.tail(node.log.key(conversation_id, parsed[0]))
-        if any(e.retried_as is not None for e in earlier):
-            turn_id, after = parsed
-    # The newest entries say whether the turn ended (its terminals are the last entries).
-    entries = await node.log.tail(node.log.key(conversation_id, turn_id))
-    if not entries:
-        return Response(status_code=204)
-    ended = [e for e in entries if e.terminal is not None and e.done]
-    grace_ms = runtime.settings.stream.grace_period * 1000
-    if ended and int(ended[-1].cursor.split("-")[0]) + grace_ms < time.time() * 1000:
-        return Response(status_code=204)  # ended, and its grace period is over
-    listener = SseListener(f"sse:{next(_listener_ids)}")
-    listener.follow_next_turn(None)  # the first execution that speaks in this turn
-    follower = cluster.follower(conversation_id, listener)
-    await follower.follow_turn(turn_id, after=after)
-
-    def on_close() -> None:
-        listener.buffer.disconnected = True
-        follower.close()
-
-    return SseResponse(listener.buffer, on_close=on_close)
-
-
-def _attach_to_next_stream(
-    runtime: Runtime, conversation_id: str, listener: SseListener
-) -> Callable[[], None]:
-    """Attach ``listener`` to the conversation's next stream; returns the undo (idempotent)."""
-    manager = runtime.manager
-    removers: list[Callable[[], None]] = []
-
-    def remove() -> None:
-        for undo in removers:
-            undo()
-
-    def observer(observed: str, record: Any) -> None:
-        if observed != conversation_id or record.status != "pending":
-            return
-        remove()
-        if listener.is_alive():
-            attach(manager, conversation_id, listener)
-
-    removers.append(manager.add_status_observer(observer))
-    stream = manager.get(conversation_id)
-    if stream is not None and stream.is_live:  # started between dispatch and now
-        remove()
-        attach(manager, conversation_id, listener)
-    return remove
 
 
 @router.get(
@@ -297,56 +179,25 @@ async def resume_chat(
 ) -> Response:
     """Resume the answer: live, or just ended (grace period); 204 when nothing is left."""
     runtime = get_runtime(request)
-    if runtime.cluster_chat is not None:
-        return await _resume_cluster(runtime, conversation_id, last_event_id)
-    stream = runtime.manager.get(conversation_id)
-    if stream is None:
-        await ensure_known(runtime, conversation_id)
+    listener = _new_listener()
+    subscription = await runtime.conversations.resume(
+        get_caller(request), conversation_id, listener, last_event_id
+    )
+    if subscription is None:
         return Response(status_code=204)
-    cursor = parse_cursor(last_event_id)
-    after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
-    if not stream.is_live:
-        # Ended within the grace period, or waiting for a tool approval: replay the finished
-        # message (exactly after the cursor when one is given) and its end.
-        first = next(iter(stream.executions))
-        ended = SseListener(
-            f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=first
-        )
-        if not await runtime.manager.subscriptions.replay_ended(
-            conversation_id, ended, execution_id=first, after=after
-        ):
-            return Response(status_code=204)
-        return SseResponse(ended.buffer, on_close=lambda: None)
-    execution = next((e for e in stream.executions.values() if e.status == "streaming"), None)
-    if execution is None:
-        return Response(status_code=204)
-    listener = SseListener(
-        f"sse:{next(_listener_ids)}", turn_id=stream.turn_id, execution_id=execution.execution_id
-    )
-    # Replay and registration happen in one synchronous call: nothing lost, nothing doubled.
-    attach(
-        runtime.manager,
-        conversation_id,
-        listener,
-        after=after,
-        execution_ids=[execution.execution_id],
-    )
-    return SseResponse(
-        listener.buffer, on_close=lambda: _detach(runtime, conversation_id, listener)
-    )
+
+    def on_close() -> None:
+        listener.buffer.disconnected = True
+        subscription.close()
+
+    return SseResponse(listener.buffer, on_close=on_close)
 
 
 @router.post("/api/chat/{conversation_id}/stop", response_model=StopResult)
 async def stop_chat(conversation_id: str, request: Request) -> StopResult:
     """Stop the live answer; returns after its partial was persisted."""
     runtime = get_runtime(request)
-    if not runtime.manager.is_live(conversation_id):
-        await ensure_known(runtime, conversation_id)
-    if runtime.cluster_chat is not None:  # the owner stops it, wherever it runs
-        return StopResult(stopped=await runtime.cluster_chat.stop(conversation_id))
-    # An agent session may be between turns (a steer roll, a queued follow-up): the host
-    # stops the runtime turn, drops the queue and closes the connection.
-    stopped = await stop_conversation(runtime.manager, runtime.sessions, conversation_id)
+    stopped = await runtime.conversations.stop(get_caller(request), conversation_id)
     return StopResult(stopped=stopped)
 
 
@@ -356,17 +207,11 @@ async def post_approvals(
 ) -> ApprovalResult:
     """Answer pending tool approvals; an answered turn continues in the same message."""
     runtime = get_runtime(request)
-    await ensure_known(runtime, conversation_id)
     decisions = [
         Decision(approval_id=d.approvalId, approved=d.approved, reason=d.reason)
         for d in body.decisions
     ]
-    if runtime.cluster_chat is not None:  # the owner answers, wherever it runs
-        outcome = await runtime.cluster_chat.approvals(conversation_id, decisions)
-    else:
-        outcome = await answer_approvals(
-            runtime.approvals, runtime.sessions, conversation_id, decisions
-        )
+    outcome = await runtime.conversations.approve(get_caller(request), conversation_id, decisions)
     return ApprovalResult(
         ok=outcome.ok,
         continued=outcome.continued,

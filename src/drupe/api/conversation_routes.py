@@ -25,11 +25,10 @@ from drupe.api.schemas import (
     conversation_json,
     message_json,
 )
-from drupe.errors import AdmissionError, UnknownConversationError
+from drupe.errors import UnknownConversationError
 from drupe.http.sse_response import SseResponse
-from drupe.http.state import attach, ensure_known, get_board, get_runtime
-from drupe.streaming.listeners.sse import MultiplexListener, parse_cursor
-from drupe.streaming.manager import StatusRecord
+from drupe.http.state import ensure_known, get_board, get_caller, get_runtime
+from drupe.streaming.listeners.sse import MultiplexListener
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
@@ -137,13 +136,7 @@ async def rename_conversation(
 async def delete_conversation(conversation_id: str, request: Request) -> Response:
     """Stop a live answer (persisting its partial), then delete every row."""
     runtime = get_runtime(request)
-    ephemeral = await ensure_known(runtime, conversation_id)
-    await runtime.manager.abort_and_drain(conversation_id, "conversation-deleted")
-    if ephemeral:
-        runtime.ephemeral.delete(conversation_id)
-    else:
-        await runtime.db.conversations.delete(conversation_id)
-    runtime.manager.forget(conversation_id)
+    await runtime.conversations.delete(get_caller(request), conversation_id)
     get_board(request).forget(conversation_id)
     return Response(status_code=204)
 
@@ -162,68 +155,14 @@ async def conversation_events(
 ) -> Response:
     """Every execution's chunks and the status changes of one conversation (SSE)."""
     runtime = get_runtime(request)
-    await ensure_known(runtime, conversation_id)
-    manager = runtime.manager
     listener = MultiplexListener(f"events:{next(_listener_ids)}")
-
-    cluster = runtime.cluster_chat
-
-    def observer(observed: str, record: StatusRecord) -> None:
-        if observed != conversation_id:
-            return
-        listener.on_status(record.status, record.turn_id)
-        if record.status == "pending" and cluster is None:
-            stream = manager.get(conversation_id)
-            if stream is not None and stream.turn_id == record.turn_id and listener.is_alive():
-                try:
-                    attach(manager, conversation_id, listener)
-                except AdmissionError:
-                    listener.buffer.close()
-
-    def remote_observer(observed: str, record: StatusRecord) -> None:
-        if observed == conversation_id:  # another node's stream (cluster mode)
-            listener.on_status(record.status, record.turn_id)
-
-    board = get_board(request)
-    removers = [
-        manager.add_status_observer(observer),
-        board.add_remote_observer(remote_observer),
-    ]
-
-    def remove() -> None:
-        for remover in removers:
-            remover()
-
-    try:
-        record = manager.status(conversation_id)
-        if runtime.cluster_status is not None:  # the board merges every node's records
-            record = board.record(conversation_id) or record
-        listener.on_status(
-            record.status if record is not None else "idle",
-            record.turn_id if record is not None else None,
-        )
-        stream = manager.get(conversation_id)
-        if cluster is not None:
-            # Cluster mode: the chunks come from the log, whichever node runs the turns.
-            follower = cluster.follower(conversation_id, listener)
-            latest = await cluster.latest_turn(conversation_id)
-            if latest is not None:
-                cursor = parse_cursor(last_event_id)
-                after = cursor[1] if cursor is not None and cursor[0] == latest[0] else None
-                await follower.follow_turn(latest[0], after=after)
-            await follower.follow_next(latest[0] if latest is not None else None)
-        elif stream is not None and stream.is_live:
-            cursor = parse_cursor(last_event_id)
-            after = cursor[1] if cursor is not None and cursor[0] == stream.turn_id else None
-            attach(manager, conversation_id, listener, after=after)
-    except BaseException:
-        remove()
-        raise
+    # The board mirrors this node's statuses and, in cluster mode, every node's.
+    subscription = await runtime.conversations.watch(
+        get_caller(request), conversation_id, listener, last_event_id, mirror=get_board(request)
+    )
 
     def close() -> None:
-        remove()
-        manager.detach(conversation_id, listener.listener_id)
-        if cluster is not None:
-            follower.close()
+        listener.buffer.disconnected = True
+        subscription.close()
 
     return SseResponse(listener.buffer, on_close=close, ui_message_stream=False)

@@ -33,21 +33,21 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Submit
+from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.burst import Burst, merge
 from drupe.channels.commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
+from drupe.ids import session_conversation_id
 from drupe.persistence.channels import ChannelBinding
 from drupe.sessions.lookup import session_id_of
 from drupe.streaming.approvals import Decision
 
 if TYPE_CHECKING:
-    from drupe.admission.approvals import ApprovalService
-    from drupe.admission.dispatch import Dispatcher
+    from drupe.admission.conversations import Conversations, Subscription
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
-    from drupe.channels.routing import ConversationRouter, Following
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
     from drupe.streaming.listeners.channel import ChannelListener
@@ -72,18 +72,14 @@ class ChatContext:
     adapter: ChannelAdapter
     outbox: ChatOutbox
     listener: ChannelListener
-    dispatcher: Dispatcher
+    conversations: Conversations
     manager: StreamManager
     db: Database
-    approvals: ApprovalService
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
     clock: Clock
     task_group: anyio.abc.TaskGroup
     send_timeout: float = 15.0
-    cluster: ConversationRouter | None = None
-    """Cluster mode: submits and stops go to the conversation's owner, whichever node it is,
-    and the chat's listener is fed from the chunk log (``LogFollower``)."""
 
 
 class ChatWorker:
@@ -92,7 +88,7 @@ class ChatWorker:
         self.chat_id = chat_id
         self._tx, self._rx = anyio.create_memory_object_stream[_Item](max_buffer_size=256)
         self._typing = False
-        self._follower: Following | None = None
+        self._follower: Subscription | None = None
         self._followed: str | None = None
         self.handled = 0
         self.burst_size = 0
@@ -116,19 +112,17 @@ class ChatWorker:
                 self._follower.close()
 
     async def _dispatch(self, submit: Submit) -> None:
-        """Admit ``submit``; the chat's listener gets the answer (locally, or in cluster mode
-        from the chunk log, wherever the conversation's owner runs it)."""
+        """Admit ``submit``; the chat's listener gets every answer of its conversation (in
+        cluster mode from the chunk log, wherever the conversation's owner runs it)."""
         ctx = self.ctx
-        if ctx.cluster is None:
-            await ctx.dispatcher.dispatch(submit, [ctx.listener])
-            return
         if self._followed != submit.conversation_id:
             if self._follower is not None:
                 self._follower.close()
-            self._follower = ctx.cluster.follower(submit.conversation_id, ctx.listener)
-            await self._follower.follow_next(None)  # every turn from now on
+            self._follower = await ctx.conversations.follow_turns(
+                LOCAL_ADMIN, submit.conversation_id, ctx.listener
+            )
             self._followed = submit.conversation_id
-        await ctx.cluster.dispatch(submit)
+        await ctx.conversations.submit(LOCAL_ADMIN, submit)
 
     async def _loop(self) -> None:
         debounce = self.ctx.config.debounce
@@ -220,7 +214,7 @@ class ChatWorker:
         return await ctx.db.channels.bind(
             ctx.config.id,
             self.chat_id,
-            conversation_id=f"agent-session:{session.id}",
+            conversation_id=session_conversation_id(session.id),
             target=f"agent:{target.id}",
         )
 
@@ -353,12 +347,7 @@ class ChatWorker:
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             return False
-        if ctx.cluster is not None:
-            return await ctx.cluster.stop(binding.conversation_id)
-        session_id = session_id_of(binding.conversation_id)
-        if session_id is not None and ctx.sessions is not None:
-            return await ctx.sessions.stop(session_id)
-        return await ctx.manager.abort_and_drain(binding.conversation_id)
+        return await ctx.conversations.stop(LOCAL_ADMIN, binding.conversation_id)
 
     async def _status(self) -> str:
         ctx = self.ctx
@@ -419,34 +408,22 @@ class ChatWorker:
             return
         session_id = session_id_of(binding.conversation_id)
         decision = Decision(approval_id=approval_id, approved=approved)
-        if ctx.cluster is not None:
-            # The owner's node holds the pending decision; the continuation reaches this chat
-            # from the chunk log (the chat's follower watches every turn).
-            outcome = await ctx.cluster.approvals(binding.conversation_id, [decision])
-            if not outcome.ok:
-                if not system:
-                    reason = outcome.reason or "the decision was not applied"
-                    ctx.outbox.notice(f"⚠️ {reason}")
-                return
-            if outcome.continued:
-                self._start_typing(binding.conversation_id)
-        elif session_id is not None and ctx.sessions is not None:
-            done = await ctx.sessions.respond_approval(session_id, approval_id, approved=approved)
-            if not done:
-                if not system:  # a headless agent turn was already denied by its host
-                    ctx.outbox.notice("That approval is no longer pending.")
-                return
-        else:
-            # The decision applies once the turn that asked has ended (awaiting approval).
-            await ctx.manager.wait_settled(binding.conversation_id)
-            outcome = await ctx.approvals.respond(
-                binding.conversation_id, [decision], [ctx.listener]
-            )
-            if not outcome.ok:
-                ctx.outbox.notice(f"⚠️ {outcome.reason or 'the decision was not applied'}")
-                return
-            if outcome.continued:
-                self._start_typing(binding.conversation_id)
+        # A chat turn's decision applies once the turn that asked has ended (awaiting
+        # approval); an agent session's driver holds it while its turn is live. In cluster
+        # mode the owner's node answers, and the continuation reaches this chat from the log.
+        outcome = await ctx.conversations.approve(
+            LOCAL_ADMIN, binding.conversation_id, [decision], after_settle=session_id is None
+        )
+        if not outcome.ok:
+            if not system:  # a headless agent turn was already denied by its host
+                ctx.outbox.notice(
+                    "That approval is no longer pending."
+                    if session_id is not None
+                    else f"⚠️ {outcome.reason or 'the decision was not applied'}"
+                )
+            return
+        if outcome.continued:
+            self._start_typing(binding.conversation_id)
         if not system:
             ctx.outbox.notice("Approved." if approved else "Denied.")
 

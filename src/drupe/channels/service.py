@@ -54,11 +54,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from drupe.admission.approvals import ApprovalService
-    from drupe.admission.dispatch import Dispatcher
+    from drupe.admission.conversations import Conversations
     from drupe.channels.config import ChannelConfig
     from drupe.channels.registry import AdapterRegistry
-    from drupe.channels.routing import ConversationRouter
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
     from drupe.streaming.manager import StreamManager
@@ -76,17 +74,14 @@ _REFUSALS_PER_MINUTE = 30
 
 @dataclass(slots=True, kw_only=True)
 class ChannelDeps:
-    dispatcher: Dispatcher
+    conversations: Conversations
     manager: StreamManager
     db: Database
-    approvals: ApprovalService
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
     clock: Clock | None = None
     edit_interval: float = DEFAULT_EDIT_INTERVAL
     send_timeout: float = DEFAULT_SEND_TIMEOUT
-    cluster: ConversationRouter | None = None
-    """Cluster mode: chats submit and stop through the conversation's owner node."""
     receiver_lease: ReceiverLease | None = None
     """Cluster mode: which node receives a single-connection channel (``receiver.py``)."""
 
@@ -226,14 +221,12 @@ class ChannelRuntime:
                 adapter=self.adapter,
                 outbox=self.outbox(chat_id),
                 listener=self.listener(chat_id),
-                dispatcher=deps.dispatcher,
+                conversations=deps.conversations,
                 manager=deps.manager,
                 db=deps.db,
-                approvals=deps.approvals,
                 sessions=deps.sessions,
                 validate_model=deps.validate_model,
                 clock=self.service.clock,
-                cluster=deps.cluster,
                 task_group=self.service.task_group,
                 send_timeout=deps.send_timeout,
             )

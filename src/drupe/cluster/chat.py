@@ -29,7 +29,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict
 from datetime import UTC, datetime
 from types import TracebackType
@@ -40,10 +40,10 @@ import anyio.abc
 import orjson
 from redis.exceptions import RedisError
 
-from drupe.admission.approvals import ApprovalOutcome, ApprovalService
+from drupe.admission.approvals import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
-from drupe.admission.commands import answer_approvals, stop_conversation
 from drupe.admission.dispatch import Dispatcher, DispatchResult
+from drupe.admission.local_conversations import LocalConversations
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.commands import CommandBus, NodeGone
@@ -62,6 +62,7 @@ from drupe.cluster.owner_loss import (
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError, ValidationError
 from drupe.streaming.approvals import Decision
+from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.sse import MultiplexListener
 from drupe.streaming.manager import StreamManager
 
@@ -69,7 +70,6 @@ if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.schedules import ScheduleStore
-    from drupe.sessions.host import AgentSessionHost
 
 __all__ = [
     "MAX_OWNER_LOSS_RETRIES",
@@ -102,9 +102,9 @@ class ClusterChat:
         *,
         dispatcher: Dispatcher,
         manager: StreamManager,
-        approvals: ApprovalService,
+        local: LocalConversations,
         messages: MessageStore,
-        sessions: Callable[[], AgentSessionHost | None],
+        announce: Callable[[str, str], Awaitable[None]] | None = None,
         sweep_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         settle: Callable[[str, str, str], None] | None = None,
@@ -114,9 +114,10 @@ class ClusterChat:
         self.ownership = ownership
         self.dispatcher = dispatcher
         self.manager = manager
-        self.approval_service = approvals
+        self.local = local
         self.messages = messages
-        self._sessions = sessions
+        self.announce = announce
+        """Write a just admitted turn's announcement to the log (``LogWriter.announce``)."""
         ttl = node.settings.lease_ttl
         self.wait_for_takeover = ttl + 2.0
         self.sweep_interval = sweep_interval or min(1.0, ttl / 4)
@@ -129,6 +130,7 @@ class ClusterChat:
                 "dispatch": self._on_dispatch,
                 "stop": self._on_stop,
                 "approvals": self._on_approvals,
+                "delete": self._on_delete,
             },
             timeout=ttl + 2.0,
         )
@@ -177,16 +179,25 @@ class ClusterChat:
     async def dispatch(self, request: Submit | Regenerate) -> DispatchResult:
         return await self._routed(
             request.conversation_id,
-            lambda: self.dispatcher.dispatch(request),
+            lambda: self.dispatch_here(request),
             "dispatch",
             {"request": _request_json(request)},
             _result_from_json,
         )
 
+    async def dispatch_here(
+        self, request: Submit | Regenerate, subscribers: Sequence[Listener] = ()
+    ) -> DispatchResult:
+        """Admit on this node (taking its lease) and announce the turn before returning."""
+        result = await self.dispatcher.dispatch(request, subscribers)
+        if result.mode == "started" and result.turn_id is not None and self.announce is not None:
+            await self.announce(request.conversation_id, result.turn_id)
+        return result
+
     async def stop(self, conversation_id: str) -> bool:
         return await self._routed(
             conversation_id,
-            lambda: stop_conversation(self.manager, self._sessions(), conversation_id),
+            lambda: self.local.stop_here(conversation_id),
             "stop",
             {"conversation": conversation_id},
             lambda data: bool(data["stopped"]),
@@ -195,12 +206,20 @@ class ClusterChat:
     async def approvals(self, conversation_id: str, decisions: list[Decision]) -> ApprovalOutcome:
         return await self._routed(
             conversation_id,
-            lambda: answer_approvals(
-                self.approval_service, self._sessions(), conversation_id, decisions
-            ),
+            lambda: self.local.approve_here(conversation_id, decisions),
             "approvals",
             {"conversation": conversation_id, "decisions": [asdict(d) for d in decisions]},
             lambda data: ApprovalOutcome(**data),
+        )
+
+    async def delete(self, conversation_id: str) -> None:
+        """The owner stops the live answer (its partial persisted) and deletes the rows."""
+        await self._routed(
+            conversation_id,
+            lambda: self.local.delete_here(conversation_id),
+            "delete",
+            {"conversation": conversation_id},
+            lambda data: None,
         )
 
     async def _routed(
@@ -237,20 +256,21 @@ class ClusterChat:
         # A node that no longer owns it raises NotOwnerError (the ownership port): the caller
         # re-resolves the owner.
         request = _request_from_json(payload["request"])
-        result = await self.dispatcher.dispatch(request)
+        result = await self.dispatch_here(request)
         return _result_json(result)
 
     async def _on_stop(self, payload: dict[str, Any]) -> dict[str, Any]:
-        conversation_id = str(payload["conversation"])
-        stopped = await stop_conversation(self.manager, self._sessions(), conversation_id)
+        stopped = await self.local.stop_here(str(payload["conversation"]))
         return {"stopped": stopped}
 
     async def _on_approvals(self, payload: dict[str, Any]) -> dict[str, Any]:
         decisions = [Decision(**d) for d in payload["decisions"]]
-        outcome = await answer_approvals(
-            self.approval_service, self._sessions(), str(payload["conversation"]), decisions
-        )
+        outcome = await self.local.approve_here(str(payload["conversation"]), decisions)
         return asdict(outcome)
+
+    async def _on_delete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        await self.local.delete_here(str(payload["conversation"]))
+        return {"deleted": True}
 
     # --- subscriptions -------------------------------------------------------------------------
 

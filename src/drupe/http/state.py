@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Final
 
 from fastapi import Request
 
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import UnknownConversationError
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
@@ -26,7 +27,7 @@ from drupe.streaming.status_book import DEFAULT_MAX_RECORDS, evict_unpinned
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_runtime"]
+__all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_caller", "get_runtime"]
 
 log = logging.getLogger(__name__)
 
@@ -96,6 +97,13 @@ def get_runtime(request: Request) -> Runtime:
     if runtime is None:
         raise RuntimeError("the Drupe runtime is not open (the app's lifespan did not run)")
     return runtime
+
+
+def get_caller(request: Request) -> Principal:
+    """Who makes the request: the principal the identity layer put on the request, else the
+    one local user of a server without identity."""
+    principal: Principal = getattr(request.state, "principal", LOCAL_ADMIN)
+    return principal
 
 
 def get_board(request: Request) -> StatusBoard:

@@ -30,7 +30,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
-from drupe.ids import new_message_id, next_turn_id
+from drupe.ids import new_message_id, next_turn_id, session_conversation_id
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
@@ -207,7 +207,7 @@ class AgentSessionHost:
             self._make_room()
             entry = self.entries[info.session_id] = SessionEntry(
                 session_id=info.session_id,
-                conversation_id=f"agent-session:{info.session_id}",
+                conversation_id=session_conversation_id(info.session_id),
                 info=info,
             )
         entry.info = info

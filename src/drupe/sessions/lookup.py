@@ -10,21 +10,13 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
+from drupe.ids import SESSION_PREFIX, session_id_of
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
 
 __all__ = ["SESSION_PREFIX", "SessionLookup", "session_id_of"]
-
-SESSION_PREFIX = "agent-session:"
-
-
-def session_id_of(conversation_id: str) -> str | None:
-    """The session id of an ``agent-session:<id>`` conversation, else None."""
-    if conversation_id.startswith(SESSION_PREFIX):
-        return conversation_id[len(SESSION_PREFIX) :] or None
-    return None
 
 
 class SessionLookup:

@@ -31,7 +31,8 @@ from typing import Any, Final, Literal
 import anyio
 import anyio.abc
 
-from drupe.admission.base import DispatchRequest
+from drupe.admission.base import Regenerate, Submit
+from drupe.admission.principal import LOCAL_ADMIN
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
@@ -358,7 +359,7 @@ class TaskService:
         assert latest is not None
         return latest
 
-    async def start_chat_run(self, request: DispatchRequest) -> TaskRunRecord:
+    async def start_chat_run(self, request: Submit | Regenerate) -> TaskRunRecord:
         """Admit a chat turn that no connection owns; its run row follows it to its end."""
         conversation_id = request.conversation_id
         if self.deps.manager.is_live(conversation_id):
@@ -373,7 +374,9 @@ class TaskService:
         sentinel = TaskSentinel(f"agent-task:{run.id}")
         control = RunControl(conversation_id=conversation_id, sentinel=sentinel)
         try:
-            admitted = await self.deps.dispatcher.dispatch(request, [sentinel])
+            admission = await self.deps.conversations.submit(
+                LOCAL_ADMIN, request, subscribers=[sentinel]
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.store.finish_run(
@@ -383,7 +386,10 @@ class TaskService:
         self.controls[run.id] = control
         control.started.set()
         record = await self.store.update_run(
-            run.id, message_id=admitted.placeholder_ids[0] if admitted.placeholder_ids else None
+            run.id,
+            message_id=admission.result.placeholder_ids[0]
+            if admission.result.placeholder_ids
+            else None,
         )
         self.task_group.start_soon(self._follow_chat_run, run.id, control)
         return record
