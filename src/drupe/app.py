@@ -456,7 +456,9 @@ async def _open_conversations(
             schedules=db.schedules,
         )
     )
-    return chat, ClusterConversations(local, chat, grace_period=settings.stream.grace_period)
+    return chat, ClusterConversations(
+        local, chat, grace_period=settings.stream.grace_period, status=cluster_status
+    )
 
 
 def _task_service(runtime: Runtime) -> TaskService:

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from drupe.admission.approvals import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
@@ -177,4 +177,13 @@ class Conversations(Protocol):
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         """The stored conversation (None for an ephemeral one); raises when unknown."""
+        ...
+
+    def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
+        """Call ``observer`` on every status change of another node's streams (none in one
+        process); returns the remover."""
+        ...
+
+    def describe(self) -> dict[str, Any]:
+        """This node: ``{"mode": "single" | "cluster", "id": node id | None}``."""
         ...

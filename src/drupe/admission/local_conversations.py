@@ -41,6 +41,7 @@ from drupe.admission.principal import Principal
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
 from drupe.ids import is_session_conversation, session_conversation_id
 from drupe.streaming.approvals import Decision
+from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
 from drupe.streaming.manager import StatusRecord, StreamManager
@@ -356,6 +357,9 @@ class LocalConversations:
         if await self.known(caller, conversation_id, "read"):
             return None
         return await self.conversations.get(conversation_id)
+
+    def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
+        return lambda: None  # one process: no other node
 
     def describe(self) -> dict[str, Any]:
         return {"mode": "single", "id": None}

@@ -135,9 +135,10 @@ def install_runtime(
     app.state.runtime = runtime
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
-    removers = [runtime.manager.add_status_observer(board.observe)]
-    if runtime.cluster_status is not None:  # cluster mode: every node's streams
-        removers.append(runtime.cluster_status.add_observer(board.observe_remote))
+    removers = [
+        runtime.manager.add_status_observer(board.observe),
+        runtime.conversations.add_remote_observer(board.observe_remote),  # other nodes'
+    ]
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
     gateway = build_router(runtime)

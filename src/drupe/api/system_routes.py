@@ -110,8 +110,7 @@ async def status(request: Request) -> dict[str, Any]:
         "outcomes": stats["outcomes"],
         "reconciledRows": runtime.reconciled_rows,
         "node": {
-            "mode": "cluster" if runtime.cluster is not None else "single",
-            "id": runtime.cluster.node_id if runtime.cluster is not None else None,
+            **runtime.conversations.describe(),
         },
     }
 

@@ -20,7 +20,7 @@ Contract (the port: ``drupe.admission.conversations``; ``docs/lifecycles/cluster
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 import orjson
@@ -40,15 +40,23 @@ from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_
 from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
+    from drupe.cluster.status import ClusterStatus
     from drupe.persistence.records import ConversationRecord
+    from drupe.streaming.contracts import StatusObserver
 
 __all__ = ["ClusterConversations"]
 
 
 class ClusterConversations:
     def __init__(
-        self, local: LocalConversations, chat: ClusterChat, *, grace_period: float
+        self,
+        local: LocalConversations,
+        chat: ClusterChat,
+        *,
+        grace_period: float,
+        status: ClusterStatus | None = None,
     ) -> None:
+        self.status_feed = status
         self.local = local
         self.chat = chat
         self.node = chat.node
@@ -208,6 +216,11 @@ class ClusterConversations:
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         return await self.local.get(caller, conversation_id)
+
+    def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
+        if self.status_feed is None:
+            return lambda: None
+        return self.status_feed.add_observer(observer)
 
     def describe(self) -> dict[str, Any]:
         return {"mode": "cluster", "id": self.node.node_id}
