@@ -44,6 +44,7 @@ from drupe.http.guards import BodyLimit, OriginCheck
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
+from drupe.protocols.routes import build_protocol_routers
 from drupe.settings import Settings
 
 if TYPE_CHECKING:
@@ -148,6 +149,8 @@ def install_runtime(
     # of /v1/chat/completions cost more CPU than the pass-through's own work.
     routes = app.router.routes
     routes.insert(app.state.gateway_slot, routes.pop())
+    for router in build_protocol_routers(runtime):  # AG-UI, A2A
+        app.include_router(router)
     for router in extra_routers:
         app.include_router(router)
     app.openapi_schema = None

@@ -1,0 +1,134 @@
+"""An AG-UI ``RunAgentInput`` -> what Drupe does with it (pure: no I/O).
+
+Contract:
+
+* Drupe's own tree is the source of truth: of ``messages`` only the LAST one is read. It must
+  be a user message (its text content becomes the turn's user message), unless ``resume``
+  answers interrupts (the run then continues the answer that asked for the approvals).
+* ``resume`` entries answer Drupe tool approvals (``Interrupt.reason = "tool_approval"``,
+  ``interruptId`` = the approval id): ``resolved`` with ``payload`` ``true`` /
+  ``{"approved": true}`` approves, anything else (``cancelled``, ``false``,
+  ``{"approved": false, "reason": ...}``) denies.
+* ``forwardedProps.strategy`` picks the double-text strategy of a submit into a live thread
+  (``enqueue`` by default, ``interrupt``, ``reject``, ``rollback``).
+* ``tools`` (client-side tools) are refused for now, with a message saying so; so are
+  non-text content parts. Every refusal raises ``BadRunInput`` before anything is stored.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, cast
+
+from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+
+from drupe.admission.base import ALL_STRATEGIES, Strategy
+
+__all__ = ["Approvals", "BadRunInput", "RunPlan", "UserTurn", "plan_run"]
+
+
+class BadRunInput(Exception):
+    """The input cannot be run; ``status`` is the HTTP status, ``code`` the RUN_ERROR code."""
+
+    def __init__(self, message: str, *, status: int = 400, code: str = "invalid_input") -> None:
+        super().__init__(message)
+        self.message = message
+        self.status = status
+        self.code = code
+
+
+@dataclass(frozen=True, slots=True)
+class UserTurn:
+    parts: list[dict[str, Any]]
+    strategy: Strategy
+
+
+@dataclass(frozen=True, slots=True)
+class Approvals:
+    decisions: list[tuple[str, bool, str | None]]
+    """``(approval id, approved, reason)`` per resume entry."""
+
+
+RunPlan = UserTurn | Approvals
+
+
+def _decision(entry: ResumeEntry) -> tuple[str, bool, str | None]:
+    payload = entry.payload
+    if entry.status != "resolved":
+        return entry.interrupt_id, False, "cancelled by the client"
+    if isinstance(payload, bool):
+        return entry.interrupt_id, payload, None
+    if isinstance(payload, Mapping) and isinstance(payload.get("approved"), bool):
+        reason = payload.get("reason")
+        return (
+            entry.interrupt_id,
+            bool(payload["approved"]),
+            (reason if isinstance(reason, str) else None),
+        )
+    raise BadRunInput(
+        f"resume entry {entry.interrupt_id!r}: the payload of a tool approval is true, false "
+        'or {"approved": <bool>, "reason": <text>}'
+    )
+
+
+def _text_parts(message: UserMessage, max_chars: int) -> list[dict[str, Any]]:
+    content = message.content
+    texts: list[str]
+    if isinstance(content, str):
+        texts = [content]
+    else:
+        texts = []
+        for part in content:
+            if not isinstance(part, TextPart):
+                raise BadRunInput(
+                    f"message {message.id!r}: only text content is supported "
+                    f"(got a {getattr(part, 'type', '?')!r} part)",
+                    status=422,
+                    code="unsupported_content",
+                )
+            texts.append(part.text)
+    chars = sum(len(t) for t in texts)
+    if chars > max_chars:
+        raise BadRunInput(
+            f"the message has {chars} characters; the limit is {max_chars}",
+            status=413,
+            code="too_large",
+        )
+    if not any(t.strip() for t in texts):
+        raise BadRunInput(f"message {message.id!r} has no text")
+    return [{"type": "text", "text": t} for t in texts if t]
+
+
+def _strategy(forwarded: Any) -> Strategy:
+    if not isinstance(forwarded, Mapping) or forwarded.get("strategy") is None:
+        return "enqueue"
+    wanted = forwarded.get("strategy")
+    if wanted not in ALL_STRATEGIES:
+        raise BadRunInput(
+            f"forwardedProps.strategy: {wanted!r} is not one of {sorted(ALL_STRATEGIES)}"
+        )
+    return cast(Strategy, wanted)
+
+
+def plan_run(run: RunAgentInput, *, max_chars: int) -> RunPlan:
+    """What the run asks for; raises ``BadRunInput``."""
+    if run.tools:
+        names = ", ".join(t.name for t in run.tools[:5])
+        raise BadRunInput(
+            f"client-side tools are not supported yet (got {names}); send tools: []",
+            status=422,
+            code="unsupported_tools",
+        )
+    if run.resume:
+        return Approvals([_decision(entry) for entry in run.resume])
+    messages: Sequence[Any] = run.messages
+    if not messages:
+        raise BadRunInput("messages: a run needs the user message to answer")
+    last = messages[-1]
+    if not isinstance(last, UserMessage):
+        raise BadRunInput(
+            f"messages: the last message must be the user message to answer, not a "
+            f"{getattr(last, 'role', '?')!r} message (Drupe keeps the thread's history)"
+        )
+    return UserTurn(_text_parts(last, max_chars), _strategy(run.forwarded_props))

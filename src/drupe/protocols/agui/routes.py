@@ -1,0 +1,251 @@
+"""``POST /ag-ui/{target}``: an AG-UI run as a Drupe turn (the thin shell over ``translate``).
+
+* ``target``: a model id (the thread is the conversation ``threadId``, created when unknown),
+  ``agent:<id>`` (the thread is that agent's session ``threadId``, created on first use) or
+  ``agent-session:<id>`` (that session; ``threadId`` is only echoed).
+* The turn is submitted through the ``Conversations`` port with a listener that follows its
+  answer; the answer's chunks become AG-UI events (``translate.AguiRun``) encoded by the
+  package's ``EventEncoder`` (SSE). A submit into a live thread follows the double-text
+  strategy (``forwardedProps.strategy``, default ``enqueue``: the run streams the answer to
+  this message, after the running one).
+* Approvals: the run ends ``RUN_FINISHED`` with an ``interrupt`` outcome; the next run's
+  ``resume`` entries answer them and stream the continuation.
+* Stop: ``POST /api/chat/{conversation}/stop`` (the run ends ``RUN_FINISHED`` ``cancelled``,
+  its partial answer stored). Closing the connection only detaches: the answer goes on.
+* Bad input (a body that is no ``RunAgentInput``, an unknown model, agent or session, a
+  refused strategy) is a 4xx whose JSON body is a ``RUN_ERROR`` event; nothing is stored.
+  The same bearer gateway keys as ``/v1`` are required when ``require_gateway_keys`` is on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any
+
+import pydantic
+from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent
+from ag_ui.encoder import EventEncoder
+from fastapi import Depends, Request, Response
+from fastapi.responses import StreamingResponse
+
+from drupe.admission.base import Submit
+from drupe.admission.conversations import Subscription
+from drupe.errors import ConfigError, DrupeError
+from drupe.gateway.access import GatewayAccess
+from drupe.gateway.dialect_routes import GatewayRoute, read_json
+from drupe.gateway.limits import AGENT_PREFIX, check_agent_scope, check_scope
+from drupe.gateway.prompt import GatewayError, GatewayFailure
+from drupe.http.errors import status_for
+from drupe.http.state import get_caller
+from drupe.ids import SESSION_PREFIX, session_conversation_id
+from drupe.persistence.records import ApiKeyRecord
+from drupe.protocols.agui.request import Approvals, BadRunInput, plan_run
+from drupe.protocols.agui.translate import AguiRun
+from drupe.protocols.follower import AnswerFollower
+from drupe.streaming.approvals import Decision
+from drupe.streaming.listeners.base import TerminalResult
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from drupe.app import Runtime
+
+__all__ = ["build_agui_router", "run_error_body"]
+
+_IDLE_PING = 15.0
+"""Seconds without an event before an SSE comment keeps the connection open."""
+_MAX_ID = 256
+
+
+def run_error_body(failure: GatewayFailure) -> dict[str, Any]:
+    """A refusal in AG-UI's shape: the ``RUN_ERROR`` event as the JSON body."""
+    event = RunErrorEvent(message=failure.message, code=failure.kind)
+    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _refuse(status: int, kind: str, message: str) -> GatewayError:
+    return GatewayError(GatewayFailure(status, kind, message), run_error_body)  # type: ignore[arg-type]
+
+
+def _bad(err: BadRunInput) -> GatewayError:
+    failure = GatewayFailure(err.status, "invalid_request", err.message)
+    return GatewayError(failure, lambda f: {**run_error_body(f), "code": err.code})
+
+
+async def _conversation_of(runtime: Runtime, target: str, thread_id: str) -> tuple[str, list[str]]:
+    """The conversation and the model ids a run on ``target`` in ``thread_id`` submits to."""
+    if not 0 < len(thread_id) <= _MAX_ID:
+        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
+    agents = runtime.db.agents
+    if target.startswith(AGENT_PREFIX):
+        agent_id = target[len(AGENT_PREFIX) :]
+        if not 0 < len(agent_id) <= _MAX_ID or await agents.get_agent(agent_id) is None:
+            raise _refuse(404, "not_found", f"unknown agent {agent_id!r}")
+        session = await agents.get_session(thread_id)
+        if session is None:
+            session = await agents.create_session(
+                agent_id, title="ag-ui", settings={}, session_id=thread_id
+            )
+        elif session.agent_id != agent_id:
+            raise _refuse(
+                409, "conflict", f"thread {thread_id!r} is a session of agent {session.agent_id!r}"
+            )
+        return session_conversation_id(session.id), []
+    if target.startswith(SESSION_PREFIX):
+        session_id = target[len(SESSION_PREFIX) :]
+        found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
+        if found is None:
+            raise _refuse(404, "not_found", f"unknown agent session {session_id!r}")
+        return session_conversation_id(found.id), []
+    try:
+        runtime.models.resolve(target)
+    except ConfigError as err:
+        raise _refuse(404, "not_found", f"unknown model {target!r}: {err}") from None
+    if thread_id.startswith((SESSION_PREFIX, "gateway:")):
+        raise _refuse(400, "invalid_request", "threadId: that prefix names agent sessions")
+    return thread_id, [target]
+
+
+_KINDS = {
+    404: "not_found",
+    409: "conflict",
+    413: "too_large",
+    429: "rate_limit",
+    503: "unavailable",
+}
+
+
+async def _events(
+    run: AguiRun, listener: AnswerFollower, hold: Subscription | None, first: list[BaseEvent]
+) -> AsyncIterator[str]:
+    """The run's SSE body; ``hold`` (None: nothing to follow) is let go of at the end."""
+    encoder = EventEncoder()
+    try:
+        for event in [*run.started(), *first]:
+            yield encoder.encode(event)
+        if hold is None:
+            return
+        while True:
+            items = await listener.take(_IDLE_PING)
+            if items is None:
+                yield ": ping\n\n"
+                continue
+            if listener.overflowed:
+                for event in run.failed("the client read too slowly", "slow_client"):
+                    yield encoder.encode(event)
+                return
+            for item in items:
+                if isinstance(item, TerminalResult):
+                    reason = item.reason
+                    error = (item.error or {}).get("message") if item.error else None
+                    for event in run.finished(item.status, reason=reason, error=error):
+                        yield encoder.encode(event)
+                    return
+                for event in run.feed(item.chunk):
+                    yield encoder.encode(event)
+    finally:
+        listener.closed = True
+        if hold is not None:
+            hold.close()  # detach only: the answer goes on
+
+
+def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> APIRouter:
+    from fastapi import APIRouter
+
+    router = APIRouter(route_class=GatewayRoute, tags=["ag-ui"])
+    access = access or GatewayAccess(runtime)
+    key_dep = Depends(access.auth(run_error_body, allow_x_api_key=False))
+
+    @router.post(
+        "/ag-ui/{target:path}",
+        summary="Run an AG-UI agent (RunAgentInput in, AG-UI events out as SSE)",
+        response_class=Response,
+    )
+    async def run_agent(
+        target: str, request: Request, key: ApiKeyRecord | None = key_dep
+    ) -> Response:
+        body = await read_json(request, runtime, run_error_body)
+        try:
+            run_input = RunAgentInput.model_validate(body)
+        except pydantic.ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(p) for p in detail["loc"]) or "body"
+            raise _refuse(
+                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
+            ) from None
+        try:
+            plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
+        except BadRunInput as err:
+            raise _bad(err) from None
+        if target.startswith(AGENT_PREFIX):
+            refusal = check_agent_scope(key, target[len(AGENT_PREFIX) :])
+        elif target.startswith(SESSION_PREFIX):
+            refusal = None  # the session's agent is checked by the key's agent scope below
+            agent_id = await access.agent_of(target)
+            if agent_id:
+                refusal = check_agent_scope(key, agent_id)
+        else:
+            refusal = check_scope(key, target)
+        if refusal is not None:
+            raise _refuse(403, "forbidden", refusal)
+        access.check_budget(key, run_error_body)
+        conversation_id, models = await _conversation_of(runtime, target, run_input.thread_id)
+        caller = get_caller(request)
+        conversations = runtime.conversations
+        listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
+        run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        first: list[BaseEvent] = []
+        hold: Subscription | None = None
+        try:
+            if isinstance(plan, Approvals):
+                listener.follow_any()  # only this run's continuation carries it
+                decisions = [
+                    Decision(approval_id=a, approved=ok, reason=why)
+                    for a, ok, why in plan.decisions
+                ]
+                outcome = await conversations.approve(
+                    caller, conversation_id, decisions, subscribers=[listener]
+                )
+                if not outcome.ok:
+                    raise _refuse(409, "conflict", outcome.reason or "the approvals were refused")
+                if outcome.continued:
+                    # The continuation carries the listener; closing it lets the manager drop
+                    # it at its next fan-out.
+                    hold = Subscription()
+                else:
+                    first = run.finished("success")
+            else:
+                submit = Submit(
+                    conversation_id=conversation_id,
+                    parts=plan.parts,
+                    model_ids=models,
+                    strategy=plan.strategy,
+                )
+                admitted = await conversations.submit(caller, submit, listener=listener)
+                hold = admitted.subscription
+                steer = admitted.result.steer
+                if steer in ("drop", "queue-and-hold"):
+                    admitted.close()
+                    hold = None
+                    first = run.failed(
+                        "the message was stored but not answered: "
+                        + (
+                            "the running answer ended first"
+                            if steer == "drop"
+                            else "it is answered once the pending tool approvals are decided"
+                        ),
+                        f"steer_{steer.replace('-', '_')}",
+                    )
+        except GatewayError:
+            raise
+        except DrupeError as err:
+            status = status_for(err)
+            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        return StreamingResponse(
+            _events(run, listener, hold, first),
+            media_type=EventEncoder().get_content_type(),
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    return router
