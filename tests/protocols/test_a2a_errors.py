@@ -51,7 +51,7 @@ def _send(text: str, **message: Any) -> dict[str, Any]:
             b'{"jsonrpc": "2.0", "id": 1, "method": "CreateTaskPushNotificationConfig", '
             b'"params": {"taskId": "x", "url": "https://example.org/hook"}}',
             V1,
-            -32003,
+            -32001,  # an unknown task
         ),
         (None, {"A2A-Version": "9.0"}, -32009),
         (None, {}, -32009),  # no header means 0.3, which this endpoint does not serve

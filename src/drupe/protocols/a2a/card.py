@@ -1,7 +1,7 @@
 """The agent card of a Drupe agent (pure: ``a2a.types`` protobuf values).
 
 The card names the agent's JSON-RPC endpoint (``<base>/a2a/<agentId>``, protocol 1.0),
-streaming on, push notifications off, text in and out, one skill (the agent itself), and the
+streaming and push notifications on, text in and out, one skill (the agent itself), and the
 security scheme: HTTP bearer (a Drupe gateway key), required when the server requires keys.
 """
 
@@ -47,7 +47,7 @@ def agent_card(
         ],
         provider=AgentProvider(organization="Drupe", url=base_url.rstrip("/")),
         version=version,
-        capabilities=AgentCapabilities(streaming=True, push_notifications=False),
+        capabilities=AgentCapabilities(streaming=True, push_notifications=True),
         default_input_modes=["text/plain"],
         default_output_modes=["text/plain"],
         skills=[

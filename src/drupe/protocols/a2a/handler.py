@@ -15,7 +15,9 @@ the agent id in ``context.state["agent_id"]``):
 * ``CancelTask``: Drupe's stop; returns after the partial answer was stored (``canceled``).
 * ``SubscribeToTask``: the task, then its answer from its start (a compact replay of what was
   said so far) and live: the artifact the client rebuilds is the stored text exactly.
-* Push notification configs and the extended card: not supported (the card says so).
+* Push notification configs (``push``): created with a message (``configuration``) or for a
+  working task; the task's end is delivered signed, at least once. The extended card: not
+  supported.
 * Refusals raise the SDK's ``A2AError``s (JSON-RPC error codes); nothing is stored first.
 """
 
@@ -28,6 +30,9 @@ from typing import TYPE_CHECKING, Any, cast
 from a2a.server.context import ServerCallContext
 from a2a.server.events.event_queue import Event
 from a2a.server.request_handlers.request_handler import RequestHandler
+from a2a.server.tasks.inmemory_push_notification_config_store import (
+    InMemoryPushNotificationConfigStore,
+)
 from a2a.types.a2a_pb2 import (
     AgentCard,
     CancelTaskRequest,
@@ -49,7 +54,6 @@ from a2a.types.a2a_pb2 import (
 from a2a.utils.errors import (
     ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
-    PushNotificationNotSupportedError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -59,6 +63,7 @@ from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, DrupeError, UnknownConversationError, ValidationError
 from drupe.ids import SESSION_PREFIX, session_conversation_id
+from drupe.protocols.a2a.push import PushSender
 from drupe.protocols.a2a.translate import TaskStream, task_of, user_message
 from drupe.protocols.follower import AnswerFollower
 from drupe.streaming.listeners.base import TerminalResult
@@ -116,9 +121,22 @@ class _Turn:
         )
 
 
+def _check_push(config: TaskPushNotificationConfig) -> None:
+    if not config.url.startswith(("https://", "http://")):
+        raise InvalidParamsError(message="push notification config: url must be http(s)")
+    if not config.token:
+        raise InvalidParamsError(
+            message="push notification config: a token is required (Drupe signs every "
+            "notification with it: X-Drupe-Signature)"
+        )
+
+
 class DrupeRequestHandler(RequestHandler):
-    def __init__(self, runtime: Runtime) -> None:
+    def __init__(self, runtime: Runtime, *, push: PushSender | None = None) -> None:
         self.runtime = runtime
+        self.push_store = InMemoryPushNotificationConfigStore()
+        self.push = push or PushSender()
+        self._watched: set[str] = set()
 
     # --- lookups ----------------------------------------------------------------------------
 
@@ -180,6 +198,8 @@ class DrupeRequestHandler(RequestHandler):
         """Admit the message; returns (the steered task, None) or (None, the admission)."""
         message = params.message
         parts = self._parts(message)
+        if params.configuration.HasField("task_push_notification_config"):
+            _check_push(params.configuration.task_push_notification_config)
         if message.task_id:
             turn = await self._turn(context, message.task_id)
             if not turn.working:
@@ -231,6 +251,7 @@ class DrupeRequestHandler(RequestHandler):
             result = admitted.result
             session_id = result.conversation_id[len(SESSION_PREFIX) :]
             task_id = result.placeholder_ids[0]
+            await self._push_with(params, context, task_id)
             user = user_message(
                 result.user_message_id or "",
                 self._parts(params.message),
@@ -279,6 +300,7 @@ class DrupeRequestHandler(RequestHandler):
             return (await self._turn(context, steered.row.id)).task()
         try:
             task_id = admitted.result.placeholder_ids[0]
+            await self._push_with(params, context, task_id)
             if follower is not None:
                 async for _ in self._pump(follower, TaskStream(task_id, "")):
                     pass
@@ -384,27 +406,80 @@ class DrupeRequestHandler(RequestHandler):
             if subscription is not None:
                 subscription.close()
 
-    # --- not supported ---------------------------------------------------------------------
+    # --- push notifications -------------------------------------------------------------
+
+    async def _push_with(
+        self, params: SendMessageRequest, context: ServerCallContext, task_id: str
+    ) -> None:
+        if params.configuration.HasField("task_push_notification_config"):
+            config = TaskPushNotificationConfig()
+            config.CopyFrom(params.configuration.task_push_notification_config)
+            config.task_id = task_id
+            await self.push_store.set_info(task_id, config, context)
+            self._watch(context, task_id)
+
+    def _watch(self, context: ServerCallContext, task_id: str) -> None:
+        """Deliver the task's end to its configs (one watcher per task, owned by the manager's
+        task group)."""
+        if task_id in self._watched:
+            return
+        self._watched.add(task_id)
+        self.runtime.manager.task_group.start_soon(self._deliver_end, context, task_id)
+
+    async def _deliver_end(self, context: ServerCallContext, task_id: str) -> None:
+        try:
+            turn = await self._turn(context, task_id)
+            if turn.working:
+                follower = AnswerFollower(f"a2a-push:{uuid.uuid4().hex}")
+                subscription = await self.runtime.conversations.resume(
+                    _caller(context), turn.conversation_id, cast(Any, follower), None
+                )
+                try:
+                    while subscription is not None:
+                        items = await follower.take(_IDLE)
+                        if items and any(isinstance(i, TerminalResult) for i in items):
+                            break
+                finally:
+                    follower.closed = True
+                    if subscription is not None:
+                        subscription.close()
+            task = (await self._turn(context, task_id)).task()
+            for config in await self.push_store.get_info_for_dispatch(task_id):
+                await self.push.deliver(config, task)
+        finally:
+            self._watched.discard(task_id)
 
     async def on_create_task_push_notification_config(
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        turn = await self._turn(context, params.task_id)
+        _check_push(params)
+        stored = await self.push_store.set_info(turn.row.id, params, context)
+        if turn.working:
+            self._watch(context, turn.row.id)
+        return stored
 
     async def on_get_task_push_notification_config(
         self, params: GetTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
-        raise PushNotificationNotSupportedError()
+        await self._turn(context, params.task_id)
+        for config in await self.push_store.get_info(params.task_id, context):
+            if config.id == params.id:
+                return config
+        raise TaskNotFoundError(message=f"no push notification config {params.id!r}")
 
     async def on_list_task_push_notification_configs(
         self, params: ListTaskPushNotificationConfigsRequest, context: ServerCallContext
     ) -> ListTaskPushNotificationConfigsResponse:
-        raise PushNotificationNotSupportedError()
+        await self._turn(context, params.task_id)
+        configs = await self.push_store.get_info(params.task_id, context)
+        return ListTaskPushNotificationConfigsResponse(configs=configs)
 
     async def on_delete_task_push_notification_config(
         self, params: DeleteTaskPushNotificationConfigRequest, context: ServerCallContext
     ) -> None:
-        raise PushNotificationNotSupportedError()
+        await self._turn(context, params.task_id)
+        await self.push_store.delete_info(params.task_id, context, params.id)
 
     async def on_get_extended_agent_card(
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
