@@ -126,8 +126,8 @@ async def _remove(arguments: Any, context: Any) -> str:
 async def test_a_headless_channel_denies_tool_approvals(
     runtime: Runtime, open_channels: OpenChannels
 ) -> None:
-    from drupe.testing.script import Text, ToolCall
-    from drupe.testing.scripted import register_script
+    from drupe.agent.models.script import Text, ToolCall
+    from drupe.agent.models.scripted import register_script
     from drupe.tools.base import ToolEntry
 
     register_script(

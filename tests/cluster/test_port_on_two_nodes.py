@@ -1,5 +1,5 @@
 """The ``Conversations`` port across two nodes: what an edge on the node that does not own a
-conversation sees (``drupe.cluster.conversations``).
+conversation sees (``drupe.cluster.cluster_conversations``).
 
 * Deleting a live conversation through the other node stops the answer on its owner (the
   partial is not left pending) and removes the rows on every node.

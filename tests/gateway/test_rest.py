@@ -290,8 +290,8 @@ async def test_approvals_continue_the_turn_over_http(
     from collections.abc import Mapping
     from typing import Any
 
-    from drupe.testing.script import Text, ToolCall
-    from drupe.testing.scripted import register_script
+    from drupe.agent.models.script import Text, ToolCall
+    from drupe.agent.models.scripted import register_script
     from drupe.tools.base import ToolContext, ToolEntry
 
     async def remove(arguments: Mapping[str, Any], context: ToolContext) -> str:

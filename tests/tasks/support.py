@@ -15,7 +15,7 @@ from typing import Any
 
 import anyio
 
-from drupe.admission.approvals import ApprovalService
+from drupe.admission.approval_service import ApprovalService
 from drupe.admission.ephemeral import EphemeralStore
 from drupe.admission.local_conversations import LocalConversations
 from drupe.persistence.schedules import TaskRunRecord

@@ -6,8 +6,8 @@ stream manager or the cluster. Two implementations:
 
 * ``LocalConversations`` (``drupe.admission.local_conversations``): one process; the dispatcher
   admits, the stream manager streams.
-* ``ClusterConversations`` (``drupe.cluster.conversations``): every node; a command runs on the
-  conversation's owner node (routed through Redis), subscribers on every node follow the
+* ``ClusterConversations`` (``drupe.cluster.cluster_conversations``): every node; a command runs
+  on the conversation's owner node (routed through Redis), subscribers on every node follow the
   owner's chunk log, and a node that finds nothing live asks the log before it says so.
 
 Every call carries its caller (a ``Principal``) and asks the ``AccessPolicy`` first: a
@@ -28,11 +28,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
-from drupe.admission.approvals import ApprovalOutcome
+from drupe.admission.approval_service import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.dispatch import DispatchResult
 from drupe.admission.principal import Principal
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener, StreamEvent, TerminalResult
 
 if TYPE_CHECKING:

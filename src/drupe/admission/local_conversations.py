@@ -16,8 +16,8 @@ Contract (``drupe.admission.conversations`` states the port):
 * ``watch``: status changes, and every stream of the conversation attached as it starts.
 * ``follow_turns``: the listener is attached to every turn admitted through this port for
   the conversation (and so carried into its continuations).
-* ``stop``, ``close_session``, ``approve``: ``drupe.admission.commands`` (the one copy of stop
-  and approvals).
+* ``stop``, ``close_session``, ``approve``: ``drupe.admission.conversation_commands`` (the one
+  copy of stop and approvals).
 * ``delete``: stop and drain the live answer (its partial persisted), delete the rows, forget
   the stream's status.
 
@@ -31,16 +31,16 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from drupe.admission.access import AccessPolicy, Action, AllowAll
-from drupe.admission.approvals import ApprovalOutcome, ApprovalService
+from drupe.admission.approval_service import ApprovalOutcome, ApprovalService
 from drupe.admission.base import DispatchRequest, Regenerate, Submit
-from drupe.admission.commands import answer_approvals, close_session, stop_conversation
+from drupe.admission.conversation_commands import answer_approvals, close_session, stop_conversation
 from drupe.admission.conversations import Admitted, Follower, StatusMirror, Subscription
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralStore
 from drupe.admission.principal import Principal
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
 from drupe.ids import is_session_conversation, session_conversation_id
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor

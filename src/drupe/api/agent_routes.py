@@ -46,7 +46,7 @@ from drupe.http.errors import HttpError
 from drupe.http.state import get_board, get_caller, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 
 if TYPE_CHECKING:
     from drupe.app import Runtime

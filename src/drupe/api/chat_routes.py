@@ -36,7 +36,7 @@ from drupe.errors import ConfigError, ValidationError
 from drupe.http.errors import PayloadTooLarge
 from drupe.http.sse_response import SseResponse
 from drupe.http.state import get_caller, get_runtime
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.sse import SseListener
 
 if TYPE_CHECKING:

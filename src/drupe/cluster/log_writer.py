@@ -33,8 +33,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -44,6 +43,7 @@ from redis.exceptions import RedisError
 from drupe.cluster.chunk_log import FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.base import (
     BaseListener,
     StreamEvent,
@@ -90,7 +90,7 @@ class _Op:
     anchor: str = ""
 
 
-class LogWriter:
+class LogWriter(TaskOwner):
     """One writer task per node; see the module docstring."""
 
     def __init__(
@@ -121,27 +121,13 @@ class LogWriter:
         """Announcements queued and not yet written (``announce`` waits for them)."""
         self._ops: deque[_Op] = deque()
         self._wake = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
         self._fenced_keys: set[str] = set()
         self.entries_written = 0
         self.fenced_out = 0
         self.write_errors = 0
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._run)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._run)
 
     def listener(self, conversation_id: str) -> LogListener:
         return LogListener(self, conversation_id)

@@ -13,10 +13,10 @@ never stops the turn (invariant 2); ``POST /api/chat/{id}/stop`` stops it. A ses
 already answering is refused with 409 (nothing stored): a gateway request answers its own
 message, not a queued one.
 
-Cluster mode: the turn is admitted through ``ClusterChat.dispatch``, so it runs on the node that
-holds the session's lease (the one whose host has the session's driver, e.g. within its grace
-period after a turn), or here when no node holds it; the response follows the turn from the
-chunk log (``LogFollower``) on whichever node the request reached.
+The turn is admitted through the ``Conversations`` port with the ``reject`` strategy. In cluster
+mode it runs on the node that holds the session's lease (the one whose host has the session's
+driver, e.g. within its grace period after a turn), or here when no node holds it; the response
+follows the turn from the chunk log on whichever node the request reached.
 """
 
 from __future__ import annotations

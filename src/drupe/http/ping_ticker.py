@@ -22,12 +22,12 @@ ignores it).
 
 from __future__ import annotations
 
-from types import TracebackType
-from typing import Any, Final, Self
+from typing import Any, Final
 
 import anyio
 import anyio.abc
 
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
 
 __all__ = ["PING_INTERVAL", "PingTicker", "ticker_of"]
@@ -36,14 +36,13 @@ PING_INTERVAL: Final = 15.0
 """Seconds of silence after which an SSE connection gets a ping (the default)."""
 
 
-class PingTicker:
+class PingTicker(TaskOwner):
     """Pings every registered idle ``FrameBuffer``; one task for all of them."""
 
     def __init__(self, interval: float = PING_INTERVAL) -> None:
         self.interval = interval
         self._seen: dict[FrameBuffer, int] = {}
         """Per buffer: its ``writes`` at the previous tick (or when it was added)."""
-        self._group: anyio.abc.TaskGroup | None = None
 
     def __len__(self) -> int:
         return len(self._seen)
@@ -70,22 +69,11 @@ class PingTicker:
             await anyio.sleep(self.interval)
             self.tick()
 
-    async def __aenter__(self) -> Self:
-        self._group = await anyio.create_task_group().__aenter__()
-        self._group.start_soon(self._run)
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._run)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        group, self._group = self._group, None
-        assert group is not None
-        group.cancel_scope.cancel()
+    async def _after_tasks(self) -> None:
         self._seen.clear()
-        return await group.__aexit__(exc_type, exc, tb)
 
 
 def ticker_of(scope: Any) -> PingTicker | None:

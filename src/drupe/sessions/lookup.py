@@ -10,13 +10,12 @@ from __future__ import annotations
 from pathlib import Path
 from typing import TYPE_CHECKING, cast
 
-from drupe.ids import SESSION_PREFIX, session_id_of
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
 
-__all__ = ["SESSION_PREFIX", "SessionLookup", "session_id_of"]
+__all__ = ["SessionLookup"]
 
 
 class SessionLookup:

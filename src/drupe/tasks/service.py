@@ -25,7 +25,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, Final, Literal
 
 import anyio
@@ -34,6 +33,7 @@ import anyio.abc
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.principal import LOCAL_ADMIN
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
+from drupe.lifetimes import TaskOwner
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
 from drupe.tasks.heartbeat import heartbeat_schedule_name
@@ -58,7 +58,7 @@ BREAKER_FAILURES: Final = 3
 """A schedule pauses itself after this many failed runs in a row (skips break the chain)."""
 
 
-class TaskService:
+class TaskService(TaskOwner):
     def __init__(
         self,
         deps: TaskDeps,
@@ -78,35 +78,17 @@ class TaskService:
         )
         self.run_scheduler = run_scheduler
         self.controls: dict[str, RunControl] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
 
-    async def __aenter__(self) -> TaskService:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         if self.run_scheduler:
-            await self._tg.start(self.runner.run)
-        return self
+            await group.start(self.runner.run)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
+    async def _before_cancel(self) -> None:
         if self.run_scheduler:
             # The runner stops at its next sleep: a database call is never cut in half.
             self.runner.stop()
             with anyio.move_on_after(_STOP_WAIT_S, shield=True):
                 await self.runner.stopped.wait()
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
-
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
-            raise RuntimeError("TaskService is not started (use it as an async context manager)")
-        return self._tg
 
     # -- schedules ---------------------------------------------------------------------------
 

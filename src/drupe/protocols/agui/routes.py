@@ -43,7 +43,7 @@ from drupe.persistence.records import ApiKeyRecord
 from drupe.protocols.agui.request import Approvals, BadRunInput, plan_run
 from drupe.protocols.agui.translate import AguiRun
 from drupe.protocols.follower import AnswerFollower
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import TerminalResult
 
 if TYPE_CHECKING:

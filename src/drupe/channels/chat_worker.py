@@ -15,7 +15,7 @@ Contract (``docs/lifecycles/channels.md``):
   reaches the chat once.
 * Session resolution: the chat's binding (``ChannelStore``) names its conversation or agent
   session; a missing, deleted or foreign one is replaced by a new one; ``/new`` always rebinds.
-* Commands: see ``drupe.channels.commands``. A failing item gets one error notice; the worker
+* Commands: see ``drupe.channels.chat_commands``. A failing item gets one error notice; the worker
   goes on.
 """
 
@@ -35,14 +35,13 @@ import anyio.abc
 from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.burst import Burst, merge
-from drupe.channels.commands import Command, help_text, parse_command, whoami_text
+from drupe.channels.chat_commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
-from drupe.ids import session_conversation_id
+from drupe.ids import session_conversation_id, session_id_of
 from drupe.persistence.channels import ChannelBinding
-from drupe.sessions.lookup import session_id_of
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 
 if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription

@@ -3,7 +3,7 @@
 Owns :class:`ScriptedModel` and the ``scripted:<profile>`` profiles. A *script* is a list of
 *steps*; one model request is one step. A step is a list of events (:class:`Text`,
 :class:`Thinking`, :class:`ToolCall`, :class:`Echo`, :class:`Fail`, :class:`FailMidStream`,
-:class:`Pause`), all plain frozen data defined in :mod:`drupe.testing.script` and re-exported
+:class:`Pause`), all plain frozen data defined in :mod:`drupe.agent.models.script` and re-exported
 here. The model is a real ``pydantic_ai.models.Model`` subclass, so the agent
 loop drives it through exactly the code path a provider takes (``request_stream`` yielding a
 ``StreamedResponse`` whose events come from pydantic-ai's parts manager).
@@ -53,9 +53,7 @@ from pydantic_ai.profiles import ModelProfile
 from pydantic_ai.settings import ModelSettings
 from pydantic_ai.usage import RequestUsage
 
-from drupe.agent.models.streamed import StreamOnlyModel
-from drupe.errors import ConfigError
-from drupe.testing.script import (
+from drupe.agent.models.script import (
     Delta,
     Echo,
     Event,
@@ -75,6 +73,8 @@ from drupe.testing.script import (
     validate_script,
     words_in_request,
 )
+from drupe.agent.models.streamed import StreamOnlyModel
+from drupe.errors import ConfigError
 
 __all__ = [
     "Echo",

@@ -1,7 +1,7 @@
 """``ApprovalService``: take human decisions on chat tool approvals (reference §8, scenario 22).
 
 Under the conversation's admission lock: find the assistant row that holds the approval ids,
-apply the decisions atomically and idempotently (pure rules in ``drupe.streaming.approvals``)
+apply the decisions atomically and idempotently (pure rules in ``drupe.streaming.approval_rules``)
 and store them; while other approvals on the row are pending, that is all. Once every approval
 of the row is decided, dispatch a continue-conversation turn that updates the SAME row
 (``pending`` -> terminal) with its original model. A continuation racing a live submit is
@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 from drupe.admission.base import ContinueConversation
 from drupe.admission.dispatch import Dispatcher
 from drupe.errors import ValidationError
-from drupe.streaming.approvals import Decision, apply_decisions
+from drupe.streaming.approval_rules import Decision, apply_decisions
 from drupe.streaming.listeners.base import Listener
 
 if TYPE_CHECKING:
@@ -67,7 +67,7 @@ class ApprovalService:
             raise ValidationError("no decisions were given")
         manager = self.dispatcher.manager
         # Cluster mode: only the owner answers (a node without the lease raises NotOwnerError
-        # before anything is written; callers route to the owner, ``drupe.cluster.chat``).
+        # before anything is written; callers route to the owner, ``drupe.cluster.router``).
         async with (
             self.dispatcher.ownership.hold(conversation_id),
             manager.conversation_lock(conversation_id),

@@ -3,7 +3,7 @@
 Contract (the port: ``drupe.admission.conversations``; ``docs/lifecycles/cluster.md``):
 
 * The caller's node asks the access policy, then every command runs on the conversation's
-  owner node (``ClusterChat`` routes it through Redis; with no owner it runs here and this node
+  owner node (``ClusterRouter`` routes it through Redis; with no owner it runs here and this node
   takes the lease): submit, stop, approve, delete. The owner writes the turn's announcement to
   the chunk log before the submit is acknowledged.
 * A follower (an SSE response, a gateway prompt listener) on any node, the owner included,
@@ -25,16 +25,16 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
-from drupe.admission.approvals import ApprovalOutcome
+from drupe.admission.approval_service import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.conversations import Admitted, Follower, StatusMirror, Subscription
 from drupe.admission.local_conversations import LocalConversations
 from drupe.admission.principal import Principal
-from drupe.cluster.chat import ClusterChat
 from drupe.cluster.log_writer import live_key
+from drupe.cluster.router import ClusterRouter
 from drupe.errors import AdmissionError, NotOwnerError
 from drupe.ids import session_conversation_id
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
 from drupe.streaming.manager import StatusRecord
@@ -51,7 +51,7 @@ class ClusterConversations:
     def __init__(
         self,
         local: LocalConversations,
-        chat: ClusterChat,
+        chat: ClusterRouter,
         *,
         grace_period: float,
         status: ClusterStatus | None = None,

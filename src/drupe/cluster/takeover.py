@@ -1,15 +1,7 @@
-"""``ClusterChat``: chat admission, stop, approvals and subscriptions across the cluster's nodes.
+"""``Takeover``: this node's sweep that settles the turns of owners the cluster lost.
 
 Contract (``docs/lifecycles/cluster.md``):
 
-* ``dispatch(request)``: the conversation's owner admits it. With no owner (or this node), the
-  local dispatcher runs it (taking this node's lease first); with another owner the request is
-  routed to it (``CommandBus``) and its ``DispatchResult`` comes back. An owner that is gone
-  (its node died) is waited for until a node took over (at most ``lease_ttl + 2`` s), then the
-  request runs here; one that does not answer is a 503 with ``Retry-After``.
-* ``stop`` and ``approvals`` follow the same rule (a stop with no owner anywhere stops nothing).
-* ``follower(conversation, listener)``: subscribers on every node read the chunk log
-  (``LogFollower``); ``latest_turn`` finds what a resume should follow.
 * The takeover sweep (one task, every ``sweep_interval``): every live turn (``<prefix>:live``)
   and every conversation with ``pending`` rows whose lease is gone (its owner died or stalled
   past the TTL; see ``sweep`` for when an owner that may be alive is given a TTL to recover) is
@@ -19,9 +11,11 @@ Contract (``docs/lifecycles/cluster.md``):
   kept, interrupted parts are closed, one ``data-error`` part says the node was lost), writes
   the turn's terminal to the chunk log so every subscriber on every node ends, and releases the
   lease. The old owner, if it ever wakes, is fenced out of both (``LeaseOwnership``).
+* With ``on_owner_loss = "retry"`` the lost user message is answered again here (at most
+  ``MAX_OWNER_LOSS_RETRIES`` times; the decisions are the pure ``owner_loss`` module) and the
+  log's followers move on to the new attempt.
 * The same sweep fails the ``running`` task runs of a node whose heartbeat has been gone for a
   whole TTL (``GoneNodes``; a booting node fails its own earlier runs itself).
-* ``on_lost`` (this node lost a lease): the local stream is aborted; its writes are fenced.
 """
 
 from __future__ import annotations
@@ -29,28 +23,22 @@ from __future__ import annotations
 import contextlib
 import logging
 import time
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import asdict
+from collections.abc import Callable
 from datetime import UTC, datetime
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self, TypeVar
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
 import orjson
 from redis.exceptions import RedisError
 
-from drupe.admission.approvals import ApprovalOutcome
-from drupe.admission.base import Regenerate, Submit
-from drupe.admission.dispatch import Dispatcher, DispatchResult
-from drupe.admission.local_conversations import LocalConversations
+from drupe.admission.base import Regenerate
+from drupe.admission.dispatch import Dispatcher
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.cluster.chunk_log import LogEntry
-from drupe.cluster.commands import CommandBus, NodeGone
-from drupe.cluster.follower import FollowingListener, LogFollower
 from drupe.cluster.gone_nodes import GoneNodes
 from drupe.cluster.lease import Fence
-from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key, turns_key
+from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key
 from drupe.cluster.owner_loss import (
     Ending,
     RetryPlan,
@@ -60,10 +48,8 @@ from drupe.cluster.owner_loss import (
     row_anchors,
 )
 from drupe.cluster.ownership import LeaseOwnership
-from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError, ValidationError
-from drupe.streaming.approvals import Decision
-from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener
+from drupe.errors import DrupeError, NotOwnerError, OwnerUnavailableError
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.manager import StreamManager
 
 if TYPE_CHECKING:
@@ -75,7 +61,7 @@ __all__ = [
     "MAX_OWNER_LOSS_RETRIES",
     "NODE_LOST",
     "NODE_LOST_RETRIED",
-    "ClusterChat",
+    "Takeover",
     "retry_notice",
 ]
 
@@ -89,11 +75,10 @@ NODE_LOST_RETRIED: Final = (
 MAX_OWNER_LOSS_RETRIES: Final = 2
 """Times one user message is answered again after its owner was lost."""
 _RETRY_COUNTER_TTL: Final = 24 * 3600
-T = TypeVar("T")
 
 
-class ClusterChat:
-    """The cluster-mode face of admission; enter it to start routing and the sweep."""
+class Takeover(TaskOwner):
+    """The takeover sweep of one node; enter it to start the sweep."""
 
     def __init__(
         self,
@@ -102,9 +87,7 @@ class ClusterChat:
         *,
         dispatcher: Dispatcher,
         manager: StreamManager,
-        local: LocalConversations,
         messages: MessageStore,
-        announce: Callable[[str, str], Awaitable[None]] | None = None,
         sweep_interval: float | None = None,
         clock: Callable[[], float] = time.monotonic,
         settle: Callable[[str, str, str], None] | None = None,
@@ -114,185 +97,25 @@ class ClusterChat:
         self.ownership = ownership
         self.dispatcher = dispatcher
         self.manager = manager
-        self.local = local
         self.messages = messages
-        self.announce = announce
-        """Write a just admitted turn's announcement to the log (``LogWriter.announce``)."""
         ttl = node.settings.lease_ttl
-        self.wait_for_takeover = ttl + 2.0
         self.sweep_interval = sweep_interval or min(1.0, ttl / 4)
-        self._tg: anyio.abc.TaskGroup | None = None
-        self.bus = CommandBus(
-            node.redis,
-            prefix=node.prefix,
-            node_id=node.node_id,
-            handlers={
-                "dispatch": self._on_dispatch,
-                "stop": self._on_stop,
-                "approvals": self._on_approvals,
-                "delete": self._on_delete,
-            },
-            timeout=ttl + 2.0,
-        )
         self.takeovers = 0
         self.retried = 0
         """Lost answers this node answered again (``on_owner_loss = "retry"``)."""
         self.on_owner_loss = node.settings.on_owner_loss
         self.clock = clock
         self.settle = settle
+        """``settle(conversation, turn, status)``: show a takeover's terminal cluster-wide."""
         self.schedules = schedules
         """Task runs: the runs of a node gone for a whole TTL are failed by the sweep."""
         self._gone = GoneNodes(ttl)
         self.runs_failed = 0
-        """``settle(conversation, turn, status)``: show a takeover's terminal cluster-wide."""
         self._orphans: dict[str, float] = {}
         """Orphans whose owner may still be alive, and when they were first seen."""
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        await self.bus.__aenter__()
-        self._tg.start_soon(self._sweep_loop)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        try:
-            await self.bus.__aexit__(exc_type, exc, tb)
-        finally:
-            self._tg.cancel_scope.cancel()
-            await self._tg.__aexit__(exc_type, exc, tb)
-        return None
-
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        assert self._tg is not None
-        return self._tg
-
-    # --- commands ------------------------------------------------------------------------------
-
-    async def dispatch(self, request: Submit | Regenerate) -> DispatchResult:
-        return await self._routed(
-            request.conversation_id,
-            lambda: self.dispatch_here(request),
-            "dispatch",
-            {"request": _request_json(request)},
-            _result_from_json,
-        )
-
-    async def dispatch_here(
-        self, request: Submit | Regenerate, subscribers: Sequence[Listener] = ()
-    ) -> DispatchResult:
-        """Admit on this node (taking its lease) and announce the turn before returning."""
-        result = await self.dispatcher.dispatch(request, subscribers)
-        if result.mode == "started" and result.turn_id is not None and self.announce is not None:
-            await self.announce(request.conversation_id, result.turn_id)
-        return result
-
-    async def stop(self, conversation_id: str) -> bool:
-        return await self._routed(
-            conversation_id,
-            lambda: self.local.stop_here(conversation_id),
-            "stop",
-            {"conversation": conversation_id},
-            lambda data: bool(data["stopped"]),
-        )
-
-    async def approvals(self, conversation_id: str, decisions: list[Decision]) -> ApprovalOutcome:
-        return await self._routed(
-            conversation_id,
-            lambda: self.local.approve_here(conversation_id, decisions),
-            "approvals",
-            {"conversation": conversation_id, "decisions": [asdict(d) for d in decisions]},
-            lambda data: ApprovalOutcome(**data),
-        )
-
-    async def delete(self, conversation_id: str) -> None:
-        """The owner stops the live answer (its partial persisted) and deletes the rows."""
-        await self._routed(
-            conversation_id,
-            lambda: self.local.delete_here(conversation_id),
-            "delete",
-            {"conversation": conversation_id},
-            lambda data: None,
-        )
-
-    async def _routed(
-        self,
-        conversation_id: str,
-        local: Callable[[], Awaitable[T]],
-        kind: str,
-        payload: dict[str, Any],
-        decode: Callable[[dict[str, Any]], T],
-    ) -> T:
-        deadline = time.monotonic() + self.wait_for_takeover
-        while True:
-            try:
-                holder = await self.node.lease.holder(conversation_id)
-            except (OSError, RedisError) as err:
-                raise OwnerUnavailableError(
-                    f"cannot reach Redis to find the owner: {err}", retry_after=1.0
-                ) from err
-            try:
-                if holder is None or holder.node_id == self.node.node_id:
-                    return await local()
-                return decode(await self.bus.call(holder.node_id, kind, payload))
-            except (NotOwnerError, NodeGone) as err:
-                # The owner changed under us, or died: wait for a takeover (or the TTL).
-                if time.monotonic() > deadline:
-                    raise OwnerUnavailableError(
-                        f"the node that owns conversation {conversation_id!r} is gone and no "
-                        "node has taken over yet",
-                        retry_after=self.node.settings.lease_ttl,
-                    ) from err
-                await anyio.sleep(0.2)
-
-    async def _on_dispatch(self, payload: dict[str, Any]) -> dict[str, Any]:
-        # A node that no longer owns it raises NotOwnerError (the ownership port): the caller
-        # re-resolves the owner.
-        request = _request_from_json(payload["request"])
-        result = await self.dispatch_here(request)
-        return _result_json(result)
-
-    async def _on_stop(self, payload: dict[str, Any]) -> dict[str, Any]:
-        stopped = await self.local.stop_here(str(payload["conversation"]))
-        return {"stopped": stopped}
-
-    async def _on_approvals(self, payload: dict[str, Any]) -> dict[str, Any]:
-        decisions = [Decision(**d) for d in payload["decisions"]]
-        outcome = await self.local.approve_here(str(payload["conversation"]), decisions)
-        return asdict(outcome)
-
-    async def _on_delete(self, payload: dict[str, Any]) -> dict[str, Any]:
-        await self.local.delete_here(str(payload["conversation"]))
-        return {"deleted": True}
-
-    # --- subscriptions -------------------------------------------------------------------------
-
-    def follower(
-        self, conversation_id: str, listener: FollowingListener | MultiplexListener
-    ) -> LogFollower:
-        return LogFollower(self.node, conversation_id, listener, self.task_group)
-
-    async def latest_turn(self, conversation_id: str) -> tuple[str, int] | None:
-        """The newest turn of the conversation and when it was announced (ms), if any."""
-        rows: Any = await self.node.redis.xrevrange(
-            turns_key(self.node.prefix, conversation_id), count=1
-        )
-        if not rows:
-            return None
-        entry_id, fields = rows[0]
-        text = entry_id.decode() if isinstance(entry_id, bytes) else str(entry_id)
-        turn = fields.get(b"e", fields.get("e"))
-        turn = turn.decode() if isinstance(turn, bytes) else str(turn)
-        return turn, int(text.split("-")[0])
-
-    # --- takeover --------------------------------------------------------------------------
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._sweep_loop)
 
     async def _sweep_loop(self) -> None:
         while True:
@@ -562,66 +385,3 @@ def _answer_size(parts: Any) -> tuple[int, int]:
 
 def _text(value: Any) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _request_json(request: Submit | Regenerate) -> dict[str, Any]:
-    if isinstance(request, Submit):
-        return {
-            "kind": "submit",
-            "conversation_id": request.conversation_id,
-            "parts": [dict(p) for p in request.parts],
-            "parent_id": request.parent_id,
-            "model_ids": list(request.model_ids),
-            "strategy": request.strategy,
-            "metadata": request.metadata,
-        }
-    return {
-        "kind": "regenerate",
-        "conversation_id": request.conversation_id,
-        "user_message_id": request.user_message_id,
-        "model_ids": list(request.model_ids),
-    }
-
-
-def _request_from_json(data: dict[str, Any]) -> Submit | Regenerate:
-    kind = data.get("kind")
-    if kind == "submit":
-        return Submit(
-            conversation_id=data["conversation_id"],
-            parts=data["parts"],
-            parent_id=data.get("parent_id"),
-            model_ids=tuple(data.get("model_ids") or ()),
-            strategy=data.get("strategy", "enqueue"),
-            metadata=data.get("metadata"),
-        )
-    if kind == "regenerate":
-        return Regenerate(
-            conversation_id=data["conversation_id"],
-            user_message_id=data["user_message_id"],
-            model_ids=tuple(data.get("model_ids") or ()),
-        )
-    raise ValidationError(f"unknown routed request kind {kind!r}")
-
-
-def _result_json(result: DispatchResult) -> dict[str, Any]:
-    return {
-        "mode": result.mode,
-        "conversation_id": result.conversation_id,
-        "turn_id": result.turn_id,
-        "user_message_id": result.user_message_id,
-        "placeholder_ids": list(result.placeholder_ids),
-        "execution_ids": list(result.execution_ids),
-        "steer": result.steer,
-    }
-
-
-def _result_from_json(data: dict[str, Any]) -> DispatchResult:
-    return DispatchResult(
-        mode=data["mode"],
-        conversation_id=data["conversation_id"],
-        turn_id=data.get("turn_id"),
-        user_message_id=data.get("user_message_id"),
-        placeholder_ids=tuple(data.get("placeholder_ids") or ()),
-        execution_ids=tuple(data.get("execution_ids") or ()),
-        steer=data.get("steer"),
-    )

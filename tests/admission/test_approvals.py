@@ -8,16 +8,16 @@ from typing import Any
 
 import pytest
 
-from drupe.admission.approvals import ApprovalService
+from drupe.admission.approval_service import ApprovalService
 from drupe.admission.base import Submit
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
 from drupe.app import open_runtime
 from drupe.chunks.accumulate import accumulate
 from drupe.errors import ValidationError
 from drupe.settings import Settings
-from drupe.streaming.approvals import Decision, apply_decisions
+from drupe.streaming.approval_rules import Decision, apply_decisions
 from drupe.testing.recording import RecordingListener
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.streaming.conftest import Runtime
 from tests.streaming.sources import Source

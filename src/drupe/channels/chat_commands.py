@@ -1,4 +1,4 @@
-"""Chat commands: detection and their fixed texts (execution lives in ``drupe.channels.chat``).
+"""Chat commands: detection and their fixed texts (run by ``drupe.channels.chat_worker``).
 
 A message is a command when it matches ``^/(name)(@bot)?\\b`` for a known name. ``/help``,
 ``/whoami``, ``/status`` and ``/stop`` act at once (``/stop`` also drops a pending burst);

@@ -22,8 +22,7 @@ from __future__ import annotations
 import logging
 import uuid
 from collections.abc import Awaitable, Callable, Mapping
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -42,6 +41,7 @@ from drupe.errors import (
     UsageError,
     ValidationError,
 )
+from drupe.lifetimes import TaskOwner
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -59,7 +59,7 @@ class NodeGone(Exception):
     """No node listens on the target channel: the owner is dead."""
 
 
-class CommandBus:
+class CommandBus(TaskOwner):
     """Command routing of one node; enter it to start listening."""
 
     def __init__(
@@ -76,30 +76,16 @@ class CommandBus:
         self.node_id = node_id
         self.handlers = dict(handlers)
         self.timeout = timeout
-        self._tg: anyio.abc.TaskGroup | None = None
         self._ready = anyio.Event()
         self.handled = 0
 
     def channel(self, node_id: str) -> str:
         return f"{self.prefix}:cmd:{node_id}"
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._listen)
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._listen)
         with anyio.fail_after(10):
             await self._ready.wait()
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
 
     # --- caller ------------------------------------------------------------------------------
 
@@ -142,8 +128,7 @@ class CommandBus:
                 backoff = 0.05
                 async for message in pubsub.listen():
                     if message.get("type") == "message":
-                        assert self._tg is not None
-                        self._tg.start_soon(self._handle, message["data"])
+                        self.task_group.start_soon(self._handle, message["data"])
             except (OSError, RedisError) as err:
                 log.warning("command channel lost (%s); resubscribing in %.2f s", err, backoff)
                 await anyio.sleep(backoff)

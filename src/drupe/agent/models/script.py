@@ -4,7 +4,7 @@ Owns the events a script is made of (:class:`Text`, :class:`Thinking`, :class:`T
 :class:`Echo`, :class:`Fail`, :class:`FailMidStream`, :class:`Pause`: frozen plain data), the
 validation of a script, and the pure functions that turn one step plus the request's messages
 into the exact sequence of deltas to stream. No I/O, no clock, no state: the model that plays
-these plans lives in :mod:`drupe.testing.scripted`.
+these plans lives in :mod:`drupe.agent.models.scripted`.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """Commands on a conversation that the HTTP edge and cluster routing share: stop, approvals.
 
 Contract: each runs on the node that owns the conversation (in one process, always here; in
-cluster mode the caller routes it to the owner first, ``drupe.cluster.chat``).
+cluster mode the port routes it to the owner first, ``drupe.cluster.router``).
 
 * ``stop_conversation``: an agent session is stopped through its host first (it may be between
   turns: a steer roll, a queued follow-up; the host stops the runtime turn, drops the queue and
@@ -19,9 +19,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
-from drupe.admission.approvals import ApprovalOutcome, ApprovalService
+from drupe.admission.approval_service import ApprovalOutcome, ApprovalService
 from drupe.ids import session_conversation_id, session_id_of
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StreamManager
 
