@@ -40,6 +40,8 @@ from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier
 from drupe.tasks.service import TaskService
+from drupe.tools.a2a.config import load_remote_agents
+from drupe.tools.a2a.remote import remote_agent_tool
 from drupe.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -106,7 +108,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)
-        drivers = await open_drivers(stack, models, agent, db)
+        remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
+        drivers = await open_drivers(stack, models, agent, db, remotes)
         host = session_host(manager, drivers, db, streams.ownership or LocalOwnership())
         stack.push_async_callback(host.aclose)
         local = admission(models, db, streams, runner, host, drivers, reconciled)
