@@ -4,7 +4,7 @@ import { HttpAgent } from "@ag-ui/client";
 
 const [base, key] = process.argv.slice(2);
 const headers = { Authorization: `Bearer ${key}` };
-const url = (target) => `${base}/ag-ui/${target.replace("?", "%3F").replaceAll("&", "%26").replaceAll("=", "%3D")}`;
+const url = (target) => `${base}/ag-ui/${encodeURIComponent(target)}`;
 const textOf = (messages) =>
   messages.filter((m) => m.role === "assistant").map((m) => m.content ?? "").join("");
 const stored = async (thread) =>
@@ -42,6 +42,30 @@ await slow.runAgent({}, {
 });
 const stopRows = await stored("node-agui-stop");
 
+// 3. A client-side tool: its call ends the run; the client's result continues in a new run.
+const tools = [
+  {
+    name: "pick_color",
+    description: "Ask the user to pick a colour.",
+    parameters: { type: "object", properties: { options: { type: "array" } } },
+  },
+];
+const picker = new HttpAgent({
+  url: url('scripted:tool?tool=pick_color&args={"options":["red","blue"]}'),
+  headers,
+  threadId: "node-agui-tool",
+});
+picker.addMessage({ id: "p1", role: "user", content: "pick one" });
+let pending = null;
+const picked = await picker.runAgent({ tools }, {
+  onRunFinishedEvent: ({ pendingToolCallIds }) => {
+    pending = pendingToolCallIds;
+  },
+});
+const call = picked.newMessages.find((m) => m.role === "assistant" && m.toolCalls?.length)?.toolCalls[0];
+picker.addMessage({ id: "t1", role: "tool", toolCallId: call.id, content: "blue" });
+const answered = await picker.runAgent({ tools });
+
 console.log(
   JSON.stringify({
     first: { text: textOf(first.newMessages), id: first.newMessages.at(-1)?.id },
@@ -54,6 +78,14 @@ console.log(
       text: textOf(slow.messages),
       storedText: storedText(stopRows.at(-1)),
       storedStatus: stopRows.at(-1).status,
+    },
+    tool: {
+      name: call?.function?.name,
+      args: call?.function?.arguments,
+      pending,
+      callId: call?.id,
+      answer: textOf(answered.newMessages),
+      toolMessages: picker.messages.filter((m) => m.role === "tool").length,
     },
   }),
 );

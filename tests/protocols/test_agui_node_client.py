@@ -31,7 +31,7 @@ async def run_node(script: str, *args: str) -> dict[str, object]:
     return out
 
 
-async def test_http_agent_runs_turns_and_a_stop(server: LiveServer, key: str) -> None:
+async def test_http_agent_runs_turns_a_stop_and_a_client_tool(server: LiveServer, key: str) -> None:
     out = await run_node("agui_client.mjs", server.url, key)
     first, second, stop = out["first"], out["second"], out["stop"]
     assert isinstance(first, dict) and isinstance(second, dict) and isinstance(stop, dict)
@@ -44,3 +44,10 @@ async def test_http_agent_runs_turns_and_a_stop(server: LiveServer, key: str) ->
     assert stop["outcome"] == "cancelled"
     assert stop["storedStatus"] == "paused"
     assert stop["text"] == stop["storedText"] and stop["text"]
+    tool = out["tool"]
+    assert isinstance(tool, dict)
+    assert tool["name"] == "pick_color"
+    assert json.loads(str(tool["args"])) == {"options": ["red", "blue"]}
+    assert tool["pending"] == [tool["callId"]]
+    assert "blue" in str(tool["answer"])
+    assert tool["toolMessages"] == 1  # the client's own result, not echoed back as a second one

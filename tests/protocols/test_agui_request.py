@@ -7,7 +7,15 @@ from typing import Any
 import pytest
 from ag_ui.core import RunAgentInput
 
-from drupe.protocols.agui.request import Approvals, BadRunInput, UserTurn, plan_run
+from drupe.protocols.agui.request import (
+    Approvals,
+    BadRunInput,
+    ToolResults,
+    UserTurn,
+    client_tools,
+    plan_run,
+)
+from drupe.tools.client_tools import MAX_TOOLS, ClientTool
 
 
 def _input(**fields: Any) -> RunAgentInput:
@@ -75,14 +83,6 @@ def test_resume_entries_are_approval_decisions() -> None:
             "'yolo'",
         ),
         (
-            {
-                "messages": [{"id": "1", "role": "user", "content": "x"}],
-                "tools": [{"name": "pick", "description": "d"}],
-            },
-            422,
-            "client-side tools",
-        ),
-        (
             {"resume": [{"interruptId": "a", "status": "resolved", "payload": "yes"}]},
             400,
             "payload",
@@ -94,3 +94,28 @@ def test_refusals(fields: dict[str, Any], status: int, words: str) -> None:
         plan_run(_input(**fields), max_chars=100)
     assert caught.value.status == status
     assert words in caught.value.message
+
+
+def test_tool_messages_after_the_last_assistant_message_are_tool_results() -> None:
+    plan = plan_run(
+        _input(
+            messages=[
+                {"id": "1", "role": "user", "content": "pick"},
+                {"id": "2", "role": "assistant", "toolCalls": []},
+                {"id": "3", "role": "tool", "toolCallId": "c1", "content": "blue"},
+                {"id": "4", "role": "tool", "toolCallId": "c2", "content": "x", "error": "boom"},
+            ]
+        ),
+        max_chars=100,
+    )
+    assert plan == ToolResults([("c1", "blue"), ("c2", "error: boom\nx")])
+
+
+def test_client_tools_are_read_and_bounded() -> None:
+    tool = {"name": "pick", "description": "d", "parameters": {"type": "object"}}
+    assert client_tools(_input(tools=[tool])) == [ClientTool("pick", "d", {"type": "object"})]
+    with pytest.raises(BadRunInput, match="same name"):
+        client_tools(_input(tools=[tool, tool]))
+    many = [{**tool, "name": f"t{i}"} for i in range(MAX_TOOLS + 1)]
+    with pytest.raises(BadRunInput, match=f"at most {MAX_TOOLS}"):
+        client_tools(_input(tools=many))

@@ -214,3 +214,40 @@ def test_data_and_source_chunks_are_custom_events() -> None:
         {"type": "CUSTOM", "name": "data-usage", "value": chunk},
         {"type": "CUSTOM", "name": "source-url", "value": source},
     ]
+
+
+def test_a_client_tool_call_is_pending_not_an_interrupt_and_its_result_is_not_echoed() -> None:
+    first = AguiRun(thread_id="t", run_id="r1", client_tools=frozenset({"pick"}))
+    _feed_all(
+        first,
+        [
+            {"type": "start", "messageId": "m1"},
+            {"type": "tool-input-available", "toolCallId": "c1", "toolName": "pick", "input": {}},
+            {"type": "tool-approval-request", "approvalId": "ap1", "toolCallId": "c1"},
+        ],
+    )
+    assert _dump(first.finished("success"))[-1]["outcome"] == {
+        "type": "success",
+        "pendingToolCallIds": ["c1"],
+    }
+    second = AguiRun(
+        thread_id="t",
+        run_id="r2",
+        client_tools=frozenset({"pick"}),
+        client_results=frozenset({"c1"}),
+        continuation=True,
+    )
+    events = _feed_all(
+        second,
+        [
+            {"type": "start", "messageId": "m1"},
+            {"type": "tool-output-available", "toolCallId": "c1", "output": "blue"},
+            {"type": "text-start", "id": "p"},
+            {"type": "text-end", "id": "p"},
+        ],
+    )
+    assert events == [
+        {"type": "TEXT_MESSAGE_START", "messageId": "m1:r2:1", "role": "assistant"},
+        {"type": "TEXT_MESSAGE_END", "messageId": "m1:r2:1"},
+    ]
+    assert _dump(second.finished("success"))[-1]["outcome"] == {"type": "success"}

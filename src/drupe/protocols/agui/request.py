@@ -3,16 +3,19 @@
 Contract:
 
 * Drupe's own tree is the source of truth: of ``messages`` only the LAST one is read. It must
-  be a user message (its text content becomes the turn's user message), unless ``resume``
-  answers interrupts (the run then continues the answer that asked for the approvals).
+  be a user message (its text content becomes the turn's user message), or the tool messages
+  that answer the client-side tool calls the previous run ended with (``ToolResults``: the
+  run continues that answer), unless ``resume`` answers interrupts (the run then continues the
+  answer that asked for the approvals).
 * ``resume`` entries answer Drupe tool approvals (``Interrupt.reason = "tool_approval"``,
   ``interruptId`` = the approval id): ``resolved`` with ``payload`` ``true`` /
   ``{"approved": true}`` approves, anything else (``cancelled``, ``false``,
   ``{"approved": false, "reason": ...}``) denies.
 * ``forwardedProps.strategy`` picks the double-text strategy of a submit into a live thread
   (``enqueue`` by default, ``interrupt``, ``reject``, ``rollback``).
-* ``tools`` (client-side tools) are refused for now, with a message saying so; so are
-  non-text content parts. Every refusal raises ``BadRunInput`` before anything is stored.
+* ``tools`` (client-side tools, at most ``MAX_TOOLS``) are returned as ``ClientTool``s for the
+  thread. Non-text content parts are refused. Every refusal raises ``BadRunInput`` before
+  anything is stored.
 """
 
 from __future__ import annotations
@@ -21,11 +24,12 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, cast
 
-from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, UserMessage
+from ag_ui.core import ResumeEntry, RunAgentInput, TextPart, ToolMessage, UserMessage
 
 from drupe.admission.base import ALL_STRATEGIES, Strategy
+from drupe.tools.client_tools import MAX_TOOLS, ClientTool
 
-__all__ = ["Approvals", "BadRunInput", "RunPlan", "UserTurn", "plan_run"]
+__all__ = ["Approvals", "BadRunInput", "RunPlan", "ToolResults", "UserTurn", "plan_run"]
 
 
 class BadRunInput(Exception):
@@ -50,7 +54,37 @@ class Approvals:
     """``(approval id, approved, reason)`` per resume entry."""
 
 
-RunPlan = UserTurn | Approvals
+@dataclass(frozen=True, slots=True)
+class ToolResults:
+    results: list[tuple[str, str]]
+    """``(tool call id, output text)`` per trailing tool message, in order."""
+
+
+RunPlan = UserTurn | Approvals | ToolResults
+
+
+def client_tools(run: RunAgentInput) -> list[ClientTool]:
+    """The run's client-side tools (raises ``BadRunInput`` past ``MAX_TOOLS``)."""
+    tools = list(run.tools or ())
+    if len(tools) > MAX_TOOLS:
+        raise BadRunInput(f"tools: at most {MAX_TOOLS} client-side tools, got {len(tools)}")
+    names = [t.name for t in tools]
+    if len(set(names)) != len(names):
+        raise BadRunInput("tools: two tools have the same name")
+    return [
+        ClientTool(t.name, t.description, t.parameters if isinstance(t.parameters, dict) else {})
+        for t in tools
+    ]
+
+
+def _tool_output(message: ToolMessage) -> str:
+    content = message.content
+    text = (
+        content
+        if isinstance(content, str)
+        else "".join(getattr(part, "text", "") for part in content)
+    )
+    return f"error: {message.error}\n{text}" if message.error else text
 
 
 def _decision(entry: ResumeEntry) -> tuple[str, bool, str | None]:
@@ -113,19 +147,27 @@ def _strategy(forwarded: Any) -> Strategy:
 
 def plan_run(run: RunAgentInput, *, max_chars: int) -> RunPlan:
     """What the run asks for; raises ``BadRunInput``."""
-    if run.tools:
-        names = ", ".join(t.name for t in run.tools[:5])
-        raise BadRunInput(
-            f"client-side tools are not supported yet (got {names}); send tools: []",
-            status=422,
-            code="unsupported_tools",
-        )
     if run.resume:
         return Approvals([_decision(entry) for entry in run.resume])
     messages: Sequence[Any] = run.messages
     if not messages:
         raise BadRunInput("messages: a run needs the user message to answer")
     last = messages[-1]
+    if isinstance(last, ToolMessage):
+        trailing: list[ToolMessage] = []
+        for message in reversed(messages):
+            if not isinstance(message, ToolMessage):
+                break
+            trailing.append(message)
+        results = [(m.tool_call_id, _tool_output(m)) for m in reversed(trailing)]
+        chars = sum(len(text) for _, text in results)
+        if chars > max_chars:
+            raise BadRunInput(
+                f"the tool results have {chars} characters; the limit is {max_chars}",
+                status=413,
+                code="too_large",
+            )
+        return ToolResults(results)
     if not isinstance(last, UserMessage):
         raise BadRunInput(
             f"messages: the last message must be the user message to answer, not a "

@@ -31,6 +31,7 @@ from fastapi.responses import StreamingResponse
 
 from drupe.admission.base import Submit
 from drupe.admission.conversations import Subscription
+from drupe.admission.principal import Principal
 from drupe.errors import ConfigError, DrupeError
 from drupe.gateway.access import GatewayAccess
 from drupe.gateway.dialect_routes import GatewayRoute, read_json
@@ -40,7 +41,13 @@ from drupe.http.errors import status_for
 from drupe.http.state import get_caller
 from drupe.ids import SESSION_PREFIX, session_conversation_id
 from drupe.persistence.records import ApiKeyRecord
-from drupe.protocols.agui.request import Approvals, BadRunInput, plan_run
+from drupe.protocols.agui.request import (
+    Approvals,
+    BadRunInput,
+    ToolResults,
+    client_tools,
+    plan_run,
+)
 from drupe.protocols.agui.translate import AguiRun
 from drupe.protocols.follower import AnswerFollower
 from drupe.streaming.approval_rules import Decision
@@ -150,6 +157,23 @@ async def _events(
             hold.close()  # detach only: the answer goes on
 
 
+async def _client_results(
+    runtime: Runtime, caller: Principal, conversation_id: str, results: list[tuple[str, str]]
+) -> list[Decision]:
+    """The approvals that let the pending client-side tool calls take the client's results."""
+    await runtime.conversations.get(caller, conversation_id)  # unknown or not the caller's: 404
+    pending: dict[str, str] = {}
+    for row in await runtime.db.messages.list_for_conversation(conversation_id):
+        for part in row.parts if row.role == "assistant" else ():
+            approval = part.get("approval")
+            if part.get("state") == "approval-requested" and isinstance(approval, dict):
+                pending[str(part.get("toolCallId"))] = str(approval.get("id"))
+    missing = [call for call, _ in results if call not in pending]
+    if missing:
+        raise _refuse(409, "conflict", f"no pending client-side tool call {missing} in this thread")
+    return [Decision(approval_id=pending[call], approved=True) for call, _ in results]
+
+
 def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> APIRouter:
     from fastapi import APIRouter
 
@@ -176,8 +200,15 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
             ) from None
         try:
             plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
+            tools = client_tools(run_input)
         except BadRunInput as err:
             raise _bad(err) from None
+        if tools and target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+            raise _refuse(
+                422,
+                "invalid_request",
+                "client-side tools are offered to model targets (an agent has its own tools)",
+            )
         if target.startswith(AGENT_PREFIX):
             refusal = check_agent_scope(key, target[len(AGENT_PREFIX) :])
         elif target.startswith(SESSION_PREFIX):
@@ -193,17 +224,34 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
         conversation_id, models = await _conversation_of(runtime, target, run_input.thread_id)
         caller = get_caller(request)
         conversations = runtime.conversations
+        board = runtime.client_tools
         listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
-        run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
         first: list[BaseEvent] = []
         hold: Subscription | None = None
         try:
-            if isinstance(plan, Approvals):
-                listener.follow_any()  # only this run's continuation carries it
+            if isinstance(plan, ToolResults):
+                decisions = await _client_results(runtime, caller, conversation_id, plan.results)
+            elif isinstance(plan, Approvals):
                 decisions = [
                     Decision(approval_id=a, approved=ok, reason=why)
                     for a, ok, why in plan.decisions
                 ]
+            if board is not None and not target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+                board.declare(conversation_id, tools)
+                if isinstance(plan, ToolResults):
+                    for call, output in plan.results:
+                        board.provide(conversation_id, call, output)
+            run = AguiRun(
+                thread_id=run_input.thread_id,
+                run_id=run_input.run_id,
+                client_tools=board.names(conversation_id) if board is not None else frozenset(),
+                client_results=frozenset(
+                    call for call, _ in (plan.results if isinstance(plan, ToolResults) else ())
+                ),
+                continuation=isinstance(plan, Approvals | ToolResults),
+            )
+            if isinstance(plan, Approvals | ToolResults):
+                listener.follow_any()  # only this run's continuation carries it
                 outcome = await conversations.approve(
                     caller, conversation_id, decisions, subscribers=[listener]
                 )

@@ -9,7 +9,9 @@ Contract (one ``AguiRun`` per AG-UI run, fed the chunks of the ONE answer it fol
   Drupe chunk                 AG-UI events
   ==========================  ================================================================
   ``start``                   none (remembers the message id: TEXT messages and tool calls
-                              carry it, the first text part as is, later ones ``<id>:<n>``)
+                              carry it, the first text part as is, later ones ``<id>:<n>``;
+                              in a ``continuation`` run every text message is
+                              ``<id>:<runId>:<n>``, so it follows the client's tool messages)
   ``start-step``/``finish-``  ``STEP_STARTED``/``STEP_FINISHED`` (``step-<n>``)
   ``text-*``                  ``TEXT_MESSAGE_START``/``_CONTENT``/``_END``
   ``reasoning-*``             ``REASONING_START`` + ``REASONING_MESSAGE_START``, ``..._CONTENT``,
@@ -17,10 +19,12 @@ Contract (one ``AguiRun`` per AG-UI run, fed the chunks of the ONE answer it fol
   ``tool-input-start/delta``  ``TOOL_CALL_START``/``TOOL_CALL_ARGS``
   ``tool-input-available``    ``TOOL_CALL_END`` (START and the whole ARGS first when the input
                               arrived in one piece)
-  ``tool-output-available``   ``TOOL_CALL_RESULT`` (the output as JSON text)
+  ``tool-output-available``   ``TOOL_CALL_RESULT`` (the output as JSON text; none for a
+                              client-side tool's call: the client sent that result)
   ``tool-output-error``       ``TOOL_CALL_RESULT`` with the error text
   ``tool-output-denied``      ``TOOL_CALL_RESULT`` ``"denied"``
-  ``tool-approval-request``   nothing now; the run ends with an ``interrupt`` outcome
+  ``tool-approval-request``   nothing now; the run ends with an ``interrupt`` outcome (the
+                              call of a client-side tool stays a pending tool call instead)
   ``data-*``, sources, files  ``CUSTOM`` (``name`` = the chunk type, ``value`` = the chunk)
   ``error``                   nothing now; its text is the ``RUN_ERROR`` message
   ==========================  ================================================================
@@ -86,7 +90,14 @@ class AguiRun:
 
     thread_id: str
     run_id: str
+    client_tools: frozenset[str] = frozenset()
+    """The client-side tools of the thread (their calls are the client's to answer)."""
+    client_results: frozenset[str] = frozenset()
+    """Tool calls whose results the client sent in this run's input."""
+    continuation: bool = False
+    """The run continues an answer an earlier run began (approvals, client tool results)."""
     message_id: str | None = None
+    _names: dict[str, str] = field(default_factory=dict)
     _texts: dict[str, str] = field(default_factory=dict)
     """Drupe text part id -> the AG-UI message id it streams into (open parts only)."""
     _text_count: int = 0
@@ -149,6 +160,7 @@ class AguiRun:
             case "reasoning-end":
                 return self._reasoning_end(str(chunk["id"]))
             case "tool-input-start":
+                self._names[str(chunk["toolCallId"])] = str(chunk["toolName"])
                 return self._tool_start(str(chunk["toolCallId"]), str(chunk["toolName"]))
             case "tool-input-delta":
                 call = str(chunk["toolCallId"])
@@ -157,6 +169,7 @@ class AguiRun:
                 return [ToolCallArgsEvent(tool_call_id=call, delta=chunk["inputTextDelta"])]
             case "tool-input-available" | "tool-input-error":
                 call = str(chunk["toolCallId"])
+                self._names[call] = str(chunk["toolName"])
                 out = []
                 if call not in self._open_tools and call not in self._called:
                     out += self._tool_start(call, str(chunk["toolName"]))
@@ -170,13 +183,19 @@ class AguiRun:
                     out.append(self._result(call, str(chunk["errorText"])))
                 return out
             case "tool-output-available":
-                return [self._result(str(chunk["toolCallId"]), _json_text(chunk["output"]))]
+                call = str(chunk["toolCallId"])
+                if call in self.client_results or self._names.get(call) in self.client_tools:
+                    self._answered.add(call)
+                    return []  # the client's own result: it has it already
+                return [self._result(call, _json_text(chunk["output"]))]
             case "tool-output-error":
                 return [self._result(str(chunk["toolCallId"]), str(chunk["errorText"]))]
             case "tool-output-denied":
                 return [self._result(str(chunk["toolCallId"]), "denied")]
             case "tool-approval-request":
                 call = str(chunk["toolCallId"])
+                if self._names.get(call) in self.client_tools:
+                    return []  # a client-side tool: the call is pending, the client answers it
                 self._approvals.append(
                     Interrupt(
                         id=str(chunk["approvalId"]),
@@ -250,7 +269,10 @@ class AguiRun:
             return []
         self._text_count += 1
         owner = self._owner()
-        target = owner if self._text_count == 1 else f"{owner}:{self._text_count}"
+        if self.continuation:
+            target = f"{owner}:{self.run_id}:{self._text_count}"
+        else:
+            target = owner if self._text_count == 1 else f"{owner}:{self._text_count}"
         self._texts[part] = target
         return [TextMessageStartEvent(message_id=target, role="assistant")]
 
