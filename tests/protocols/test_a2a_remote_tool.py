@@ -3,15 +3,12 @@
 from __future__ import annotations
 
 import json
-import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
 
 import anyio
-import anyio.abc
 import httpx
 import pytest
 
@@ -21,6 +18,7 @@ from drupe.app import open_runtime
 from drupe.ids import session_conversation_id
 from drupe.persistence.db import open_database
 from tests.gateway.conftest import make_settings
+from tests.protocols.serve_support import drupe_serve
 
 pytestmark = pytest.mark.slow
 
@@ -42,25 +40,8 @@ async def remote(tmp_path: Path) -> AsyncIterator[dict[str, Any]]:
             name="slow", driver_type="inprocess", model_id="scripted:lorem?words=400&rate=20",
             workspace=str(data / "slow"),
         )  # fmt: skip
-    command = [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(data),
-               "--config", str(config)]  # fmt: skip
-    async with await anyio.open_process(command) as process:
-        assert process.stdout is not None
-        line = b""
-        with anyio.fail_after(40):
-            while b"\n" not in line:
-                line += await process.stdout.receive(1)
-        text = line.decode()
-        assert "Open http://127.0.0.1:" in text, text
-        url = text.split("Open ", 1)[1].strip()
-        try:
-            yield {"url": url, "key": key, "echo": echo.id, "slow": slow.id}
-        finally:
-            process.send_signal(signal.SIGINT)
-            with anyio.move_on_after(20):
-                await process.wait()
-            if process.returncode is None:
-                process.kill()
+    async with drupe_serve(data, config) as (url, _process):
+        yield {"url": url, "key": key, "echo": echo.id, "slow": slow.id}
 
 
 async def _remote_tasks(remote: dict[str, Any], agent: str) -> list[dict[str, Any]]:

@@ -68,3 +68,16 @@ def test_streamed_deltas_rebuild_the_text_with_the_sdk_merge() -> None:
     assert end.status.message.parts[0].text == "provider 500"
     assert stream.finished("success") == []
     assert stream.feed({"type": "text-delta", "id": "p", "delta": "late"}) == []
+
+
+def test_a_failed_task_says_why() -> None:
+    parts = [
+        {"type": "text", "text": "half"},
+        {"type": "data-error", "data": {"name": "ServerRestart", "message": "the server stopped"}},
+    ]
+    task = task_of(
+        task_id="a", context_id="s", row_status="error", parts=parts, history=[], live=False
+    )
+    assert task.status.state == TaskState.TASK_STATE_FAILED
+    assert task.status.message.parts[0].text == "ServerRestart: the server stopped"
+    assert [p.text for p in task.artifacts[0].parts] == ["half"]

@@ -7,7 +7,8 @@ Contract:
   (``artifactId = "answer"``) the answer's text parts.
 * States: a live or ``pending`` row is ``working``; ``success`` is ``completed`` (or
   ``input-required`` while a tool approval waits); ``paused`` is ``canceled``; ``error`` is
-  ``failed``. The partial answer of a canceled or failed task stays its artifact.
+  ``failed`` (its status message: the answer's ``data-error``, e.g. a server restart). The
+  partial answer of a canceled or failed task stays its artifact.
 * ``TaskStream`` turns the chunks of the answer it follows into ``TaskArtifactUpdateEvent``s:
   the first text delta creates the artifact (``append = false``), every later one appends a
   text part, so a client merging them (``append_artifact_to_task``) rebuilds the stored text
@@ -71,6 +72,16 @@ def task_state(row_status: str, parts: Sequence[Mapping[str, Any]], *, live: boo
     return _TERMINAL_STATES.get(row_status, TaskState.TASK_STATE_FAILED)
 
 
+def _error_text(parts: Sequence[Mapping[str, Any]]) -> str | None:
+    """The message of the answer's ``data-error`` part (a failure, a server restart)."""
+    for part in reversed(parts):
+        data = part.get("data")
+        if part.get("type") == "data-error" and isinstance(data, Mapping):
+            name, message = data.get("name"), data.get("message")
+            return f"{name}: {message}" if name else str(message or "failed")
+    return None
+
+
 def answer_text(parts: Sequence[Mapping[str, Any]]) -> list[str]:
     """The answer's text parts, in order (the artifact's parts)."""
     return [str(p.get("text", "")) for p in parts if p.get("type") == "text" and p.get("text")]
@@ -110,6 +121,17 @@ def task_of(
         ),
         history=list(history),
     )
+    error = _error_text(parts) if task.status.state == TaskState.TASK_STATE_FAILED else None
+    if error:
+        task.status.message.CopyFrom(
+            Message(
+                message_id=f"{task_id}:error",
+                context_id=context_id,
+                task_id=task_id,
+                role=Role.ROLE_AGENT,
+                parts=[Part(text=error)],
+            )
+        )
     texts = answer_text(parts)
     if with_artifacts and texts:
         task.artifacts.append(
