@@ -87,6 +87,7 @@ def test_resume_entries_are_approval_decisions() -> None:
             400,
             "payload",
         ),
+        ({"protocolVersion": "2.0", "messages": []}, 400, "AG-UI 1.x"),
     ],
 )
 def test_refusals(fields: dict[str, Any], status: int, words: str) -> None:

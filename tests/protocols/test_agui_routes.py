@@ -146,6 +146,13 @@ async def test_an_agent_thread_is_a_session_of_that_agent(
         ("nope:model", None, 404, "unknown model"),
         ("agent:missing", None, 404, "unknown agent"),
         ("agent-session:missing", None, 404, "unknown agent session"),
+        (
+            "scripted:echo",
+            b'{"threadId": "th-bad", "runId": "r", "protocolVersion": "0.9", "messages": '
+            b'[{"id": "u", "role": "user", "content": "x"}]}',
+            400,
+            "AG-UI 1.x",
+        ),
     ],
 )
 async def test_bad_input_is_a_run_error_and_stores_nothing(

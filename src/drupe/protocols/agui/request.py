@@ -11,6 +11,7 @@ Contract:
   ``interruptId`` = the approval id): ``resolved`` with ``payload`` ``true`` /
   ``{"approved": true}`` approves, anything else (``cancelled``, ``false``,
   ``{"approved": false, "reason": ...}``) denies.
+* ``protocolVersion`` (when sent) must be 1.x.
 * ``forwardedProps.strategy`` picks the double-text strategy of a submit into a live thread
   (``enqueue`` by default, ``interrupt``, ``reject``, ``rollback``).
 * ``tools`` (client-side tools, at most ``MAX_TOOLS``) are returned as ``ClientTool``s for the
@@ -147,6 +148,12 @@ def _strategy(forwarded: Any) -> Strategy:
 
 def plan_run(run: RunAgentInput, *, max_chars: int) -> RunPlan:
     """What the run asks for; raises ``BadRunInput``."""
+    version = run.protocol_version
+    if version is not None and version.split(".")[0] != "1":
+        raise BadRunInput(
+            f"protocolVersion {version!r}: this server speaks AG-UI 1.x",
+            code="unsupported_version",
+        )
     if run.resume:
         return Approvals([_decision(entry) for entry in run.resume])
     messages: Sequence[Any] = run.messages
