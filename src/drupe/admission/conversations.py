@@ -36,7 +36,7 @@ from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener, StreamEvent, TerminalResult
 
 if TYPE_CHECKING:
-    from drupe.persistence.records import ConversationRecord
+    from drupe.persistence.records import ConversationRecord, MessageRecord
     from drupe.streaming.contracts import StatusObserver
     from drupe.streaming.listeners.sse import MultiplexListener, SseListener
     from drupe.streaming.manager import StatusRecord
@@ -177,6 +177,26 @@ class Conversations(Protocol):
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         """The stored conversation (None for an ephemeral one); raises when unknown."""
+        ...
+
+    async def list_for(
+        self, caller: Principal, *, limit: int, before: str | None = None
+    ) -> list[ConversationRecord]:
+        """The conversations the caller may see, newest-updated first, after cursor ``before``."""
+        ...
+
+    async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
+        """A new stored conversation owned by the caller."""
+        ...
+
+    async def rename(
+        self, caller: Principal, conversation_id: str, title: str | None
+    ) -> ConversationRecord | None:
+        """Set the title (None for an ephemeral conversation: its title is set in memory)."""
+        ...
+
+    async def messages(self, caller: Principal, conversation_id: str) -> list[MessageRecord]:
+        """Every stored message of the conversation's tree, oldest first."""
         ...
 
     def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:

@@ -49,7 +49,7 @@ from drupe.streaming.manager import StatusRecord, StreamManager
 if TYPE_CHECKING:
     from drupe.persistence.conversations import ConversationStore
     from drupe.persistence.messages import MessageStore
-    from drupe.persistence.records import ConversationRecord
+    from drupe.persistence.records import ConversationRecord, MessageRecord
     from drupe.sessions.host import AgentSessionHost
 
 __all__ = ["MAX_CONVERSATION_ID", "LocalConversations"]
@@ -74,7 +74,7 @@ class LocalConversations:
         self.dispatcher = dispatcher
         self.approvals = approvals
         self.conversations = conversations
-        self.messages = messages
+        self.messages_store = messages
         self.ephemeral = ephemeral
         self.sessions = sessions
         self.access: AccessPolicy = access or AllowAll()
@@ -357,6 +357,33 @@ class LocalConversations:
         if await self.known(caller, conversation_id, "read"):
             return None
         return await self.conversations.get(conversation_id)
+
+    async def list_for(
+        self, caller: Principal, *, limit: int, before: str | None = None
+    ) -> list[ConversationRecord]:
+        owner = self.access.list_filter(caller)
+        if owner is not None:
+            raise NotImplementedError("listing by owner needs the owner column (identity)")
+        return await self.conversations.list(limit=limit, before=before)
+
+    async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
+        return await self.conversations.create(title=title)
+
+    async def rename(
+        self, caller: Principal, conversation_id: str, title: str | None
+    ) -> ConversationRecord | None:
+        ephemeral = self.ephemeral.get(conversation_id)
+        await self.access.check(caller, conversation_id, "write")
+        if ephemeral is not None:
+            ephemeral.title = title
+            return None
+        if len(conversation_id) > MAX_CONVERSATION_ID:
+            raise UnknownConversationError(conversation_id)
+        return await self.conversations.rename(conversation_id, title)
+
+    async def messages(self, caller: Principal, conversation_id: str) -> list[MessageRecord]:
+        await self.known(caller, conversation_id, "read")
+        return await self.messages_store.list_for_conversation(conversation_id)
 
     def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
         return lambda: None  # one process: no other node

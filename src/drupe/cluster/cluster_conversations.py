@@ -41,7 +41,7 @@ from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
     from drupe.cluster.status import ClusterStatus
-    from drupe.persistence.records import ConversationRecord
+    from drupe.persistence.records import ConversationRecord, MessageRecord
     from drupe.streaming.contracts import StatusObserver
 
 __all__ = ["ClusterConversations"]
@@ -216,6 +216,22 @@ class ClusterConversations:
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         return await self.local.get(caller, conversation_id)
+
+    async def list_for(
+        self, caller: Principal, *, limit: int, before: str | None = None
+    ) -> list[ConversationRecord]:
+        return await self.local.list_for(caller, limit=limit, before=before)
+
+    async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
+        return await self.local.create(caller, title=title)
+
+    async def rename(
+        self, caller: Principal, conversation_id: str, title: str | None
+    ) -> ConversationRecord | None:
+        return await self.local.rename(caller, conversation_id, title)
+
+    async def messages(self, caller: Principal, conversation_id: str) -> list[MessageRecord]:
+        return await self.local.messages(caller, conversation_id)
 
     def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
         if self.status_feed is None:
