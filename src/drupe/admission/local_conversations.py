@@ -139,7 +139,10 @@ class LocalConversations:
         if listener is not None:
             attached.append(listener)  # type: ignore[arg-type]  # every Follower here is one
         result = await self.dispatcher.dispatch(request, attached)
-        admitted = Admitted(result)
+        admitted = Admitted(
+            result,
+            detach_listener=lambda listener_id: self.manager.detach(conversation_id, listener_id),
+        )
         if listener is None:
             return admitted
         admitted.subscription.add(
@@ -279,6 +282,9 @@ class LocalConversations:
         """This node's latest status record of the conversation."""
         return self.manager.status(conversation_id)
 
+    def is_live(self, conversation_id: str) -> bool:
+        return self.manager.is_live(conversation_id)
+
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
     ) -> Subscription:
@@ -296,14 +302,16 @@ class LocalConversations:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.access.check(caller, conversation_id, "write")
         if not self.manager.is_live(conversation_id):
             await self.known(caller, conversation_id, "write")
-        return await self.stop_here(conversation_id)
+        return await self.stop_here(conversation_id, reason=reason)
 
-    async def stop_here(self, conversation_id: str) -> bool:
-        return await stop_conversation(self.manager, self.sessions, conversation_id)
+    async def stop_here(self, conversation_id: str, *, reason: str = "user-stop") -> bool:
+        return await stop_conversation(self.manager, self.sessions, conversation_id, reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         await self.access.check(caller, session_conversation_id(session_id), "write")

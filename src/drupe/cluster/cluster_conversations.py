@@ -75,7 +75,11 @@ class ClusterConversations:
         await self.local._admit_target(caller, request)
         conversation_id = request.conversation_id
         if subscribers:
-            return Admitted(await self._here(request, subscribers))
+            manager = self.local.manager
+            return Admitted(
+                await self._here(request, subscribers),
+                detach_listener=lambda listener_id: manager.detach(conversation_id, listener_id),
+            )
         result = await self.chat.dispatch(request)
         admitted = Admitted(result)
         if listener is None:
@@ -174,6 +178,9 @@ class ClusterConversations:
     def status(self, conversation_id: str) -> StatusRecord | None:
         return self.local.status(conversation_id)
 
+    def is_live(self, conversation_id: str) -> bool:
+        return self.local.is_live(conversation_id)
+
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
     ) -> Subscription:
@@ -184,11 +191,13 @@ class ClusterConversations:
 
     # --- commands --------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.local.access.check(caller, conversation_id, "write")
         if not self.local.manager.is_live(conversation_id):
             await self.local.known(caller, conversation_id, "write")
-        return await self.chat.stop(conversation_id)
+        return await self.chat.stop(conversation_id, reason=reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         conversation_id = session_conversation_id(session_id)
