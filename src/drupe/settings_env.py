@@ -14,7 +14,7 @@ import sys
 from collections.abc import Mapping
 from typing import Literal
 
-from pydantic import Field, ValidationError
+from pydantic import Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from drupe.errors import ConfigError
@@ -116,6 +116,12 @@ class DrupeEnvironment(BaseSettings):
     DEFAULT_MODEL: str | None = Field(
         default=None, description="The model of a turn that names none (overrides config.toml)."
     )
+
+    @field_validator("BACKGROUND_MODE", "ON_OWNER_LOSS", mode="before")
+    @classmethod
+    def _choice(cls, value: object) -> object:
+        """A choice is read as its trimmed lower-case word (``" Retry"`` is ``retry``)."""
+        return value.strip().lower() if isinstance(value, str) else value
 
 
 def read_environment(env: Mapping[str, str] | None = None) -> DrupeEnvironment:

@@ -49,7 +49,7 @@ from drupe.streaming.manager import StatusRecord, StreamManager
 if TYPE_CHECKING:
     from drupe.persistence.conversations import ConversationStore
     from drupe.persistence.messages import MessageStore
-    from drupe.persistence.records import ConversationRecord
+    from drupe.persistence.records import ConversationRecord, MessageRecord
     from drupe.sessions.host import AgentSessionHost
 
 __all__ = ["MAX_CONVERSATION_ID", "LocalConversations"]
@@ -74,7 +74,7 @@ class LocalConversations:
         self.dispatcher = dispatcher
         self.approvals = approvals
         self.conversations = conversations
-        self.messages = messages
+        self.messages_store = messages
         self.ephemeral = ephemeral
         self.sessions = sessions
         self.access: AccessPolicy = access or AllowAll()
@@ -139,7 +139,10 @@ class LocalConversations:
         if listener is not None:
             attached.append(listener)  # type: ignore[arg-type]  # every Follower here is one
         result = await self.dispatcher.dispatch(request, attached)
-        admitted = Admitted(result)
+        admitted = Admitted(
+            result,
+            detach_listener=lambda listener_id: self.manager.detach(conversation_id, listener_id),
+        )
         if listener is None:
             return admitted
         admitted.subscription.add(
@@ -279,6 +282,9 @@ class LocalConversations:
         """This node's latest status record of the conversation."""
         return self.manager.status(conversation_id)
 
+    def is_live(self, conversation_id: str) -> bool:
+        return self.manager.is_live(conversation_id)
+
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
     ) -> Subscription:
@@ -296,14 +302,16 @@ class LocalConversations:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.access.check(caller, conversation_id, "write")
         if not self.manager.is_live(conversation_id):
             await self.known(caller, conversation_id, "write")
-        return await self.stop_here(conversation_id)
+        return await self.stop_here(conversation_id, reason=reason)
 
-    async def stop_here(self, conversation_id: str) -> bool:
-        return await stop_conversation(self.manager, self.sessions, conversation_id)
+    async def stop_here(self, conversation_id: str, *, reason: str = "user-stop") -> bool:
+        return await stop_conversation(self.manager, self.sessions, conversation_id, reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         await self.access.check(caller, session_conversation_id(session_id), "write")
@@ -357,6 +365,33 @@ class LocalConversations:
         if await self.known(caller, conversation_id, "read"):
             return None
         return await self.conversations.get(conversation_id)
+
+    async def list_for(
+        self, caller: Principal, *, limit: int, before: str | None = None
+    ) -> list[ConversationRecord]:
+        owner = self.access.list_filter(caller)
+        if owner is not None:
+            raise NotImplementedError("listing by owner needs the owner column (identity)")
+        return await self.conversations.list(limit=limit, before=before)
+
+    async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
+        return await self.conversations.create(title=title)
+
+    async def rename(
+        self, caller: Principal, conversation_id: str, title: str | None
+    ) -> ConversationRecord | None:
+        ephemeral = self.ephemeral.get(conversation_id)
+        await self.access.check(caller, conversation_id, "write")
+        if ephemeral is not None:
+            ephemeral.title = title
+            return None
+        if len(conversation_id) > MAX_CONVERSATION_ID:
+            raise UnknownConversationError(conversation_id)
+        return await self.conversations.rename(conversation_id, title)
+
+    async def messages(self, caller: Principal, conversation_id: str) -> list[MessageRecord]:
+        await self.known(caller, conversation_id, "read")
+        return await self.messages_store.list_for_conversation(conversation_id)
 
     def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
         return lambda: None  # one process: no other node

@@ -25,9 +25,8 @@ from drupe.api.schemas import (
     conversation_json,
     message_json,
 )
-from drupe.errors import UnknownConversationError
 from drupe.http.sse_response import SseResponse
-from drupe.http.state import ensure_known, get_board, get_caller, get_runtime
+from drupe.http.state import get_board, get_caller, get_runtime
 from drupe.streaming.listeners.sse import MultiplexListener
 
 if TYPE_CHECKING:
@@ -78,7 +77,7 @@ async def list_conversations(
     runtime = get_runtime(request)
     board = get_board(request)
     limit = min(limit, runtime.settings.limits.max_page_size)
-    records = await runtime.db.conversations.list(limit=limit, before=before)
+    records = await runtime.conversations.list_for(get_caller(request), limit=limit, before=before)
     items = [conversation_json(r, board.status(r.id)) for r in records]
     next_cursor = records[-1].cursor if len(records) == limit else None
     return {"items": items, "nextCursor": next_cursor}
@@ -97,7 +96,7 @@ async def create_conversation(body: CreateConversation, request: Request) -> dic
             "updatedAt": None,
             "ephemeral": True,
         }
-    record = await runtime.db.conversations.create(title=body.title)
+    record = await runtime.conversations.create(get_caller(request), title=body.title)
     return conversation_json(record, "idle")
 
 
@@ -105,13 +104,12 @@ async def create_conversation(body: CreateConversation, request: Request) -> dic
 async def get_conversation(conversation_id: str, request: Request) -> dict[str, Any]:
     """A conversation with every message of its tree (oldest first)."""
     runtime = get_runtime(request)
+    caller = get_caller(request)
     status = get_board(request).status(conversation_id)
-    if await ensure_known(runtime, conversation_id):
+    record = await runtime.conversations.get(caller, conversation_id)
+    if record is None:  # ephemeral: in memory only
         return _ephemeral_json(runtime, conversation_id, status)
-    record = await runtime.db.conversations.get(conversation_id)
-    if record is None:
-        raise UnknownConversationError(conversation_id)
-    rows = await runtime.db.messages.list_for_conversation(conversation_id)
+    rows = await runtime.conversations.messages(caller, conversation_id)
     return {**conversation_json(record, status), "messages": [message_json(r) for r in rows]}
 
 
@@ -122,13 +120,9 @@ async def rename_conversation(
     """Rename a conversation."""
     runtime = get_runtime(request)
     status = get_board(request).status(conversation_id)
-    ephemeral = runtime.ephemeral.get(conversation_id)
-    if ephemeral is not None:
-        ephemeral.title = body.title
+    record = await runtime.conversations.rename(get_caller(request), conversation_id, body.title)
+    if record is None:  # ephemeral
         return {"id": conversation_id, "title": body.title, "status": status, "updatedAt": None}
-    if len(conversation_id) > 256:
-        raise UnknownConversationError(conversation_id)
-    record = await runtime.db.conversations.rename(conversation_id, body.title)
     return conversation_json(record, status)
 
 

@@ -41,7 +41,7 @@ from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
     from drupe.cluster.status import ClusterStatus
-    from drupe.persistence.records import ConversationRecord
+    from drupe.persistence.records import ConversationRecord, MessageRecord
     from drupe.streaming.contracts import StatusObserver
 
 __all__ = ["ClusterConversations"]
@@ -75,7 +75,11 @@ class ClusterConversations:
         await self.local._admit_target(caller, request)
         conversation_id = request.conversation_id
         if subscribers:
-            return Admitted(await self._here(request, subscribers))
+            manager = self.local.manager
+            return Admitted(
+                await self._here(request, subscribers),
+                detach_listener=lambda listener_id: manager.detach(conversation_id, listener_id),
+            )
         result = await self.chat.dispatch(request)
         admitted = Admitted(result)
         if listener is None:
@@ -174,6 +178,9 @@ class ClusterConversations:
     def status(self, conversation_id: str) -> StatusRecord | None:
         return self.local.status(conversation_id)
 
+    def is_live(self, conversation_id: str) -> bool:
+        return self.local.is_live(conversation_id)
+
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
     ) -> Subscription:
@@ -184,11 +191,13 @@ class ClusterConversations:
 
     # --- commands --------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.local.access.check(caller, conversation_id, "write")
         if not self.local.manager.is_live(conversation_id):
             await self.local.known(caller, conversation_id, "write")
-        return await self.chat.stop(conversation_id)
+        return await self.chat.stop(conversation_id, reason=reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         conversation_id = session_conversation_id(session_id)
@@ -216,6 +225,22 @@ class ClusterConversations:
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         return await self.local.get(caller, conversation_id)
+
+    async def list_for(
+        self, caller: Principal, *, limit: int, before: str | None = None
+    ) -> list[ConversationRecord]:
+        return await self.local.list_for(caller, limit=limit, before=before)
+
+    async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
+        return await self.local.create(caller, title=title)
+
+    async def rename(
+        self, caller: Principal, conversation_id: str, title: str | None
+    ) -> ConversationRecord | None:
+        return await self.local.rename(caller, conversation_id, title)
+
+    async def messages(self, caller: Principal, conversation_id: str) -> list[MessageRecord]:
+        return await self.local.messages(caller, conversation_id)
 
     def add_remote_observer(self, observer: StatusObserver) -> Callable[[], None]:
         if self.status_feed is None:
