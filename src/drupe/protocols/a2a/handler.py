@@ -154,10 +154,10 @@ class DrupeRequestHandler(RequestHandler):
         if session is None or session.agent_id != _agent_id(context):
             raise TaskNotFoundError(message=f"unknown task {task_id!r}")
         try:
-            await runtime.conversations.get(_caller(context), row.conversation_id)
+            rows = await runtime.conversations.messages(_caller(context), row.conversation_id)
         except UnknownConversationError:
             raise TaskNotFoundError(message=f"unknown task {task_id!r}") from None
-        rows = await runtime.db.messages.list_for_conversation(row.conversation_id)
+        row = next((r for r in rows if r.id == task_id), row)
         return _Turn(row, _users_of(rows, row), session_id)
 
     async def _session(self, context: ServerCallContext, context_id: str) -> str:
@@ -340,10 +340,9 @@ class DrupeRequestHandler(RequestHandler):
         for session in sessions:
             conversation_id = session_conversation_id(session.id)
             try:
-                await self.runtime.conversations.get(caller, conversation_id)
+                rows = await self.runtime.conversations.messages(caller, conversation_id)
             except UnknownConversationError:
                 continue
-            rows = await self.runtime.db.messages.list_for_conversation(conversation_id)
             turns += [
                 _Turn(r, _users_of(rows, r), session.id) for r in rows if r.role == "assistant"
             ]

@@ -161,9 +161,9 @@ async def _client_results(
     runtime: Runtime, caller: Principal, conversation_id: str, results: list[tuple[str, str]]
 ) -> list[Decision]:
     """The approvals that let the pending client-side tool calls take the client's results."""
-    await runtime.conversations.get(caller, conversation_id)  # unknown or not the caller's: 404
     pending: dict[str, str] = {}
-    for row in await runtime.db.messages.list_for_conversation(conversation_id):
+    # An unknown conversation, or one the caller may not see: 404.
+    for row in await runtime.conversations.messages(caller, conversation_id):
         for part in row.parts if row.role == "assistant" else ():
             approval = part.get("approval")
             if part.get("state") == "approval-requested" and isinstance(approval, dict):
