@@ -174,3 +174,30 @@ async def test_a_message_into_a_working_task_is_a_steer(
         )
         steer = [r for r in rows if r.role == "user" and (r.metadata or {}).get("steer")]
         assert [r.parts[0]["text"] for r in steer] == ["also mention cats"]
+
+
+async def test_list_tasks_pages_and_filters(
+    server: LiveServer, key: str, runtime: Runtime, tmp_path: Path
+) -> None:
+    agent_id = await make_agent(runtime, tmp_path, "scripted:echo")
+    async with a2a_client(server.url, agent_id, key) as client:
+        ids = []
+        for text in ("one", "two", "three"):
+            rebuilt = Rebuilt()
+            async for event in client.send_message(send_request(text)):
+                rebuilt.apply(event)
+            assert rebuilt.task is not None
+            ids.append(rebuilt.task.id)
+        first = await client.list_tasks(ListTasksRequest(page_size=2))
+        assert [t.id for t in first.tasks] == [ids[2], ids[1]]
+        assert first.total_size == 3 and first.next_page_token == "2"
+        assert not first.tasks[0].artifacts  # includeArtifacts is off by default
+        rest = await client.list_tasks(
+            ListTasksRequest(page_size=2, page_token=first.next_page_token, include_artifacts=True)
+        )
+        assert [t.id for t in rest.tasks] == [ids[0]] and rest.next_page_token == ""
+        assert artifact_text(rest.tasks[0]) == "You said: one"
+        done = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
+        assert done.total_size == 3
+        working = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_WORKING))
+        assert working.total_size == 0 and list(working.tasks) == []
