@@ -117,4 +117,5 @@ async def test_a_body_past_the_limit_is_refused(
     huge = "x" * (runtime.settings.limits.max_body_bytes + 10)
     response = await http.post(f"/a2a/{agent_id}", json=_send(huge), headers=V1)
     assert response.status_code == 413
+    assert response.json()["error"]["code"] == -32600  # the guard answers in JSON-RPC's shape
     assert await runtime.db.agents.list_sessions(agent_id) == []

@@ -177,3 +177,18 @@ async def test_a_run_without_a_gateway_key_is_refused(anonymous: httpx.AsyncClie
     assert response.status_code == 401
     assert response.json()["type"] == "RUN_ERROR"
     assert (await anonymous.get("/api/conversations/th-anon")).status_code == 404
+
+
+async def test_a_body_past_the_limit_is_a_run_error(
+    http: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    huge = "x" * (runtime.settings.limits.max_body_bytes + 10)
+    response = await http.post("/ag-ui/scripted:echo", json=run_input("th-big", huge))
+    assert response.status_code == 413
+    assert response.json() == {
+        "type": "RUN_ERROR",
+        "message": f"request body is larger than the "
+        f"{runtime.settings.limits.max_body_bytes}-byte limit",
+        "code": "too_large",
+    }
+    assert (await http.get("/api/conversations/th-big")).status_code == 404

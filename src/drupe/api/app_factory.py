@@ -44,7 +44,7 @@ from drupe.http.guards import BodyLimit, OriginCheck
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
-from drupe.protocols.routes import build_protocol_routers
+from drupe.protocols.routes import REFUSAL_BODIES, build_protocol_routers
 from drupe.settings import Settings
 
 if TYPE_CHECKING:
@@ -123,7 +123,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
-    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes, refusals=REFUSAL_BODIES)
     return app
 
 
