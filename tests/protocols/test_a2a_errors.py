@@ -119,3 +119,15 @@ async def test_a_body_past_the_limit_is_refused(
     assert response.status_code == 413
     assert response.json()["error"]["code"] == -32600  # the guard answers in JSON-RPC's shape
     assert await runtime.db.agents.list_sessions(agent_id) == []
+
+
+async def test_a_refused_message_leaves_no_session_behind(
+    http: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    agent = await runtime.db.agents.create_agent(
+        name="no-workspace", driver_type="inprocess", model_id="scripted:echo"
+    )
+    for body in (_send("hi"), _send("hi", contextId="ctx-new")):
+        payload = (await http.post(f"/a2a/{agent.id}", json=body, headers=V1)).json()
+        assert payload["error"]["code"] == -32602 and "workspace" in payload["error"]["message"]
+    assert await runtime.db.agents.list_sessions(agent.id) == []

@@ -192,3 +192,15 @@ async def test_a_body_past_the_limit_is_a_run_error(
         "code": "too_large",
     }
     assert (await http.get("/api/conversations/th-big")).status_code == 404
+
+
+async def test_a_refused_agent_run_leaves_no_session_behind(
+    http: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    agent = await runtime.db.agents.create_agent(
+        name="no-workspace", driver_type="inprocess", model_id="scripted:echo"
+    )
+    response = await http.post(f"/ag-ui/agent:{agent.id}", json=run_input("sess-none", "hi"))
+    assert response.status_code == 422
+    assert "workspace" in response.json()["message"]
+    assert await runtime.db.agents.get_session("sess-none") is None

@@ -160,12 +160,13 @@ class DrupeRequestHandler(RequestHandler):
         row = next((r for r in rows if r.id == task_id), row)
         return _Turn(row, _users_of(rows, row), session_id)
 
-    async def _session(self, context: ServerCallContext, context_id: str) -> str:
+    async def _session(self, context: ServerCallContext, context_id: str) -> tuple[str, bool]:
+        """The session of ``context_id`` (created when new: then True)."""
         agents = self.runtime.db.agents
         agent_id = _agent_id(context)
         if not context_id:
             session = await agents.create_session(agent_id, title="a2a", settings={})
-            return session.id
+            return session.id, True
         if len(context_id) > _MAX_ID:
             raise InvalidParamsError(message=f"contextId has at most {_MAX_ID} characters")
         found = await agents.get_session(context_id)
@@ -173,9 +174,10 @@ class DrupeRequestHandler(RequestHandler):
             found = await agents.create_session(
                 agent_id, title="a2a", settings={}, session_id=context_id
             )
-        elif found.agent_id != agent_id:
+            return found.id, True
+        if found.agent_id != agent_id:
             raise InvalidParamsError(message=f"context {context_id!r} belongs to another agent")
-        return found.id
+        return found.id, False
 
     def _parts(self, message: Message) -> list[dict[str, Any]]:
         texts = [p.text for p in message.parts if p.text]
@@ -212,11 +214,16 @@ class DrupeRequestHandler(RequestHandler):
             return turn, None
         if message.context_id and len(message.context_id) > _MAX_ID:
             raise InvalidParamsError(message=f"contextId has at most {_MAX_ID} characters")
-        session_id = await self._session(context, message.context_id)
+        session_id, created = await self._session(context, message.context_id)
         submit = Submit(
             conversation_id=session_conversation_id(session_id), parts=parts, strategy="reject"
         )
-        admitted = await self._submit(context, submit, follower)
+        try:
+            admitted = await self._submit(context, submit, follower)
+        except BaseException:
+            if created:  # refused: the session made for the message goes too
+                await self.runtime.db.agents.delete_session(session_id)
+            raise
         return None, admitted
 
     async def _submit(

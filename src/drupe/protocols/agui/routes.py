@@ -80,8 +80,11 @@ def _bad(err: BadRunInput) -> GatewayError:
     return GatewayError(failure, lambda f: {**run_error_body(f), "code": err.code})
 
 
-async def _conversation_of(runtime: Runtime, target: str, thread_id: str) -> tuple[str, list[str]]:
-    """The conversation and the model ids a run on ``target`` in ``thread_id`` submits to."""
+async def _conversation_of(
+    runtime: Runtime, target: str, thread_id: str
+) -> tuple[str, list[str], str | None]:
+    """The conversation and the model ids a run on ``target`` in ``thread_id`` submits to, and
+    the session it created for the thread (None: it existed, or the target is a model)."""
     if not 0 < len(thread_id) <= _MAX_ID:
         raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
     agents = runtime.db.agents
@@ -90,28 +93,30 @@ async def _conversation_of(runtime: Runtime, target: str, thread_id: str) -> tup
         if not 0 < len(agent_id) <= _MAX_ID or await agents.get_agent(agent_id) is None:
             raise _refuse(404, "not_found", f"unknown agent {agent_id!r}")
         session = await agents.get_session(thread_id)
+        created = None
         if session is None:
             session = await agents.create_session(
                 agent_id, title="ag-ui", settings={}, session_id=thread_id
             )
+            created = session.id
         elif session.agent_id != agent_id:
             raise _refuse(
                 409, "conflict", f"thread {thread_id!r} is a session of agent {session.agent_id!r}"
             )
-        return session_conversation_id(session.id), []
+        return session_conversation_id(session.id), [], created
     if target.startswith(SESSION_PREFIX):
         session_id = target[len(SESSION_PREFIX) :]
         found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
         if found is None:
             raise _refuse(404, "not_found", f"unknown agent session {session_id!r}")
-        return session_conversation_id(found.id), []
+        return session_conversation_id(found.id), [], None
     try:
         runtime.models.resolve(target)
     except ConfigError as err:
         raise _refuse(404, "not_found", f"unknown model {target!r}: {err}") from None
     if thread_id.startswith((SESSION_PREFIX, "gateway:")):
         raise _refuse(400, "invalid_request", "threadId: that prefix names agent sessions")
-    return thread_id, [target]
+    return thread_id, [target], None
 
 
 _KINDS = {
@@ -221,7 +226,9 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
         if refusal is not None:
             raise _refuse(403, "forbidden", refusal)
         access.check_budget(key, run_error_body)
-        conversation_id, models = await _conversation_of(runtime, target, run_input.thread_id)
+        conversation_id, models, created = await _conversation_of(
+            runtime, target, run_input.thread_id
+        )
         caller = get_caller(request)
         conversations = runtime.conversations
         board = runtime.client_tools
@@ -285,9 +292,11 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
                         ),
                         f"steer_{steer.replace('-', '_')}",
                     )
-        except GatewayError:
-            raise
-        except DrupeError as err:
+        except (GatewayError, DrupeError) as err:
+            if created is not None:  # refused: the session made for the thread goes too
+                await runtime.db.agents.delete_session(created)
+            if isinstance(err, GatewayError):
+                raise
             status = status_for(err)
             raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
         return StreamingResponse(
