@@ -1,8 +1,9 @@
 """The agent card of a Drupe agent (pure: ``a2a.types`` protobuf values).
 
-The card names the agent's JSON-RPC endpoint (``<base>/a2a/<agentId>``, protocol 1.0),
-streaming and push notifications on, text in and out, one skill (the agent itself), and the
-security scheme: HTTP bearer (a Drupe gateway key), required when the server requires keys.
+The card is public (served without a key): it names the agent, never its instructions. It
+gives the agent's JSON-RPC endpoint (``<base>/a2a/<agentId>``, protocol 1.0), streaming and
+push notifications on, text in and out, one skill (the agent itself), and the security
+scheme: HTTP bearer (a Drupe gateway key), required when the server requires keys.
 """
 
 from __future__ import annotations
@@ -33,8 +34,8 @@ def endpoint_url(base_url: str, agent_id: str) -> str:
 def agent_card(
     agent: AgentRecord, *, base_url: str, version: str, keys_required: bool
 ) -> AgentCard:
-    description = (agent.instructions or "").strip().splitlines()
-    summary = description[0][:300] if description else f"The Drupe agent {agent.name!r}."
+    # Cards are public (fetched before any key is sent): never the agent's instructions.
+    summary = f"The Drupe agent {agent.name!r} ({agent.driver_type})."
     card = AgentCard(
         name=agent.name,
         description=summary,
