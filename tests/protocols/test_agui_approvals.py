@@ -7,6 +7,7 @@ from typing import Any
 
 import httpx
 
+from drupe.agent.models.scripted import Text, ToolCall, register_script
 from drupe.app import Runtime
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.protocols.agui_sse import parse, run_input, target, text_of
@@ -80,3 +81,35 @@ async def test_resume_of_an_unknown_approval_is_refused(http: httpx.AsyncClient)
     assert response.status_code == 422, response.text
     error = response.json()
     assert error["type"] == "RUN_ERROR" and "asks for approval ['nope']" in error["message"]
+
+
+register_script(
+    "agui-two-gated",
+    [
+        [ToolCall("delete_file", {"path": "a.txt"}), ToolCall("delete_file", {"path": "b.txt"})],
+        [Text("Both handled.")],
+    ],
+)
+
+
+async def test_a_partial_answer_to_two_approvals_ends_interrupted_by_the_other(
+    http: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    calls: list[Mapping[str, Any]] = []
+    _register_gated_tool(runtime, calls)
+    model = target("scripted:agui-two-gated")
+    first = parse((await http.post(model, json=run_input("th-two", "clean"))).text)
+    interrupts = first[-1]["outcome"]["interrupts"]
+    assert len(interrupts) == 2
+    resume = [{"interruptId": interrupts[0]["id"], "status": "resolved", "payload": True}]
+    body = {**run_input("th-two", "x", "run-2"), "messages": [], "resume": resume}
+    second = parse((await http.post(model, json=body)).text)
+    assert second[-1]["outcome"]["type"] == "interrupt", second
+    assert [i["id"] for i in second[-1]["outcome"]["interrupts"]] == [interrupts[1]["id"]]
+    assert calls == []  # nothing runs until every approval of the step is answered
+    resume = [{"interruptId": interrupts[1]["id"], "status": "resolved", "payload": False}]
+    body = {**run_input("th-two", "x", "run-3"), "messages": [], "resume": resume}
+    third = parse((await http.post(model, json=body)).text)
+    assert third[-1]["outcome"] == {"type": "success"}, third
+    assert calls == [{"path": "a.txt"}]
+    assert text_of(third) == "Both handled."

@@ -268,7 +268,12 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
                     # The continuation carries the listener; closing it lets the manager drop
                     # it at its next fan-out.
                     hold = Subscription()
-                else:
+                else:  # other approvals still wait: the run ends interrupted by them
+                    for row in await conversations.messages(caller, conversation_id):
+                        for part in row.parts if row.role == "assistant" else ():
+                            approval = part.get("approval")
+                            if part.get("state") == "approval-requested" and approval:
+                                run.awaits_approval(str(approval["id"]), str(part["toolCallId"]))
                     first = run.finished("success")
             else:
                 submit = Submit(

@@ -196,14 +196,7 @@ class AguiRun:
                 call = str(chunk["toolCallId"])
                 if self._names.get(call) in self.client_tools:
                     return []  # a client-side tool: the call is pending, the client answers it
-                self._approvals.append(
-                    Interrupt(
-                        id=str(chunk["approvalId"]),
-                        reason=APPROVAL_REASON,
-                        tool_call_id=call,
-                        message=f"approve the call {call}",
-                    )
-                )
+                self.awaits_approval(str(chunk["approvalId"]), call)
                 return []
             case "error":
                 self._errors.append(str(chunk.get("errorText") or "error"))
@@ -214,6 +207,17 @@ class AguiRun:
                 return [CustomEvent(name=kind, value=dict(chunk))]
             case _:
                 return []
+
+    def awaits_approval(self, approval_id: str, tool_call_id: str) -> None:
+        """The answer waits for this approval: the run ends with an interrupt for it."""
+        self._approvals.append(
+            Interrupt(
+                id=approval_id,
+                reason=APPROVAL_REASON,
+                tool_call_id=tool_call_id,
+                message=f"approve the call {tool_call_id}",
+            )
+        )
 
     # --- terminal ----------------------------------------------------------------------------
 
