@@ -44,6 +44,7 @@ from drupe.persistence.records import ApiKeyRecord
 from drupe.protocols.agui.request import (
     Approvals,
     BadRunInput,
+    RunPlan,
     ToolResults,
     client_tools,
     plan_run,
@@ -179,6 +180,64 @@ async def _client_results(
     return [Decision(approval_id=pending[call], approved=True) for call, _ in results]
 
 
+async def _admit(
+    runtime: Runtime,
+    caller: Principal,
+    plan: RunPlan,
+    conversation_id: str,
+    models: list[str],
+    listener: AnswerFollower,
+    run: AguiRun,
+    decisions: list[Decision],
+) -> tuple[Subscription | None, list[BaseEvent]]:
+    """Submit the run's message, or answer its approvals / client tool calls; returns what the
+    listener's hold is (None: nothing to follow) and the events to send before following."""
+    conversations = runtime.conversations
+    first: list[BaseEvent] = []
+    hold: Subscription | None = None
+    if isinstance(plan, Approvals | ToolResults):
+        listener.follow_any()  # only this run's continuation carries it
+        outcome = await conversations.approve(
+            caller, conversation_id, decisions, subscribers=[listener]
+        )
+        if not outcome.ok:
+            raise _refuse(409, "conflict", outcome.reason or "the approvals were refused")
+        if outcome.continued:
+            # The continuation carries the listener; closing it lets the manager drop
+            # it at its next fan-out.
+            hold = Subscription()
+        else:  # other approvals still wait: the run ends interrupted by them
+            for row in await conversations.messages(caller, conversation_id):
+                for part in row.parts if row.role == "assistant" else ():
+                    approval = part.get("approval")
+                    if part.get("state") == "approval-requested" and approval:
+                        run.awaits_approval(str(approval["id"]), str(part["toolCallId"]))
+            first = run.finished("success")
+    else:
+        submit = Submit(
+            conversation_id=conversation_id,
+            parts=plan.parts,
+            model_ids=models,
+            strategy=plan.strategy,
+        )
+        admitted = await conversations.submit(caller, submit, listener=listener)
+        hold = admitted.subscription
+        steer = admitted.result.steer
+        if steer in ("drop", "queue-and-hold"):
+            admitted.close()
+            hold = None
+            first = run.failed(
+                "the message was stored but not answered: "
+                + (
+                    "the running answer ended first"
+                    if steer == "drop"
+                    else "it is answered once the pending tool approvals are decided"
+                ),
+                f"steer_{steer.replace('-', '_')}",
+            )
+    return hold, first
+
+
 def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> APIRouter:
     from fastapi import APIRouter
 
@@ -230,11 +289,9 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
             runtime, target, run_input.thread_id
         )
         caller = get_caller(request)
-        conversations = runtime.conversations
         board = runtime.client_tools
         listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
-        first: list[BaseEvent] = []
-        hold: Subscription | None = None
+        decisions: list[Decision] = []
         try:
             if isinstance(plan, ToolResults):
                 decisions = await _client_results(runtime, caller, conversation_id, plan.results)
@@ -257,46 +314,9 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
                 ),
                 continuation=isinstance(plan, Approvals | ToolResults),
             )
-            if isinstance(plan, Approvals | ToolResults):
-                listener.follow_any()  # only this run's continuation carries it
-                outcome = await conversations.approve(
-                    caller, conversation_id, decisions, subscribers=[listener]
-                )
-                if not outcome.ok:
-                    raise _refuse(409, "conflict", outcome.reason or "the approvals were refused")
-                if outcome.continued:
-                    # The continuation carries the listener; closing it lets the manager drop
-                    # it at its next fan-out.
-                    hold = Subscription()
-                else:  # other approvals still wait: the run ends interrupted by them
-                    for row in await conversations.messages(caller, conversation_id):
-                        for part in row.parts if row.role == "assistant" else ():
-                            approval = part.get("approval")
-                            if part.get("state") == "approval-requested" and approval:
-                                run.awaits_approval(str(approval["id"]), str(part["toolCallId"]))
-                    first = run.finished("success")
-            else:
-                submit = Submit(
-                    conversation_id=conversation_id,
-                    parts=plan.parts,
-                    model_ids=models,
-                    strategy=plan.strategy,
-                )
-                admitted = await conversations.submit(caller, submit, listener=listener)
-                hold = admitted.subscription
-                steer = admitted.result.steer
-                if steer in ("drop", "queue-and-hold"):
-                    admitted.close()
-                    hold = None
-                    first = run.failed(
-                        "the message was stored but not answered: "
-                        + (
-                            "the running answer ended first"
-                            if steer == "drop"
-                            else "it is answered once the pending tool approvals are decided"
-                        ),
-                        f"steer_{steer.replace('-', '_')}",
-                    )
+            hold, first = await _admit(
+                runtime, caller, plan, conversation_id, models, listener, run, decisions
+            )
         except (GatewayError, DrupeError) as err:
             if created is not None:  # refused: the session made for the thread goes too
                 await runtime.db.agents.delete_session(created)
