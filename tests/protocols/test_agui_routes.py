@@ -204,3 +204,28 @@ async def test_a_refused_agent_run_leaves_no_session_behind(
     assert response.status_code == 422
     assert "workspace" in response.json()["message"]
     assert await runtime.db.agents.get_session("sess-none") is None
+
+
+async def test_connect_follows_the_live_run_from_its_start(
+    http: httpx.AsyncClient, runtime: Runtime
+) -> None:
+    model = "scripted:lorem?words=80&rate=40"
+    seen: list[dict[str, Any]] = []
+    async with http.stream("POST", target(model), json=run_input("th-conn", "go")) as r:
+        async for event in events(r):
+            seen.append(event)
+            if len(seen) == 5:
+                break  # the client drops; the answer goes on
+    connect = "/ag-ui/connect/" + target(model).removeprefix("/ag-ui/")
+    response = await http.post(connect, json=run_input("th-conn", "", "run-c"))
+    assert response.status_code == 200
+    again = parse(response.text)
+    assert again[0]["type"] == "RUN_STARTED" and again[-1]["type"] == "RUN_FINISHED"
+    detail = (await http.get("/api/conversations/th-conn")).json()
+    assert text_of(again) == _stored_text(detail) and len(text_of(again).split()) == 80
+    assert text_of(again).startswith(text_of(seen))
+    # Long after the end (the grace period is over) there is nothing to connect to.
+    runtime.manager.forget("th-conn")
+    assert (await http.post(connect, json=run_input("th-conn", "", "run-d"))).status_code == 204
+    missing = await http.post("/ag-ui/connect/agent:nobody", json=run_input("th-x", ""))
+    assert missing.status_code == 404 and missing.json()["type"] == "RUN_ERROR"

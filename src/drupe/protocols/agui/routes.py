@@ -10,6 +10,8 @@
   this message, after the running one).
 * Approvals: the run ends ``RUN_FINISHED`` with an ``interrupt`` outcome; the next run's
   ``resume`` entries answer them and stream the continuation.
+* Reconnect: ``POST /ag-ui/connect/{target}`` (AG-UI's ``connect``): the thread's live answer
+  from its start, 204 when nothing is live.
 * Stop: ``POST /api/chat/{conversation}/stop`` (the run ends ``RUN_FINISHED`` ``cancelled``,
   its partial answer stored). Closing the connection only detaches: the answer goes on.
 * Bad input (a body that is no ``RunAgentInput``, an unknown model, agent or session, a
@@ -21,7 +23,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import AsyncIterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
 from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent
@@ -127,6 +129,23 @@ _KINDS = {
     429: "rate_limit",
     503: "unavailable",
 }
+
+
+async def _existing_conversation(runtime: Runtime, target: str, thread_id: str) -> str:
+    """The conversation a thread of ``target`` already has (404 when it has none)."""
+    agents = runtime.db.agents
+    for prefix in (AGENT_PREFIX, SESSION_PREFIX):
+        if target.startswith(prefix):
+            session_id = thread_id if prefix == AGENT_PREFIX else target[len(prefix) :]
+            found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
+            if found is None or (
+                prefix == AGENT_PREFIX and found.agent_id != target[len(AGENT_PREFIX) :]
+            ):
+                raise _refuse(404, "not_found", f"no thread {thread_id!r} of {target!r}")
+            return session_conversation_id(found.id)
+    if not 0 < len(thread_id) <= _MAX_ID:
+        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
+    return thread_id
 
 
 async def _events(
@@ -244,6 +263,43 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
     router = APIRouter(route_class=GatewayRoute, tags=["ag-ui"])
     access = access or GatewayAccess(runtime)
     key_dep = Depends(access.auth(run_error_body, allow_x_api_key=False))
+
+    @router.post(
+        "/ag-ui/connect/{target:path}",
+        summary="Reconnect to a thread's live run (AG-UI events from the answer's start)",
+        response_class=Response,
+    )
+    async def connect(
+        target: str, request: Request, key: ApiKeyRecord | None = key_dep
+    ) -> Response:
+        """An AG-UI ``connect``: the live (or just ended) answer of the thread, from its start;
+        204 when nothing is live."""
+        body = await read_json(request, runtime, run_error_body)
+        try:
+            run_input = RunAgentInput.model_validate(body)
+        except pydantic.ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(p) for p in detail["loc"]) or "body"
+            raise _refuse(
+                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
+            ) from None
+        conversation_id = await _existing_conversation(runtime, target, run_input.thread_id)
+        listener = AnswerFollower(f"ag-ui-connect:{uuid.uuid4().hex}")
+        try:
+            subscription = await runtime.conversations.resume(
+                get_caller(request), conversation_id, cast(Any, listener), None
+            )
+        except DrupeError as err:
+            status = status_for(err)
+            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        if subscription is None:
+            return Response(status_code=204)
+        run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        return StreamingResponse(
+            _events(run, listener, subscription, []),
+            media_type=EventEncoder().get_content_type(),
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
 
     @router.post(
         "/ag-ui/{target:path}",
