@@ -75,7 +75,7 @@ from drupe.sessions.state import (
     turn_config,
     will_continue,
 )
-from drupe.streaming.listeners.base import Listener, serialize_error
+from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, StreamManager
 
@@ -131,6 +131,8 @@ class SessionEntry:
     context_usage: Mapping[str, Any] | None = None
     commands: tuple[str, ...] = ()
     keep_queue_on_stop: bool = False
+    runtime_parents: dict[str, str] = field(default_factory=dict)
+    """Runtime turn id -> the assistant row its row follows (the runtime's previous answer)."""
     log: list[str] = field(default_factory=list)
     """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
     waiting: list[Listener] = field(default_factory=list)
@@ -273,7 +275,9 @@ class AgentSessionHost:
 
     def runtime_turn_started(self, entry: SessionEntry) -> None:
         """The runtime began a turn by itself: it gets its own assistant row (no user row),
-        streamed and persisted like any turn, under the same busy and queue rules."""
+        streamed and persisted like any turn. On a busy session it waits (buffered) and goes
+        first once the session is idle; its row follows the answer the runtime gave before it
+        (not a follow-up submitted meanwhile)."""
         model_id = entry.info.model_id
         turn = TurnInfo(
             turn_id=next_turn_id(),
@@ -284,7 +288,12 @@ class AgentSessionHost:
             pre_admitted=True,
             runtime=True,
         )
+        previous = entry.state.waiting[-1] if entry.state.waiting else entry.state.execution
+        if isinstance(previous, TurnExec):
+            entry.runtime_parents[turn.turn_id] = previous.turn.assistant_message_id
         self.apply(entry, RuntimeTurnStarted(turn))
+        for turn_id in [t for t in entry.runtime_parents if not _runtime_turn_known(entry, t)]:
+            del entry.runtime_parents[turn_id]  # refused, or dropped by a stop
 
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
         entry = self.entries.get(session_id)
@@ -404,15 +413,16 @@ class AgentSessionHost:
                     self.task_group.start_soon(self._terminate_held, entry, dict(error))
                 case DropQueued(items=items, reason=reason):
                     ids = [i.user_message_id for i in items]
-                    self._note(entry, f"dropped follow-ups {ids} ({reason})")
+                    self._note(entry, f"dropped follow-ups {ids} ({reason})", _level(reason))
                 case DropBuffer(chunks=chunks, reason=reason):
-                    self._note(entry, f"dropped {len(chunks)} chunk(s) ({reason})")
+                    text = f"dropped {len(chunks)} chunk(s) ({reason})"
+                    self._note(entry, text, _level(reason))
                 case CloseConnection(reason=reason):
                     self.connections.close_current(entry, reason)
                 case SessionOnIdle():
                     self.task_group.start_soon(self._on_idle, entry)
                 case LogInvalid(event=name, reason=reason):
-                    self._note(entry, f"invalid {name}: {reason}")
+                    self._note(entry, f"invalid {name}: {reason}", logging.WARNING)
         self._sync_idle(entry)
         self._sync_compaction_bound(entry)
         if entry.waiting and not is_busy(entry.state):
@@ -424,18 +434,21 @@ class AgentSessionHost:
     def _push(self, entry: SessionEntry, turn_id: str, item: _Item) -> None:
         channel = entry.channels.get(turn_id)
         if channel is None:
-            self._note(entry, f"turn {turn_id!r} has no open stream; {item[0]} dropped")
+            text = f"turn {turn_id!r} has no open stream; {item[0]} dropped"
+            self._note(entry, text, logging.WARNING)
             return
         try:
             channel.send_nowait(item)
         except anyio.WouldBlock:
-            self._note(entry, f"turn {turn_id!r} overflowed its stream; it ends in error")
+            text = f"turn {turn_id!r} overflowed its stream; it ends in error"
+            self._note(entry, text, logging.WARNING)
             entry.overflowed.add(turn_id)
             entry.channels.pop(turn_id, None)
             channel.close()
 
-    def _note(self, entry: SessionEntry, text: str) -> None:
-        log.info("session %r: %s", entry.session_id, text)
+    def _note(self, entry: SessionEntry, text: str, level: int = logging.INFO) -> None:
+        """Log ``text`` (anomalies at WARNING: they lose something) and keep it on the entry."""
+        log.log(level, "session %r: %s", entry.session_id, text)
         entry.log.append(text)
         del entry.log[:-100]
 
@@ -598,5 +611,15 @@ def _forgettable(entry: SessionEntry) -> bool:
     )
 
 
-def _error(err: BaseException) -> dict[str, Any]:
-    return dict(serialize_error(err))
+def _runtime_turn_known(entry: SessionEntry, turn_id: str) -> bool:
+    """Whether the runtime turn ``turn_id`` still runs or waits (its row is not saved yet)."""
+    state = entry.state
+    turns = [w.turn for w in state.waiting]
+    if isinstance(state.execution, TurnExec):
+        turns.append(state.execution.turn)
+    return any(t.turn_id == turn_id for t in turns)
+
+
+def _level(reason: str) -> int:
+    """A drop the user asked for (a stop) is routine; any other drop loses something."""
+    return logging.INFO if reason == "stopped" else logging.WARNING

@@ -132,11 +132,14 @@ class Launcher:
         current = entry.state.execution
         assert isinstance(current, TurnExec) and current.turn.runtime
         turn = current.turn
-        leaf = await self.host.messages.latest_leaf(entry.conversation_id)
+        parent = entry.runtime_parents.pop(turn.turn_id, None)
+        if parent is None:
+            leaf = await self.host.messages.latest_leaf(entry.conversation_id)
+            parent = leaf.id if leaf is not None else None
         await self.host.messages.create_placeholder(
             entry.conversation_id,
             message_id=turn.assistant_message_id,
-            parent_id=leaf.id if leaf is not None else None,
+            parent_id=parent,
             model_id=turn.config.model_id,
             fence=self.host.fence_for(entry.conversation_id),
         )
