@@ -118,6 +118,8 @@ W5 = TurnExec(turn=RUNTIME, admission="admitted")
 W5_ENDED = replace(W5, buffer=(c(1),), terminal=("success", None))
 RUNTIME6 = turn(6, pre_admitted=True, runtime=True)
 W6 = TurnExec(turn=RUNTIME6, admission="admitted")
+W6_ENDED = replace(W6, terminal=("success", None))
+W7 = TurnExec(turn=turn(7, pre_admitted=True, runtime=True), admission="admitted")
 
 QUEUED_RUNNING = at(queue=(fu(2), fu(3)), launch="running", launch_target="queued-turn")
 
@@ -531,6 +533,21 @@ ACCEPTED: list[tuple[str, SessionState, Event, SessionState, list[Effect]]] = [
             waiting=(
                 W5_ENDED,
                 replace(W6, buffer=(c(1), c(2), c(3)), terminal=("error", OVERFLOW)),
+            ),
+            connection="disconnected",
+        ),
+        [DropBuffer((c(4),), "buffer overflow"), CloseConnection("buffer overflow")],
+    ),
+    (
+        "waiting-chunk-overflow-third",  # only the newest waiting turn ends
+        at(execution=CLOSING, waiting=(W5_ENDED, W6_ENDED, replace(W7, buffer=(c(1), c(2), c(3))))),
+        RuntimeChunk(c(4)),
+        at(
+            execution=CLOSING,
+            waiting=(
+                W5_ENDED,
+                W6_ENDED,
+                replace(W7, buffer=(c(1), c(2), c(3)), terminal=("error", OVERFLOW)),
             ),
             connection="disconnected",
         ),

@@ -278,9 +278,11 @@ class ConnectionKeeper:
                 entry.last_resume_token = token
                 entry.token_hydrated = True
             case TurnComplete():
+                entry.turns_ended += 1
                 host.settle_compaction(entry, "the turn ended")
                 host.apply(entry, RuntimeTerminal("success"))
             case ErrorEvent(error=error):
+                entry.turns_ended += 1
                 host.settle_compaction(entry, "the turn failed")
                 host.apply(entry, RuntimeTerminal("error", dict(error)))
             case SteerUndelivered(inputs=inputs):

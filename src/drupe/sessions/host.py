@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import anyio.abc
@@ -33,7 +33,14 @@ from drupe.errors import DriverError
 from drupe.ids import new_message_id, next_turn_id
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
-from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.base import (
+    Capabilities,
+    ContextUsageConnection,
+    IdleHookDriver,
+    SessionInfo,
+    SteerableConnection,
+    UserInput,
+)
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
@@ -129,6 +136,10 @@ class SessionEntry:
     approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
     """approval id -> (tool call id, headless turn)."""
     context_usage: Mapping[str, Any] | None = None
+    turns_ended: int = 0
+    """Runtime terminals seen (the context usage is fetched at most once per value)."""
+    usage_fetched_at: int = -1
+    usage_lock: anyio.Lock = field(default_factory=anyio.Lock)
     commands: tuple[str, ...] = ()
     keep_queue_on_stop: bool = False
     runtime_parents: dict[str, str] = field(default_factory=dict)
@@ -256,11 +267,12 @@ class AgentSessionHost:
         item = replace(item, seq=self._seq)
         turn_id = can_redirect(entry.state, item.config)
         connection = self.connections.current(entry)
-        if turn_id is not None and connection is not None and can_steer(connection):
+        if turn_id is not None and connection is not None and self._capabilities(entry).steer:
             # Fold first: the runtime may reach the boundary before ``redirect`` returns.
             self.apply(entry, RedirectAccepted(turn_id, item))
+            steerable = cast(SteerableConnection, connection)
             try:
-                accepted = await connection.redirect(  # type: ignore[attr-defined]
+                accepted = await steerable.redirect(
                     UserInput(message=item.message, system_reminder=True, headless=item.headless)
                 )
             except Exception:  # isolation boundary: a driver failing to steer
@@ -272,6 +284,31 @@ class AgentSessionHost:
             return "queued"
         self.apply(entry, QueueFollowUp(item))
         return "queued"
+
+    def _capabilities(self, entry: SessionEntry) -> Capabilities:
+        return self.drivers.get(entry.info.driver_type).capabilities
+
+    async def refresh_context_usage(self, session_id: str) -> Mapping[str, Any] | None:
+        """The session's context usage, fetched from its runtime at most once per ended turn
+        (each fetch may cost the runtime provider requests), and only when someone reads it."""
+        entry = self.entries.get(session_id)
+        if entry is None:
+            return None
+        connection = self.connections.current(entry)
+        if (
+            connection is None
+            or entry.usage_fetched_at == entry.turns_ended
+            or not self._capabilities(entry).context_usage
+        ):
+            return entry.context_usage
+        async with entry.usage_lock:
+            if entry.usage_fetched_at != entry.turns_ended:
+                turns = entry.turns_ended
+                usage = await cast(ContextUsageConnection, connection).context_usage()
+                entry.usage_fetched_at = turns
+                if usage is not None:
+                    entry.context_usage = dict(usage)
+        return entry.context_usage
 
     def runtime_turn_started(self, entry: SessionEntry) -> None:
         """The runtime began a turn by itself: it gets its own assistant row (no user row),
@@ -561,11 +598,10 @@ class AgentSessionHost:
 
     async def _on_idle(self, entry: SessionEntry) -> None:
         driver = self.drivers.get(entry.info.driver_type)
-        hook = getattr(driver, "on_session_idle", None)
-        if hook is None or entry.last_resume_token is None:
+        if not driver.capabilities.idle_hook or entry.last_resume_token is None:
             return
         try:
-            await hook(entry.session_id)
+            await cast(IdleHookDriver, driver).on_session_idle(entry.session_id)
         except Exception:  # isolation boundary: a driver's idle hook
             log.exception("on_session_idle of session %r failed", entry.session_id)
 
