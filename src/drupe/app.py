@@ -424,6 +424,7 @@ def install_sessions(
         messages=runtime.db.messages,
         idle_ttl=idle_ttl,
         fence_for=runtime.dispatcher.ownership.fence_for,
+        checkpointer=runtime.checkpointer,
     )
     runtime.dispatcher.providers.insert(
         0, AgentSessionProvider(host=host, messages=runtime.db.messages, drivers=drivers)

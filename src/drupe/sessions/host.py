@@ -20,7 +20,7 @@ Contract:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
@@ -46,6 +46,7 @@ from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
 from drupe.sessions.lookup import SessionLookup, session_id_of
 from drupe.sessions.reducer import reduce
+from drupe.sessions.seams import HostSteps
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
@@ -82,9 +83,10 @@ from drupe.sessions.state import (
     turn_config,
     will_continue,
 )
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec, StreamManager
+from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
@@ -167,6 +169,7 @@ class AgentSessionHost:
         compaction_bound: float = DEFAULT_COMPACTION_BOUND,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         fence_for: Callable[[str], int | None] = lambda conversation_id: None,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.manager = manager
         self.drivers = drivers
@@ -178,19 +181,50 @@ class AgentSessionHost:
         self.compaction_bound = compaction_bound
         self._sleep = sleep
         self.fence_for = fence_for
+        self.checkpointer = checkpointer
+        """Saves each live answer into its ``pending`` row while it streams (None: off)."""
         """This node's fencing token for a conversation (cluster mode; None: unfenced): every
         session row the host (and its admission provider) writes carries it."""
         self.entries: dict[str, SessionEntry] = {}
         self.max_entries = MAX_ENTRIES
         self.turn_channel_limit = MAX_TURN_CHANNEL
-        self.connections = ConnectionKeeper(self)
-        self.launcher = Launcher(self)
+        steps = HostSteps(
+            apply=self.apply,
+            is_current=self._is_current,
+            spawn=self._spawn,
+            settle_compaction=self.settle_compaction,
+            runtime_failed=self.runtime_failed,
+            runtime_turn_started=self.runtime_turn_started,
+        )
+        self.connections = ConnectionKeeper(steps, drivers=drivers, lookup=self.lookup)
+        self.launcher = Launcher(
+            steps,
+            manager=manager,
+            messages=messages,
+            lookup=self.lookup,
+            fence_for=fence_for,
+            turn_request=self._turn_request,
+        )
         self._seq = 0
         manager.add_hold_policy(self.will_continue_conversation)
 
     @property
     def task_group(self) -> anyio.abc.TaskGroup:
         return self._tg if self._tg is not None else self.manager.task_group
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        self.task_group.start_soon(fn, *args)
+
+    def _is_current(self, entry: SessionEntry) -> bool:
+        return self.entries.get(entry.session_id) is entry
+
+    def _turn_request(self, entry: SessionEntry, turn: TurnInfo) -> SendInput:
+        """What starts ``turn``'s stream: its execution and its runtime listeners."""
+        return SendInput(
+            conversation_id=entry.conversation_id,
+            executions=[self.execution_spec(entry.session_id, turn)],
+            listeners=self._listeners(entry, turn),
+        )
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -518,7 +552,10 @@ class AgentSessionHost:
         )
         return [
             PersistenceListener(
-                backend, model_id=turn.config.model_id, conversation_id=entry.conversation_id
+                backend,
+                model_id=turn.config.model_id,
+                conversation_id=entry.conversation_id,
+                checkpointer=self.checkpointer,
             ),
             RuntimeTerminalListener(
                 entry.session_id, turn.turn_id, backend=backend, report=self.mark_turn_terminal
@@ -529,7 +566,14 @@ class AgentSessionHost:
 
     async def agent_updated(self, agent_id: str) -> None:
         """Push an agent edit to its live sessions (see ``agent_edits.apply_agent_update``)."""
-        await apply_agent_update(self, agent_id)
+        await apply_agent_update(
+            list(self.entries.values()),
+            agent_id,
+            lookup=self.lookup,
+            connections=self.connections,
+            abort=self.manager.abort,
+            runtime_failed=self.runtime_failed,
+        )
 
     # --- approvals ----------------------------------------------------------------------------
 
