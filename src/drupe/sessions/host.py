@@ -30,7 +30,7 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
-from drupe.ids import new_message_id, next_turn_id
+from drupe.ids import new_message_id, next_turn_id, session_conversation_id, session_id_of
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import (
@@ -44,7 +44,7 @@ from drupe.sessions.drivers.base import (
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
-from drupe.sessions.lookup import SessionLookup, session_id_of
+from drupe.sessions.lookup import SessionLookup
 from drupe.sessions.reducer import reduce
 from drupe.sessions.seams import HostSteps
 from drupe.sessions.state import (
@@ -254,7 +254,7 @@ class AgentSessionHost:
             self._make_room()
             entry = self.entries[info.session_id] = SessionEntry(
                 session_id=info.session_id,
-                conversation_id=f"agent-session:{info.session_id}",
+                conversation_id=session_conversation_id(info.session_id),
                 info=info,
             )
         entry.info = info

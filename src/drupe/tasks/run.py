@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from drupe.admission.base import Submit
-from drupe.errors import DrupeError, NotOwnerError, ValidationError
+from drupe.admission.principal import LOCAL_ADMIN
+from drupe.errors import AdmissionError, DrupeError, ValidationError
 from drupe.persistence.agents import session_conversation_id
 from drupe.persistence.schedules import TaskRunRecord
 from drupe.sessions.drivers.base import runs_headless
@@ -41,7 +42,7 @@ from drupe.tasks.heartbeat import HeartbeatSkip, heartbeat_prompt
 from drupe.tasks.sentinel import TaskSentinel
 
 if TYPE_CHECKING:
-    from drupe.admission.dispatch import Dispatcher
+    from drupe.admission.conversations import Conversations
     from drupe.persistence.db import Database
     from drupe.sessions.drivers.registry import DriverRegistry
     from drupe.sessions.host import AgentSessionHost
@@ -62,8 +63,8 @@ class TaskDeps:
     """What a run needs. ``delivery`` may be replaced once the channel layer is up."""
 
     db: Database
+    conversations: Conversations
     manager: StreamManager
-    dispatcher: Dispatcher
     host: AgentSessionHost
     drivers: DriverRegistry
     delivery: DeliveryPort
@@ -145,27 +146,26 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
     ]
     control.sentinel, control.deliveries = sentinel, deliveries
     sentinel.on_settle = lambda: _detach(deps, control)
-    # Own the session's conversation first (cluster mode: this node's lease; another node's
-    # lease means that session is answering there: skipped, like a busy one), then lock it.
+    # Skip when busy is the ``reject`` strategy: a session with a turn live or queued (in
+    # cluster mode: answering on another node) refuses the submit before anything is written.
     try:
-        async with (
-            deps.dispatcher.ownership.hold(conversation_id),
-            deps.manager.conversation_lock(conversation_id),
-        ):
-            if deps.host.is_busy(session_id) or deps.manager.is_live(conversation_id):
-                return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
-            admitted = await deps.dispatcher.dispatch_locked(
-                Submit(
-                    conversation_id=conversation_id,
-                    parts=[{"type": "text", "text": prompt}],
-                    metadata={"headless": True, "taskRunId": job.run_id},
-                ),
-                [sentinel, *deliveries],
-            )
-    except NotOwnerError:
+        admission = await deps.conversations.submit(
+            LOCAL_ADMIN,
+            Submit(
+                conversation_id=conversation_id,
+                parts=[{"type": "text", "text": prompt}],
+                metadata={"headless": True, "taskRunId": job.run_id},
+                strategy="reject",
+            ),
+            subscribers=[sentinel, *deliveries],
+        )
+    except AdmissionError as err:
+        if err.reason != "busy":
+            return await _finish(deps, job, control, "failed", None, str(err))
         return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
     except DrupeError as err:
         return await _finish(deps, job, control, "failed", None, str(err))
+    admitted = admission.result
     if admitted.placeholder_ids:
         await store.update_run(job.run_id, message_id=admitted.placeholder_ids[0])
     control.started.set()
