@@ -21,12 +21,11 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
@@ -42,6 +41,7 @@ from drupe.sessions.drivers.base import (
     UserInput,
 )
 from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.entry import SessionEntry, TurnItem, forgettable, runtime_turn_known
 from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
 from drupe.sessions.lookup import SessionLookup
@@ -67,7 +67,6 @@ from drupe.sessions.state import (
     RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
-    SessionState,
     SteerUndeliveredInputs,
     Stopped,
     TerminateHeld,
@@ -116,42 +115,6 @@ _STOP_CLOSE_BOUND_S = 20.0
 """How long ``stop`` waits for the stopped runtime's connection to close."""
 DEFAULT_COMPACTION_BOUND = 600.0
 """Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
-_Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class SessionEntry:
-    """The host's record of one session: reducer state plus what the shell owns."""
-
-    session_id: str
-    conversation_id: str
-    info: SessionInfo
-    state: SessionState = field(default_factory=SessionState)
-    channels: dict[str, MemoryObjectSendStream[_Item]] = field(default_factory=dict)
-    overflowed: set[str] = field(default_factory=set)
-    """Turns whose stream overflowed (they end ``error``)."""
-    last_resume_token: str | None = None
-    token_hydrated: bool = False
-    idle_scope: anyio.CancelScope | None = None
-    compaction_scope: anyio.CancelScope | None = None
-    """The running compaction's time bound (``DEFAULT_COMPACTION_BOUND``)."""
-    approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
-    """approval id -> (tool call id, headless turn)."""
-    context_usage: Mapping[str, Any] | None = None
-    turns_ended: int = 0
-    """Runtime terminals seen (the context usage is fetched at most once per value)."""
-    usage_fetched_at: int = -1
-    usage_lock: anyio.Lock = field(default_factory=anyio.Lock)
-    commands: tuple[str, ...] = ()
-    keep_queue_on_stop: bool = False
-    runtime_parents: dict[str, str] = field(default_factory=dict)
-    """Runtime turn id -> the assistant row its row follows (the runtime's previous answer)."""
-    log: list[str] = field(default_factory=list)
-    """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
-    waiting: list[Listener] = field(default_factory=list)
-    """Subscribers of a queued follow-up that had no stream to join; the next launch gets them."""
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) after every reducer step: ``await entry.changed.wait()``."""
 
 
 class AgentSessionHost:
@@ -263,7 +226,7 @@ class AgentSessionHost:
     def _make_room(self) -> None:
         """Keep ``entries`` within ``MAX_ENTRIES`` (see its docstring)."""
         while len(self.entries) >= self.max_entries:
-            victim = next((e for e in self.entries.values() if _forgettable(e)), None)
+            victim = next((e for e in self.entries.values() if forgettable(e)), None)
             if victim is None:
                 raise DriverError(
                     f"too many active agent sessions (the limit is {self.max_entries})"
@@ -363,7 +326,7 @@ class AgentSessionHost:
         if isinstance(previous, TurnExec):
             entry.runtime_parents[turn.turn_id] = previous.turn.assistant_message_id
         self.apply(entry, RuntimeTurnStarted(turn))
-        for turn_id in [t for t in entry.runtime_parents if not _runtime_turn_known(entry, t)]:
+        for turn_id in [t for t in entry.runtime_parents if not runtime_turn_known(entry, t)]:
             del entry.runtime_parents[turn_id]  # refused, or dropped by a stop
 
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
@@ -378,7 +341,7 @@ class AgentSessionHost:
         if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
             raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
         turn = current.turn
-        send, receive = anyio.create_memory_object_stream[_Item](self.turn_channel_limit)
+        send, receive = anyio.create_memory_object_stream[TurnItem](self.turn_channel_limit)
         entry.channels[turn_id] = send
         send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
         finished = False
@@ -502,7 +465,7 @@ class AgentSessionHost:
         entry.changed.set()
         entry.changed = anyio.Event()
 
-    def _push(self, entry: SessionEntry, turn_id: str, item: _Item) -> None:
+    def _push(self, entry: SessionEntry, turn_id: str, item: TurnItem) -> None:
         channel = entry.channels.get(turn_id)
         if channel is None:
             text = f"turn {turn_id!r} has no open stream; {item[0]} dropped"
@@ -677,27 +640,6 @@ class AgentSessionHost:
         """Close every connection (shutdown)."""
         for entry in list(self.entries.values()):
             await self.connections.close_now(entry, "shutdown")
-
-
-def _forgettable(entry: SessionEntry) -> bool:
-    return (
-        not is_busy(entry.state)
-        and entry.state.connection == "disconnected"
-        and not entry.channels
-        and not entry.waiting
-        and not entry.approvals
-        and entry.idle_scope is None
-        and entry.compaction_scope is None
-    )
-
-
-def _runtime_turn_known(entry: SessionEntry, turn_id: str) -> bool:
-    """Whether the runtime turn ``turn_id`` still runs or waits (its row is not saved yet)."""
-    state = entry.state
-    turns = [w.turn for w in state.waiting]
-    if isinstance(state.execution, TurnExec):
-        turns.append(state.execution.turn)
-    return any(t.turn_id == turn_id for t in turns)
 
 
 def _level(reason: str) -> int:
