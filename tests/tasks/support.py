@@ -106,7 +106,6 @@ async def open_tasks(
         deps = TaskDeps(
             db=env.db,
             conversations=conversations,
-            manager=env.manager,
             host=env.host,
             drivers=env.drivers,
             delivery=BufferedDelivery(sent.send),

@@ -32,15 +32,18 @@ __all__ = ["answer_approvals", "close_session", "stop_conversation"]
 
 
 async def stop_conversation(
-    manager: StreamManager, sessions: AgentSessionHost | None, conversation_id: str
+    manager: StreamManager,
+    sessions: AgentSessionHost | None,
+    conversation_id: str,
+    reason: str = "user-stop",
 ) -> bool:
     session_id = session_id_of(conversation_id)
     if session_id is not None and sessions is not None:
         live = manager.is_live(conversation_id)
         stopped = await sessions.stop(session_id)
-        await manager.abort_and_drain(conversation_id)
+        await manager.abort_and_drain(conversation_id, reason)
         return stopped or live
-    return await manager.abort_and_drain(conversation_id)
+    return await manager.abort_and_drain(conversation_id, reason)
 
 
 async def close_session(

@@ -100,9 +100,14 @@ class Admitted:
 
     result: DispatchResult
     subscription: Subscription = field(default_factory=Subscription)
+    detach_listener: Callable[[str], object] = lambda listener_id: None
 
     def close(self) -> None:
         self.subscription.close()
+
+    def detach(self, listener: Listener) -> None:
+        """Let one of the submit's subscribers go (it gets nothing more); never stops the turn."""
+        self.detach_listener(listener.listener_id)
 
 
 class Conversations(Protocol):
@@ -142,15 +147,22 @@ class Conversations(Protocol):
         """This node's latest status record of the conversation (None: never seen)."""
         ...
 
+    def is_live(self, conversation_id: str) -> bool:
+        """Whether an answer of the conversation streams on this node now."""
+        ...
+
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
     ) -> Subscription:
         """Give ``listener`` every answer of the conversation from now on (an IM chat)."""
         ...
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         """Stop the live answer (an agent session's queue and turn too); returns after the
-        partial answer is persisted, with whether anything was stopped."""
+        partial answer is persisted, with whether anything was stopped. ``reason`` is the
+        abort's reason its terminal carries."""
         ...
 
     async def close_session(self, caller: Principal, session_id: str) -> None:

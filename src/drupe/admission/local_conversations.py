@@ -43,7 +43,7 @@ from drupe.ids import is_session_conversation, session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
+from drupe.streaming.listeners.sse import MultiplexListener, SseListener, seq_after
 from drupe.streaming.manager import StatusRecord, StreamManager
 
 if TYPE_CHECKING:
@@ -139,7 +139,10 @@ class LocalConversations:
         if listener is not None:
             attached.append(listener)  # type: ignore[arg-type]  # every Follower here is one
         result = await self.dispatcher.dispatch(request, attached)
-        admitted = Admitted(result)
+        admitted = Admitted(
+            result,
+            detach_listener=lambda listener_id: self.manager.detach(conversation_id, listener_id),
+        )
         if listener is None:
             return admitted
         admitted.subscription.add(
@@ -192,8 +195,7 @@ class LocalConversations:
         if stream is None:
             await self.known(caller, conversation_id, "read")
             return None
-        parsed = parse_cursor(cursor)
-        after = parsed[1] if parsed is not None and parsed[0] == stream.turn_id else None
+        after = seq_after(cursor, stream.turn_id)
         if not stream.is_live:
             # Ended within the grace period, or waiting for a tool approval: replay the finished
             # message (exactly after the cursor when one is given) and its end.
@@ -266,8 +268,7 @@ class LocalConversations:
         )
         stream = manager.get(conversation_id)
         if chunks and stream is not None and stream.is_live:
-            parsed = parse_cursor(cursor)
-            after = parsed[1] if parsed is not None and parsed[0] == stream.turn_id else None
+            after = seq_after(cursor, stream.turn_id)
             try:
                 manager.attach(conversation_id, listener, after=after)
             except BaseException:
@@ -278,6 +279,9 @@ class LocalConversations:
     def status(self, conversation_id: str) -> StatusRecord | None:
         """This node's latest status record of the conversation."""
         return self.manager.status(conversation_id)
+
+    def is_live(self, conversation_id: str) -> bool:
+        return self.manager.is_live(conversation_id)
 
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
@@ -296,14 +300,16 @@ class LocalConversations:
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.access.check(caller, conversation_id, "write")
         if not self.manager.is_live(conversation_id):
             await self.known(caller, conversation_id, "write")
-        return await self.stop_here(conversation_id)
+        return await self.stop_here(conversation_id, reason=reason)
 
-    async def stop_here(self, conversation_id: str) -> bool:
-        return await stop_conversation(self.manager, self.sessions, conversation_id)
+    async def stop_here(self, conversation_id: str, *, reason: str = "user-stop") -> bool:
+        return await stop_conversation(self.manager, self.sessions, conversation_id, reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         await self.access.check(caller, session_conversation_id(session_id), "write")

@@ -34,7 +34,6 @@ def task_service(runtime: Runtime) -> TaskService:
         TaskDeps(
             db=runtime.db,
             conversations=runtime.conversations,
-            manager=runtime.manager,
             host=runtime.sessions,
             drivers=runtime.drivers,
             delivery=task_delivery(runtime.channels),

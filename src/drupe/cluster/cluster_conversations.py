@@ -36,7 +36,12 @@ from drupe.errors import AdmissionError, NotOwnerError
 from drupe.ids import session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
+from drupe.streaming.listeners.sse import (
+    MultiplexListener,
+    SseListener,
+    parse_cursor,
+    seq_after,
+)
 from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
@@ -75,7 +80,11 @@ class ClusterConversations:
         await self.local._admit_target(caller, request)
         conversation_id = request.conversation_id
         if subscribers:
-            return Admitted(await self._here(request, subscribers))
+            manager = self.local.manager
+            return Admitted(
+                await self._here(request, subscribers),
+                detach_listener=lambda listener_id: manager.detach(conversation_id, listener_id),
+            )
         result = await self.chat.dispatch(request)
         admitted = Admitted(result)
         if listener is None:
@@ -113,8 +122,8 @@ class ClusterConversations:
             await self.local.known(caller, conversation_id, "read")
             return None
         turn_id, _announced_ms = latest
+        after = seq_after(cursor, turn_id)
         parsed = parse_cursor(cursor)
-        after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
         log = self.node.log
         if parsed is not None and after is None:
             # A cursor of an earlier turn whose answer was lost and is being answered again
@@ -162,8 +171,7 @@ class ClusterConversations:
             subscription.add(follower.close)
             latest = await self.chat.latest_turn(conversation_id)
             if latest is not None:
-                parsed = parse_cursor(cursor)
-                after = parsed[1] if parsed is not None and parsed[0] == latest[0] else None
+                after = seq_after(cursor, latest[0])
                 await follower.follow_turn(latest[0], after=after)
             await follower.follow_next(latest[0] if latest is not None else None)
         except BaseException:
@@ -173,6 +181,9 @@ class ClusterConversations:
 
     def status(self, conversation_id: str) -> StatusRecord | None:
         return self.local.status(conversation_id)
+
+    def is_live(self, conversation_id: str) -> bool:
+        return self.local.is_live(conversation_id)
 
     async def follow_turns(
         self, caller: Principal, conversation_id: str, listener: Listener
@@ -184,11 +195,13 @@ class ClusterConversations:
 
     # --- commands --------------------------------------------------------------------------
 
-    async def stop(self, caller: Principal, conversation_id: str) -> bool:
+    async def stop(
+        self, caller: Principal, conversation_id: str, *, reason: str = "user-stop"
+    ) -> bool:
         await self.local.access.check(caller, conversation_id, "write")
         if not self.local.manager.is_live(conversation_id):
             await self.local.known(caller, conversation_id, "write")
-        return await self.chat.stop(conversation_id)
+        return await self.chat.stop(conversation_id, reason=reason)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         conversation_id = session_conversation_id(session_id)

@@ -112,12 +112,12 @@ class ClusterRouter(TaskOwner):
             await self.announce(request.conversation_id, result.turn_id)
         return result
 
-    async def stop(self, conversation_id: str) -> bool:
+    async def stop(self, conversation_id: str, *, reason: str = "user-stop") -> bool:
         return await self._routed(
             conversation_id,
-            lambda: self.local.stop_here(conversation_id),
+            lambda: self.local.stop_here(conversation_id, reason=reason),
             "stop",
-            {"conversation": conversation_id},
+            {"conversation": conversation_id, "reason": reason},
             lambda data: bool(data["stopped"]),
         )
 
@@ -178,7 +178,8 @@ class ClusterRouter(TaskOwner):
         return asdict(result)
 
     async def _on_stop(self, payload: dict[str, Any]) -> dict[str, Any]:
-        stopped = await self.local.stop_here(str(payload["conversation"]))
+        reason = str(payload.get("reason") or "user-stop")
+        stopped = await self.local.stop_here(str(payload["conversation"]), reason=reason)
         return {"stopped": stopped}
 
     async def _on_approvals(self, payload: dict[str, Any]) -> dict[str, Any]:

@@ -42,11 +42,10 @@ from drupe.tasks.heartbeat import HeartbeatSkip, heartbeat_prompt
 from drupe.tasks.sentinel import TaskSentinel
 
 if TYPE_CHECKING:
-    from drupe.admission.conversations import Conversations
+    from drupe.admission.conversations import Admitted, Conversations
     from drupe.persistence.db import Database
     from drupe.sessions.drivers.registry import DriverRegistry
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.manager import StreamManager
     from drupe.tasks.clock import Clock
 
 __all__ = ["BUSY_RESULT", "RunControl", "TaskDeps", "TaskJob", "execute_run"]
@@ -64,7 +63,6 @@ class TaskDeps:
 
     db: Database
     conversations: Conversations
-    manager: StreamManager
     host: AgentSessionHost
     drivers: DriverRegistry
     delivery: DeliveryPort
@@ -95,6 +93,8 @@ class RunControl:
     session_id: str | None = None
     sentinel: TaskSentinel | None = None
     deliveries: list[Listener] = field(default_factory=list)
+    admission: Admitted | None = None
+    """The admitted turn: its subscribers are let go through it."""
     started: anyio.Event = field(default_factory=anyio.Event)
     """Set once the run's turn was admitted (or the run ended without one)."""
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -165,6 +165,7 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
         return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
     except DrupeError as err:
         return await _finish(deps, job, control, "failed", None, str(err))
+    control.admission = admission
     admitted = admission.result
     if admitted.placeholder_ids:
         await store.update_run(job.run_id, message_id=admitted.placeholder_ids[0])
@@ -210,21 +211,21 @@ async def stop_run(deps: TaskDeps, control: RunControl, reason: str) -> None:
     session's turn is stopped; the sentinel settles from the ``paused`` terminal."""
     if control.conversation_id is None or control.session_id is None:
         return
-    for listener in control.deliveries:
-        deps.manager.detach(control.conversation_id, listener.listener_id)
+    if control.admission is not None:
+        for listener in control.deliveries:
+            control.admission.detach(listener)
     control.deliveries = []
-    deps.manager.abort(control.conversation_id, reason)
-    await deps.host.stop(control.session_id)
+    await deps.conversations.stop(LOCAL_ADMIN, control.conversation_id, reason=reason)
 
 
 def _detach(deps: TaskDeps, control: RunControl) -> None:
-    if control.conversation_id is None:
+    if control.conversation_id is None or control.admission is None:
         return
     listeners: list[Listener] = list(control.deliveries)
     if control.sentinel is not None:
         listeners.append(control.sentinel)
     for listener in listeners:
-        deps.manager.detach(control.conversation_id, listener.listener_id)
+        control.admission.detach(listener)
 
 
 async def _finish(

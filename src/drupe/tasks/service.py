@@ -344,7 +344,7 @@ class TaskService(TaskOwner):
     async def start_chat_run(self, request: Submit | Regenerate) -> TaskRunRecord:
         """Admit a chat turn that no connection owns; its run row follows it to its end."""
         conversation_id = request.conversation_id
-        if self.deps.manager.is_live(conversation_id):
+        if self.deps.conversations.is_live(conversation_id):
             raise AdmissionError(
                 "busy",
                 f"conversation {conversation_id!r} is answering; a background submit needs an "
@@ -406,7 +406,9 @@ class TaskService(TaskOwner):
         if control.session_id is not None:
             await stop_run(self.deps, control, CANCEL_REASON)
         elif control.conversation_id is not None:
-            await self.deps.manager.abort_and_drain(control.conversation_id, CANCEL_REASON)
+            await self.deps.conversations.stop(
+                LOCAL_ADMIN, control.conversation_id, reason=CANCEL_REASON
+            )
         return True
 
     async def wait_started(self, run_id: str) -> TaskRunRecord:
