@@ -107,7 +107,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)
         drivers = await open_drivers(stack, models, agent, db)
-        host = session_host(manager, drivers, db, streams.ownership or LocalOwnership())
+        host = session_host(
+            manager, drivers, db, streams.ownership or LocalOwnership(), streams.checkpointer
+        )
         stack.push_async_callback(host.aclose)
         local = admission(models, db, streams, runner, host, drivers, reconciled)
         takeover, conversations = await open_conversations(
