@@ -32,6 +32,7 @@ from drupe.sessions.drivers.inprocess.driver import InProcessDriver
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
 from drupe.tools.base import ToolEntry
 
@@ -45,10 +46,14 @@ log = logging.getLogger(__name__)
 
 
 def session_host(
-    manager: StreamManager, drivers: DriverRegistry, db: Database, ownership: Ownership
+    manager: StreamManager,
+    drivers: DriverRegistry,
+    db: Database,
+    ownership: Ownership,
+    checkpointer: Checkpointer | None = None,
 ) -> AgentSessionHost:
     """The agent-session host over the manager and stores; the drivers are registered by the
-    caller (nothing registers itself)."""
+    caller (nothing registers itself). Its live answers are checkpointed by ``checkpointer``."""
     return AgentSessionHost(
         manager=manager,
         drivers=drivers,
@@ -56,6 +61,7 @@ def session_host(
         messages=db.messages,
         idle_ttl=DEFAULT_IDLE_TTL,
         fence_for=ownership.fence_for,
+        checkpointer=checkpointer,
     )
 
 

@@ -118,7 +118,9 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             manager.task_group.start_soon(catalog.prewarm)
         remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
         drivers = await open_drivers(stack, models, agent, db, remotes)
-        host = session_host(manager, drivers, db, streams.ownership or LocalOwnership())
+        host = session_host(
+            manager, drivers, db, streams.ownership or LocalOwnership(), streams.checkpointer
+        )
         stack.push_async_callback(host.aclose)
         local = admission(models, db, streams, runner, host, drivers, reconciled)
         takeover, conversations = await open_conversations(

@@ -83,7 +83,6 @@ def channel_service(
     enter it). The adapter registry is explicit: ``default_registry()`` unless given."""
     deps = ChannelDeps(
         conversations=runtime.conversations,
-        manager=runtime.manager,
         db=runtime.db,
         sessions=runtime.sessions,
         validate_model=model_validator(runtime.models),

@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     from drupe.channels.registry import AdapterRegistry
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.manager import StreamManager
 
 __all__ = ["ChannelDeps", "ChannelService"]
 
@@ -75,7 +74,6 @@ _REFUSALS_PER_MINUTE = 30
 @dataclass(slots=True, kw_only=True)
 class ChannelDeps:
     conversations: Conversations
-    manager: StreamManager
     db: Database
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
@@ -222,7 +220,6 @@ class ChannelRuntime:
                 outbox=self.outbox(chat_id),
                 listener=self.listener(chat_id),
                 conversations=deps.conversations,
-                manager=deps.manager,
                 db=deps.db,
                 sessions=deps.sessions,
                 validate_model=deps.validate_model,

@@ -36,7 +36,12 @@ from drupe.errors import AdmissionError, NotOwnerError
 from drupe.ids import session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
+from drupe.streaming.listeners.sse import (
+    MultiplexListener,
+    SseListener,
+    parse_cursor,
+    seq_after,
+)
 from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
@@ -117,8 +122,8 @@ class ClusterConversations:
             await self.local.known(caller, conversation_id, "read")
             return None
         turn_id, _announced_ms = latest
+        after = seq_after(cursor, turn_id)
         parsed = parse_cursor(cursor)
-        after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
         log = self.node.log
         if parsed is not None and after is None:
             # A cursor of an earlier turn whose answer was lost and is being answered again
@@ -166,8 +171,7 @@ class ClusterConversations:
             subscription.add(follower.close)
             latest = await self.chat.latest_turn(conversation_id)
             if latest is not None:
-                parsed = parse_cursor(cursor)
-                after = parsed[1] if parsed is not None and parsed[0] == latest[0] else None
+                after = seq_after(cursor, latest[0])
                 await follower.follow_turn(latest[0], after=after)
             await follower.follow_next(latest[0] if latest is not None else None)
         except BaseException:

@@ -44,7 +44,7 @@ from drupe.agent.runner import AgentRunner
 from drupe.chunks.types import UIMessage
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.lifetimes import TaskOwner
-from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
+from drupe.sessions.drivers.base import Capabilities, ConnectInput, ConnectTarget, SessionInfo
 from drupe.sessions.drivers.inprocess.connection import InProcessConnection
 from drupe.sessions.drivers.inprocess.workspace_tools import (
     WorkspaceToolOptions,
@@ -101,7 +101,7 @@ def session_tools(
 class InProcessDriver(TaskOwner):
     """The ``inprocess`` driver (see the module docstring)."""
 
-    headless_runs = True
+    capabilities = Capabilities(steer=True, context_usage=True, headless_runs=True)
     """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
 
     def __init__(
