@@ -66,6 +66,12 @@ const call = picked.newMessages.find((m) => m.role === "assistant" && m.toolCall
 picker.addMessage({ id: "t1", role: "tool", toolCallId: call.id, content: "blue" });
 const answered = await picker.runAgent({ tools });
 
+// 4. Reasoning, checked by the client's own event verifier.
+const thinker = new HttpAgent({ url: url("scripted:reasoning"), headers, threadId: "node-agui-think" });
+thinker.addMessage({ id: "r1", role: "user", content: "why" });
+const thought = await thinker.runAgent();
+const reasoning = thinker.messages.filter((m) => m.role === "reasoning");
+
 console.log(
   JSON.stringify({
     first: { text: textOf(first.newMessages), id: first.newMessages.at(-1)?.id },
@@ -78,6 +84,10 @@ console.log(
       text: textOf(slow.messages),
       storedText: storedText(stopRows.at(-1)),
       storedStatus: stopRows.at(-1).status,
+    },
+    reasoning: {
+      text: textOf(thought.newMessages),
+      reasoning: reasoning.map((m) => m.content).join(""),
     },
     tool: {
       name: call?.function?.name,

@@ -51,3 +51,7 @@ async def test_http_agent_runs_turns_a_stop_and_a_client_tool(server: LiveServer
     assert tool["pending"] == [tool["callId"]]
     assert "blue" in str(tool["answer"])
     assert tool["toolMessages"] == 1  # the client's own result, not echoed back as a second one
+    reasoning = out["reasoning"]
+    assert isinstance(reasoning, dict)
+    assert reasoning["text"] == "Having thought about it: why"
+    assert str(reasoning["reasoning"]).startswith("The user asked something.")
