@@ -72,6 +72,24 @@ thinker.addMessage({ id: "r1", role: "user", content: "why" });
 const thought = await thinker.runAgent();
 const reasoning = thinker.messages.filter((m) => m.role === "reasoning");
 
+// 5. An approval: the run ends interrupted; the next run's resume answers it.
+const gated = new HttpAgent({
+  url: url('scripted:tool?tool=delete_file&args={"path":"notes.txt"}'),
+  headers,
+  threadId: "node-agui-approve",
+});
+gated.addMessage({ id: "g1", role: "user", content: "clean up" });
+let interruptOutcome = null;
+await gated.runAgent({}, {
+  onRunFinishedEvent: (e) => {
+    interruptOutcome = e.outcome;
+  },
+});
+const interrupts = gated.pendingInterrupts.map((i) => ({ id: i.id, reason: i.reason }));
+const approved = await gated.runAgent({
+  resume: interrupts.map((i) => ({ interruptId: i.id, status: "resolved", payload: true })),
+});
+
 console.log(
   JSON.stringify({
     first: { text: textOf(first.newMessages), id: first.newMessages.at(-1)?.id },
@@ -84,6 +102,13 @@ console.log(
       text: textOf(slow.messages),
       storedText: storedText(stopRows.at(-1)),
       storedStatus: stopRows.at(-1).status,
+    },
+    approval: {
+      outcome: interruptOutcome,
+      interrupts,
+      after: gated.pendingInterrupts.length,
+      text: gated.messages.filter((m) => m.role === "assistant").map((m) => m.content ?? "").join(""),
+      newMessages: approved.newMessages.length,
     },
     reasoning: {
       text: textOf(thought.newMessages),

@@ -15,7 +15,7 @@ from tests.protocols.agui_sse import parse, run_input, target, text_of
 GATED = 'scripted:tool?tool=delete_file&args={"path":"notes.txt"}'
 
 
-def _register_gated_tool(runtime: Runtime, calls: list[Mapping[str, Any]]) -> None:
+def register_gated_tool(runtime: Runtime, calls: list[Mapping[str, Any]]) -> None:
     async def delete_file(arguments: Mapping[str, Any], context: ToolContext) -> Any:
         calls.append(dict(arguments))
         return {"deleted": arguments["path"]}
@@ -36,7 +36,7 @@ async def test_an_approval_is_an_interrupt_and_resume_continues_the_answer(
     http: httpx.AsyncClient, runtime: Runtime
 ) -> None:
     calls: list[Mapping[str, Any]] = []
-    _register_gated_tool(runtime, calls)
+    register_gated_tool(runtime, calls)
     first = parse((await http.post(target(GATED), json=run_input("th-ap", "clean up"))).text)
     end = first[-1]
     assert end["type"] == "RUN_FINISHED" and end["outcome"]["type"] == "interrupt", first
@@ -61,7 +61,7 @@ async def test_a_denial_continues_without_running_the_tool(
     http: httpx.AsyncClient, runtime: Runtime
 ) -> None:
     calls: list[Mapping[str, Any]] = []
-    _register_gated_tool(runtime, calls)
+    register_gated_tool(runtime, calls)
     first = parse((await http.post(target(GATED), json=run_input("th-deny", "clean up"))).text)
     (interrupt,) = first[-1]["outcome"]["interrupts"]
     resume = [{"interruptId": interrupt["id"], "status": "cancelled"}]
@@ -96,7 +96,7 @@ async def test_a_partial_answer_to_two_approvals_ends_interrupted_by_the_other(
     http: httpx.AsyncClient, runtime: Runtime
 ) -> None:
     calls: list[Mapping[str, Any]] = []
-    _register_gated_tool(runtime, calls)
+    register_gated_tool(runtime, calls)
     model = target("scripted:agui-two-gated")
     first = parse((await http.post(model, json=run_input("th-two", "clean"))).text)
     interrupts = first[-1]["outcome"]["interrupts"]

@@ -10,7 +10,9 @@ from pathlib import Path
 import anyio
 import pytest
 
+from drupe.app import Runtime
 from tests.gateway.conftest import LiveServer
+from tests.protocols.test_agui_approvals import register_gated_tool
 
 pytestmark = pytest.mark.node
 
@@ -31,7 +33,10 @@ async def run_node(script: str, *args: str) -> dict[str, object]:
     return out
 
 
-async def test_http_agent_runs_turns_a_stop_and_a_client_tool(server: LiveServer, key: str) -> None:
+async def test_http_agent_turns_stop_client_tool_reasoning_and_approval(
+    server: LiveServer, key: str, runtime: Runtime
+) -> None:
+    register_gated_tool(runtime, [])
     out = await run_node("agui_client.mjs", server.url, key)
     first, second, stop = out["first"], out["second"], out["stop"]
     assert isinstance(first, dict) and isinstance(second, dict) and isinstance(stop, dict)
@@ -55,3 +60,10 @@ async def test_http_agent_runs_turns_a_stop_and_a_client_tool(server: LiveServer
     assert isinstance(reasoning, dict)
     assert reasoning["text"] == "Having thought about it: why"
     assert str(reasoning["reasoning"]).startswith("The user asked something.")
+    approval = out["approval"]
+    assert isinstance(approval, dict)
+    assert approval["outcome"] == "interrupt"
+    (interrupt,) = approval["interrupts"]
+    assert interrupt["reason"] == "tool_approval"
+    assert approval["after"] == 0  # the resume answered it
+    assert "The delete_file tool returned: " in str(approval["text"])
