@@ -85,7 +85,7 @@ class ClusterConversations:
                 await self._here(request, subscribers),
                 detach_listener=lambda listener_id: manager.detach(conversation_id, listener_id),
             )
-        result = await self.chat.dispatch(request)
+        result = await self.chat.dispatch(request, caller)
         admitted = Admitted(result)
         if listener is None:
             return admitted
@@ -201,12 +201,12 @@ class ClusterConversations:
         await self.local.access.check(caller, conversation_id, "write")
         if not self.local.manager.is_live(conversation_id):
             await self.local.known(caller, conversation_id, "write")
-        return await self.chat.stop(conversation_id, reason=reason)
+        return await self.chat.stop(conversation_id, reason=reason, caller=caller)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         conversation_id = session_conversation_id(session_id)
         await self.local.access.check(caller, conversation_id, "write")
-        await self.chat.stop(conversation_id)  # the owner stops the turn, wherever it runs
+        await self.chat.stop(conversation_id, caller=caller)  # the owner stops it, wherever
         await self.local.close_session_here(session_id)
 
     async def approve(
@@ -220,11 +220,11 @@ class ClusterConversations:
     ) -> ApprovalOutcome:
         # Subscribers follow the continuation from the log (``follow_turns``), on any node.
         await self.local.known(caller, conversation_id, "write")
-        return await self.chat.approvals(conversation_id, list(decisions))
+        return await self.chat.approvals(conversation_id, list(decisions), caller)
 
     async def delete(self, caller: Principal, conversation_id: str) -> None:
         await self.local.known(caller, conversation_id, "write")
-        await self.chat.delete(conversation_id)
+        await self.chat.delete(conversation_id, caller)
         self.local.manager.forget(conversation_id)
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
