@@ -9,6 +9,8 @@ import httpx
 import pytest
 
 from drupe.app import Runtime
+from drupe.persistence.records import KeyScopes
+from tests.gateway.conftest import LiveServer
 from tests.protocols.a2a_support import make_agent
 
 V1 = {"A2A-Version": "1.0"}
@@ -131,3 +133,19 @@ async def test_a_refused_message_leaves_no_session_behind(
         payload = (await http.post(f"/a2a/{agent.id}", json=body, headers=V1)).json()
         assert payload["error"]["code"] == -32602 and "workspace" in payload["error"]["message"]
     assert await runtime.db.agents.list_sessions(agent.id) == []
+
+
+async def test_a_key_scoped_to_other_agents_is_refused(
+    server: LiveServer, runtime: Runtime, tmp_path: Path
+) -> None:
+    agent_id = await make_agent(runtime, tmp_path, "scripted:echo")
+    other, _ = await runtime.db.api_keys.create("other", KeyScopes(agents=["agent_other"]))
+    async with httpx.AsyncClient(base_url=server.url, timeout=20) as client:
+        response = await client.post(
+            f"/a2a/{agent_id}",
+            json=_send("hi"),
+            headers={**V1, "authorization": f"Bearer {other}"},
+        )
+    assert response.status_code == 403
+    assert agent_id in response.json()["error"]["message"]
+    assert await runtime.db.agents.list_sessions(agent_id) == []

@@ -38,6 +38,7 @@ from drupe.api import (
     usage_routes,
 )
 from drupe.api.static_ui import StaticUI
+from drupe.gateway.access import GatewayAccess
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
 from drupe.http.guards import BodyLimit, OriginCheck
@@ -142,14 +143,15 @@ def install_runtime(
     ]
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
-    gateway = build_router(runtime)
+    access = GatewayAccess(runtime)  # one key cache and budget for /v1 and the protocols
+    gateway = build_router(runtime, access=access)
     app.state.close_gateway = getattr(gateway, "aclose", None)
     app.include_router(gateway)
     # Early in line: the router tries its routes in order, and ~50 /api routes in front
     # of /v1/chat/completions cost more CPU than the pass-through's own work.
     routes = app.router.routes
     routes.insert(app.state.gateway_slot, routes.pop())
-    for router in build_protocol_routers(runtime):  # AG-UI, A2A
+    for router in build_protocol_routers(runtime, access):  # AG-UI, A2A
         app.include_router(router)
     for router in extra_routers:
         app.include_router(router)

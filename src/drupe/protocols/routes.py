@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from drupe.gateway.access import GatewayAccess
 from drupe.protocols.a2a.routes import build_a2a_router
 from drupe.protocols.agui.routes import build_agui_router
 
@@ -36,6 +37,10 @@ REFUSAL_BODIES: tuple[tuple[str, Callable[[int, str], dict[str, Any]]], ...] = (
 """The guards' refusals (a body past the limit) under the protocol routes, in their shapes."""
 
 
-def build_protocol_routers(runtime: Runtime) -> list[APIRouter]:
-    """AG-UI (``/ag-ui/{target}``) and A2A (agent cards, ``/a2a/{agent_id}``)."""
-    return [build_agui_router(runtime), build_a2a_router(runtime)]
+def build_protocol_routers(
+    runtime: Runtime, access: GatewayAccess | None = None
+) -> list[APIRouter]:
+    """AG-UI (``/ag-ui/{target}``) and A2A (agent cards, ``/a2a/{agent_id}``); ``access``: the
+    gateway's key checks and budgets, shared with ``/v1``."""
+    access = access or GatewayAccess(runtime)
+    return [build_agui_router(runtime, access), build_a2a_router(runtime, access)]

@@ -6,8 +6,9 @@
 * ``POST /a2a/{agent_id}``: JSON-RPC 2.0, dispatched by ``a2a-sdk``'s ``JsonRpcDispatcher``
   (malformed JSON ``-32700``, not a request ``-32600``, unknown method ``-32601``, bad params
   ``-32602``, an ``A2A-Version`` other than 1.0 ``-32009``) to ``DrupeRequestHandler``. An
-  unknown agent is 404 and a missing or bad gateway key 401 (when keys are required), both
-  with a JSON-RPC error body.
+  unknown agent is 404, a missing or bad gateway key 401 (when keys are required), a key whose
+  agent scope leaves the agent out 403 and one over its request budget 429, each with a
+  JSON-RPC error body.
 
 The SDK is imported on the first A2A request, not at boot.
 """
@@ -19,7 +20,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import JSONResponse
 
-from drupe.gateway.keys import key_dependency
+from drupe.gateway.access import GatewayAccess
+from drupe.gateway.limits import check_agent_scope
 from drupe.gateway.prompt import GatewayError, GatewayFailure
 from drupe.http.state import get_caller
 
@@ -76,10 +78,11 @@ async def _default_agent(runtime: Runtime) -> AgentRecord | None:
     return agents[0] if len(agents) == 1 else None
 
 
-def build_a2a_router(runtime: Runtime) -> APIRouter:
+def build_a2a_router(runtime: Runtime, access: GatewayAccess | None = None) -> APIRouter:
     router = APIRouter(tags=["a2a"])
     sdk = _Sdk(runtime)
-    require_key = key_dependency(runtime, _rpc_error_body, allow_x_api_key=False)
+    access = access or GatewayAccess(runtime)
+    require_key = access.auth(_rpc_error_body, allow_x_api_key=False)
 
     def card_response(agent: AgentRecord, request: Request) -> Response:
         from a2a.server.request_handlers.response_helpers import agent_card_to_dict
@@ -120,7 +123,11 @@ def build_a2a_router(runtime: Runtime) -> APIRouter:
     @router.post("/a2a/{agent_id}", summary="The agent's A2A JSON-RPC endpoint")
     async def rpc(agent_id: str, request: Request) -> Response:
         try:
-            await require_key(request)
+            record = await require_key(request)
+            refusal = check_agent_scope(record, agent_id)
+            if refusal is not None:
+                raise GatewayError(GatewayFailure(403, "forbidden", refusal), _rpc_error_body)
+            access.check_budget(record, _rpc_error_body)
         except GatewayError as err:
             return err.response()
         if await known(agent_id) is None:
