@@ -21,7 +21,7 @@ from drupe.tasks.service import TaskService
 
 if TYPE_CHECKING:
     from drupe.app.runtime import Runtime
-    from drupe.streaming.listeners.channel_outbox import Clock
+    from drupe.channels.outbox import Clock
 
 
 log = logging.getLogger(__name__)

@@ -47,10 +47,10 @@ if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
+    from drupe.channels.delivery_listener import ChannelListener
+    from drupe.channels.outbox import ChatOutbox, Clock
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.listeners.channel import ChannelListener
-    from drupe.streaming.listeners.channel_outbox import ChatOutbox, Clock
 
 __all__ = ["HEADLESS", "ChatContext", "ChatWorker"]
 

@@ -35,20 +35,20 @@ import anyio.abc
 from drupe.channels.chat_commands import refusal_text
 from drupe.channels.chat_worker import HEADLESS, ChatContext, ChatWorker
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
+from drupe.channels.delivery_listener import ChannelListener
 from drupe.channels.guard import RateWindow, admitted
 from drupe.channels.logs import install_secret_filter
-from drupe.channels.receiver import ReceiverLease, serve_single_receiver
-from drupe.errors import ValidationError
-from drupe.lifetimes import TaskOwner
-from drupe.streaming.listeners.channel import ChannelListener
-from drupe.streaming.listeners.channel_outbox import (
+from drupe.channels.outbox import (
     DEFAULT_EDIT_INTERVAL,
     DEFAULT_SEND_TIMEOUT,
     ChatOutbox,
     Clock,
     MonotonicClock,
 )
-from drupe.streaming.listeners.channel_text import error_text, redact, stopped_text
+from drupe.channels.receiver import ReceiverLease, serve_single_receiver
+from drupe.channels.text_shaping import error_text, redact, stopped_text
+from drupe.errors import ValidationError
+from drupe.lifetimes import TaskOwner
 
 if TYPE_CHECKING:
     from starlette.requests import Request
