@@ -88,7 +88,7 @@ def check_model(runtime: Runtime, model_id: str, error_body: ErrorBody) -> None:
     try:
         runtime.models.resolve(model_id)
     except ConfigError as err:
-        raise GatewayError(GatewayFailure(404, "not_found", str(err)), error_body) from None
+        raise GatewayError(GatewayFailure(404, "model_not_found", str(err)), error_body) from None
 
 
 async def respond(

@@ -274,3 +274,22 @@ async def test_items_settings_and_images_reach_the_upstream(tmp_path: Path) -> N
     last = sent["messages"][-1]["content"]
     assert {"type": "text", "text": "what is this?"} in last
     assert any(part.get("image_url", {}).get("url") == image for part in last)
+
+
+async def test_wire_names_and_not_found_codes(gateway: Gateway) -> None:
+    """Issue 23.13: a non-streamed ``function_call`` item carries the wire's field names (never
+    the SDK's Python ``async_``), and an unknown response id is ``not_found``, not a model's."""
+    async with gateway.openai() as client:
+        raw = await client.responses.with_raw_response.create(
+            model="scripted:tool", input="weather in Paris?", tools=[WEATHER]
+        )
+        [item] = raw.http_response.json()["output"]
+        assert item["type"] == "function_call" and "async_" not in item
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.responses.retrieve("resp_nosuch")
+        assert err.value.code == "not_found"
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.chat.completions.create(
+                model="scripted-nosuch:x", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert err.value.code == "model_not_found"
