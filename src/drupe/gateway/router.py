@@ -155,7 +155,8 @@ def _add_model_routes(router: GatewayRouter, runtime: Runtime, either_key: Any) 
         summary="List models (OpenAI shape; Anthropic shape with an anthropic-version header)",
     )
     async def list_models(request: Request, key: ApiKeyRecord | None = either_key) -> Response:
-        models = [m for m in runtime.models.list_models() if check_scope(key, m.id) is None]
+        # Only what can answer (GET /api/models says why the others cannot).
+        models = [m for m in runtime.models.answerable_models() if check_scope(key, m.id) is None]
         if _is_anthropic(request):
             return json_response(200, anthropic_models_body(models))
         return json_response(200, models_body(models))
