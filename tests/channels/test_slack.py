@@ -3,6 +3,7 @@ threads through the loopback fake Web API, redelivery dedupe, approvals by block
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -17,6 +18,7 @@ from drupe.agent.models.scripted import register_script
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
+from drupe.channels.slack import SlackAdapter
 from drupe.testing.fake_slack import FakeSlack, fake_slack, signed_request
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ENV, OpenChannels
@@ -217,3 +219,13 @@ async def test_socket_mode_receives_events_over_the_websocket(
     assert envelope in slack.acked
     assert [r.role for r in rows] == ["user", "assistant"]
     assert len(slack.recorder.of("chat.postMessage")) == 1
+
+
+def test_the_adapter_starts_without_bolts_unused_token_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 23.8: Bolt warned "`token` will be unused" at every start (token and client)."""
+    with caplog.at_level(logging.WARNING):
+        adapter = SlackAdapter(slack_config("http://127.0.0.1:9/api/"))
+    assert adapter.app.client.token == ENV["SLACK_TOKEN"]
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()]

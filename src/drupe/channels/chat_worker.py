@@ -327,7 +327,12 @@ class ChatWorker:
                 kind = "agent session" if binding.target.startswith("agent:") else "conversation"
                 reply(f"New {kind} started.")
             case "stop":
-                reply("Stopped." if await self._stop() else "Nothing to stop.")
+                # An answer shown in the chat ends with its "(stopped)" mark: that is the reply.
+                showing = ctx.listener.answering
+                if not await self._stop():
+                    reply("Nothing to stop.")
+                elif not showing:
+                    reply("Stopped.")
             case "status":
                 reply(await self._status())
             case "model":

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -239,6 +239,43 @@ def parse_channel_configs(
             raise ConfigError(f"channel id {channel_id!r}: use letters, digits, '-' and '_'")
         out.append(_one(channel_id, table, env))
     return out
+
+
+def check_channel_configs(
+    path: Path,
+    resolve_model: Callable[[str], object],
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[ChannelConfig], list[str]]:
+    """Every channel of the file that parses, and EVERY problem (not only the first): a table
+    that does not parse, a ``model:`` target the registry cannot resolve (``resolve_model``
+    raises ``ConfigError``). An ``agent:`` target is checked by the server (agents live in the
+    database)."""
+    if not path.is_file():
+        return [], []
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        return [], [f"cannot read {str(path)!r}: {err}"]
+    tables = document.get("channels", {})
+    if not isinstance(tables, Mapping):
+        return [], ["[channels] must be a table of [channels.<id>] tables"]
+    configs: list[ChannelConfig] = []
+    problems: list[str] = []
+    for channel_id, table in tables.items():
+        try:
+            [config] = parse_channel_configs({"channels": {channel_id: table}}, env)
+        except ConfigError as err:
+            problems.append(str(err))
+            continue
+        if config.target.kind == "model":
+            try:
+                resolve_model(config.target.id)
+            except ConfigError as err:
+                model = config.target.id
+                problems.append(f"[channels.{channel_id}] target model {model!r}: {err}")
+                continue
+        configs.append(config)
+    return configs, problems
 
 
 def load_channel_configs(

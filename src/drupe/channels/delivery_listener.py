@@ -83,6 +83,11 @@ class ChannelListener(BaseListener):
         self._executions: dict[str, _Execution] = {}
         self._tools: dict[str, tuple[str, Any]] = {}
 
+    @property
+    def answering(self) -> bool:
+        """Whether an answer is being shown in the chat now (its end is still to come)."""
+        return bool(self._executions)
+
     def _execution(self, execution_id: str, anchor_message_id: str | None) -> _Execution:
         entry = self._executions.get(execution_id)
         if entry is None:

@@ -107,7 +107,11 @@ class ChannelRuntime:
         self._rate = RateWindow(config.rate_limit, 60.0, clock.now)
         self._refusals = RateWindow(1, _REFUSAL_PERIOD, clock.now)
         self._refusal_budget = RateWindow(_REFUSALS_PER_MINUTE, 60.0, clock.now)
-        self._secrets = tuple(v for v in config.secrets.values() if v)
+        # Every configured channel's secrets, not only this one's: a chat must never see
+        # another channel's token either (issue 23.8).
+        self._secrets = tuple(
+            v for other in service.configs for v in other.secrets.values() if v
+        )
         install_secret_filter(self._secrets)
 
     # --- the inbox (called by the adapter; never blocks) ---------------------------------------

@@ -58,8 +58,7 @@ class SlackAdapter:
         self.client = AsyncWebClient(
             token=config.token, base_url=config.base_url or DEFAULT_BASE_URL
         )
-        self.app = AsyncApp(
-            token=config.token,
+        self.app = AsyncApp(  # the token comes from the client (both: Bolt warns at start)
             signing_secret=config.secret,
             client=self.client,
             process_before_response=False,
