@@ -229,3 +229,30 @@ def test_the_adapter_starts_without_bolts_unused_token_warning(
         adapter = SlackAdapter(slack_config("http://127.0.0.1:9/api/"))
     assert adapter.app.client.token == ENV["SLACK_TOKEN"]
     assert not [r for r in caplog.records if "will be unused" in r.getMessage()]
+
+
+async def test_a_slash_command_runs_the_chat_command(
+    runtime: Runtime, slack: FakeSlack, open_channels: OpenChannels
+) -> None:
+    """Issue 23.6: a signed slash-command request (``/drupe help``) is handled, not a 404."""
+    async with open_channels(slack_config(slack.base_url)) as service:
+        runtime.channels = service
+        transport = httpx.ASGITransport(create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://drupe.test") as c:
+            form = urlencode(
+                {
+                    "command": "/drupe",
+                    "text": "help",
+                    "user_id": "U1",
+                    "user_name": "alice",
+                    "channel_id": "C1",
+                    "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+                    "team_id": "T1",
+                }
+            )
+            response = await c.post(
+                URL.replace("/slack/events", "/slack/commands"), **signed_request(SECRET, form=form)
+            )
+            assert response.status_code == 200, response.text
+            await slack.recorder.wait_until(lambda: any("/stop" in t for t in slack.messages("C1")))
+        runtime.channels = None

@@ -61,6 +61,7 @@ _KEYS: Final = frozenset(
         "rate_limit",
         "max_attachment_bytes",
         "headless",
+        "slash_command",
         "public_url",
     }
 )
@@ -93,6 +94,8 @@ class ChannelConfig:
     rate_limit: int = 20
     max_attachment_bytes: int = 10 * 1024 * 1024
     headless: bool = False
+    slash_command: str = "/drupe"
+    """Slack: the slash command that carries the chat commands (``/drupe stop``)."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """``token`` / ``secret`` / ``app_token`` values read from the environment."""
 
@@ -128,6 +131,12 @@ class ChannelConfig:
             "maxAttachmentBytes": self.max_attachment_bytes,
             "headless": self.headless,
         }
+
+
+def _slash_command(raw: object, prefix: str) -> str:
+    if not isinstance(raw, str) or not raw.startswith("/") or len(raw) < 2 or " " in raw:
+        raise ConfigError(f"{prefix}.slash_command must look like '/drupe'")
+    return raw
 
 
 def _target(raw: object, prefix: str) -> Target:
@@ -222,6 +231,7 @@ def _one(channel_id: str, table: Mapping[str, Any], env: Mapping[str, str]) -> C
         rate_limit=rate,
         max_attachment_bytes=cap,
         headless=bool(table.get("headless", kind == "webhook")),
+        slash_command=_slash_command(table.get("slash_command", "/drupe"), prefix),
         secrets=secrets,
     )
 

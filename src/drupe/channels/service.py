@@ -109,9 +109,7 @@ class ChannelRuntime:
         self._refusal_budget = RateWindow(_REFUSALS_PER_MINUTE, 60.0, clock.now)
         # Every configured channel's secrets, not only this one's: a chat must never see
         # another channel's token either (issue 23.8).
-        self._secrets = tuple(
-            v for other in service.configs for v in other.secrets.values() if v
-        )
+        self._secrets = tuple(v for other in service.configs for v in other.secrets.values() if v)
         install_secret_filter(self._secrets)
 
     # --- the inbox (called by the adapter; never blocks) ---------------------------------------
