@@ -5,12 +5,20 @@ from __future__ import annotations
 
 import anyio
 
+from drupe.agent.models.scripted import lorem
 from drupe.app import Runtime
-from drupe.streaming.listeners.channel_text import STOPPED_SUFFIX
+from drupe.channels.config import parse_channel_configs
+from drupe.channels.text_shaping import STOPPED_SUFFIX
 from drupe.testing.clock import ManualClock
 from drupe.testing.fake_telegram import FakeTelegram
-from drupe.testing.scripted import lorem
-from tests.channels.conftest import ALICE, CHAT_A, CHAT_B, OpenChannels, telegram_config
+from tests.channels.conftest import (
+    ALICE,
+    CHAT_A,
+    CHAT_B,
+    TG_TOKEN,
+    OpenChannels,
+    telegram_config,
+)
 from tests.channels.support import conversation_of, drained, rows_of, text_of
 
 SLOW = "model:scripted:lorem?words=60&rate=40"
@@ -107,16 +115,20 @@ async def test_stop_mid_answer_keeps_the_partial_and_ends_stopped(
         tg.push_message(CHAT_A, ALICE, "go on")
         await tg.recorder.wait_until(lambda: len(tg.sends(CHAT_A)) >= 1)
         tg.push_message(CHAT_A, ALICE, "/stop")
-        await tg.recorder.wait_until(lambda: "Stopped." in tg.messages(CHAT_A))
+        await tg.recorder.wait_until(
+            lambda: any(m.endswith(STOPPED_SUFFIX) for m in tg.messages(CHAT_A))
+        )
         await drained(service, CHAT_A)
         rows = await rows_of(runtime, CHAT_A)
+        tg.push_message(CHAT_A, ALICE, "/stop")  # nothing is answering now
+        await tg.recorder.wait_until(lambda: "Nothing to stop." in tg.messages(CHAT_A))
     answer = rows[1]
     assert answer.status == "paused"
     partial = text_of(answer)
     assert partial and partial != lorem(60)
     messages = tg.messages(CHAT_A)
-    assert messages[0] == f"{partial.rstrip()}\n\n{STOPPED_SUFFIX}"
-    assert messages[-1] == "Stopped."
+    # Issue 23.8: the stopped answer's mark is the one reply (no extra "Stopped.").
+    assert messages == [f"{partial.rstrip()}\n\n{STOPPED_SUFFIX}", "Nothing to stop."]
 
 
 async def test_edits_of_a_long_answer_are_bounded_by_the_throttle(
@@ -300,3 +312,26 @@ async def test_the_per_chat_rate_limit_refuses_a_flood(
     users = [text_of(r) for r in rows if r.role == "user"]
     assert len(users) == 2 and "flood 0" in users[0] and "flood 1" in users[1]
     assert sum("Too many messages" in t for t in tg.messages(CHAT_A)) == 1  # one notice
+
+
+async def test_every_configured_secret_is_hidden_on_every_channel(
+    runtime: Runtime, tg: FakeTelegram, open_channels: OpenChannels
+) -> None:
+    """Issue 23.8: a channel redacts the other channels' secrets too."""
+    other_secret = "another-channels-hmac-secret-0123456789"
+    hook = parse_channel_configs(
+        {
+            "channels": {
+                "hook": {
+                    "type": "webhook",
+                    "secret_env": "HOOK_SECRET",
+                    "url": "http://127.0.0.1:9/x",
+                    "target": "model:scripted:echo",
+                }
+            }
+        },
+        {"HOOK_SECRET": other_secret},
+    )[0]
+    async with open_channels(telegram_config(tg.base_url), hook) as service:
+        shown = service.get("tg").redact(f"leaked: {other_secret} and {TG_TOKEN}")
+    assert other_secret not in shown and TG_TOKEN not in shown

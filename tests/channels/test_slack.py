@@ -3,6 +3,7 @@ threads through the loopback fake Web API, redelivery dedupe, approvals by block
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import AsyncIterator, Mapping
 from typing import Any
@@ -12,12 +13,13 @@ import httpx
 import orjson
 import pytest
 
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
-from drupe.gateway.app import create_app
+from drupe.channels.slack import SlackAdapter
 from drupe.testing.fake_slack import FakeSlack, fake_slack, signed_request
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ENV, OpenChannels
 from tests.channels.support import drained, rows_of, text_of
@@ -217,3 +219,40 @@ async def test_socket_mode_receives_events_over_the_websocket(
     assert envelope in slack.acked
     assert [r.role for r in rows] == ["user", "assistant"]
     assert len(slack.recorder.of("chat.postMessage")) == 1
+
+
+def test_the_adapter_starts_without_bolts_unused_token_warning(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Issue 23.8: Bolt warned "`token` will be unused" at every start (token and client)."""
+    with caplog.at_level(logging.WARNING):
+        adapter = SlackAdapter(slack_config("http://127.0.0.1:9/api/"))
+    assert adapter.app.client.token == ENV["SLACK_TOKEN"]
+    assert not [r for r in caplog.records if "will be unused" in r.getMessage()]
+
+
+async def test_a_slash_command_runs_the_chat_command(
+    runtime: Runtime, slack: FakeSlack, open_channels: OpenChannels
+) -> None:
+    """Issue 23.6: a signed slash-command request (``/drupe help``) is handled, not a 404."""
+    async with open_channels(slack_config(slack.base_url)) as service:
+        runtime.channels = service
+        transport = httpx.ASGITransport(create_app(runtime))
+        async with httpx.AsyncClient(transport=transport, base_url="http://drupe.test") as c:
+            form = urlencode(
+                {
+                    "command": "/drupe",
+                    "text": "help",
+                    "user_id": "U1",
+                    "user_name": "alice",
+                    "channel_id": "C1",
+                    "trigger_id": "13345224609.738474920.8088930838d88f008e0",
+                    "team_id": "T1",
+                }
+            )
+            response = await c.post(
+                URL.replace("/slack/events", "/slack/commands"), **signed_request(SECRET, form=form)
+            )
+            assert response.status_code == 200, response.text
+            await slack.recorder.wait_until(lambda: any("/stop" in t for t in slack.messages("C1")))
+        runtime.channels = None

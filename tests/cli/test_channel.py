@@ -13,8 +13,8 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.cli.main import app
-from drupe.gateway.app import create_app_with_lifespan
 from tests.gateway.conftest import make_settings
 
 runner = CliRunner()
@@ -73,3 +73,48 @@ def test_list_show_send_and_check(served: tuple[str, Path]) -> None:
     assert checked.exit_code == 0 and "ok  hook (webhook)" in checked.output
     for output in (listed.output, shown.output, sent.output, checked.output):
         assert SECRET not in output
+
+
+def test_check_lists_every_problem_and_refuses_an_unknown_target_model(tmp_path: Path) -> None:
+    """Issue 23.8: every problem (not the first), and a model target that cannot answer; the
+    same problems in ``drupe doctor``."""
+    config = tmp_path / "config.toml"
+    config.write_text(
+        'default_model = "scripted:echo"\n'
+        + CHANNELS
+        + """
+[channels.nomodel]
+type = "webhook"
+secret_env = "DRUPE_TEST_HOOK_SECRET"
+url = "http://127.0.0.1:9/x"
+allowed_users = ["u1"]
+target = "model:scripted:nosuch"
+
+[channels.notype]
+type = "carrier-pigeon"
+target = "model:scripted:echo"
+
+[channels.nosecret]
+type = "webhook"
+secret_env = "DRUPE_TEST_UNSET_SECRET_VAR"
+url = "http://127.0.0.1:9/x"
+target = "model:scripted:echo"
+"""
+    )
+    os.environ["DRUPE_TEST_HOOK_SECRET"] = SECRET
+    os.environ.pop("DRUPE_TEST_UNSET_SECRET_VAR", None)
+    try:
+        checked = runner.invoke(app, ["channel", "check", "--config", str(config)])
+        doctor = runner.invoke(
+            app, ["doctor", "--data-dir", str(tmp_path), "--config", str(config)]
+        )
+    finally:
+        os.environ.pop("DRUPE_TEST_HOOK_SECRET", None)
+    assert checked.exit_code == 1, checked.output
+    assert "ok  hook (webhook)" in checked.output
+    for name in ("nomodel", "notype", "nosecret"):
+        assert f"channels.{name}" in checked.output, checked.output
+        assert f"channels.{name}" in doctor.output, doctor.output
+    assert "scripted:nosuch" in checked.output
+    assert doctor.exit_code == 1
+    assert "[channels.*]" in runner.invoke(app, ["channel", "check", "--help"]).output

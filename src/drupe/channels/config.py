@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import os
 import tomllib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final, Literal, get_args
@@ -61,6 +61,7 @@ _KEYS: Final = frozenset(
         "rate_limit",
         "max_attachment_bytes",
         "headless",
+        "slash_command",
         "public_url",
     }
 )
@@ -93,6 +94,8 @@ class ChannelConfig:
     rate_limit: int = 20
     max_attachment_bytes: int = 10 * 1024 * 1024
     headless: bool = False
+    slash_command: str = "/drupe"
+    """Slack: the slash command that carries the chat commands (``/drupe stop``)."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """``token`` / ``secret`` / ``app_token`` values read from the environment."""
 
@@ -128,6 +131,12 @@ class ChannelConfig:
             "maxAttachmentBytes": self.max_attachment_bytes,
             "headless": self.headless,
         }
+
+
+def _slash_command(raw: object, prefix: str) -> str:
+    if not isinstance(raw, str) or not raw.startswith("/") or len(raw) < 2 or " " in raw:
+        raise ConfigError(f"{prefix}.slash_command must look like '/drupe'")
+    return raw
 
 
 def _target(raw: object, prefix: str) -> Target:
@@ -222,6 +231,7 @@ def _one(channel_id: str, table: Mapping[str, Any], env: Mapping[str, str]) -> C
         rate_limit=rate,
         max_attachment_bytes=cap,
         headless=bool(table.get("headless", kind == "webhook")),
+        slash_command=_slash_command(table.get("slash_command", "/drupe"), prefix),
         secrets=secrets,
     )
 
@@ -239,6 +249,43 @@ def parse_channel_configs(
             raise ConfigError(f"channel id {channel_id!r}: use letters, digits, '-' and '_'")
         out.append(_one(channel_id, table, env))
     return out
+
+
+def check_channel_configs(
+    path: Path,
+    resolve_model: Callable[[str], object],
+    env: Mapping[str, str] | None = None,
+) -> tuple[list[ChannelConfig], list[str]]:
+    """Every channel of the file that parses, and EVERY problem (not only the first): a table
+    that does not parse, a ``model:`` target the registry cannot resolve (``resolve_model``
+    raises ``ConfigError``). An ``agent:`` target is checked by the server (agents live in the
+    database)."""
+    if not path.is_file():
+        return [], []
+    try:
+        document = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as err:
+        return [], [f"cannot read {str(path)!r}: {err}"]
+    tables = document.get("channels", {})
+    if not isinstance(tables, Mapping):
+        return [], ["[channels] must be a table of [channels.<id>] tables"]
+    configs: list[ChannelConfig] = []
+    problems: list[str] = []
+    for channel_id, table in tables.items():
+        try:
+            [config] = parse_channel_configs({"channels": {channel_id: table}}, env)
+        except ConfigError as err:
+            problems.append(str(err))
+            continue
+        if config.target.kind == "model":
+            try:
+                resolve_model(config.target.id)
+            except ConfigError as err:
+                model = config.target.id
+                problems.append(f"[channels.{channel_id}] target model {model!r}: {err}")
+                continue
+        configs.append(config)
+    return configs, problems
 
 
 def load_channel_configs(

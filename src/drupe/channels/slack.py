@@ -20,6 +20,7 @@
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Sequence
 from typing import Any, Final
 
@@ -33,7 +34,7 @@ from starlette.responses import JSONResponse, Response
 
 from drupe.channels.config import ChannelConfig
 from drupe.channels.contract import ButtonPress, Inbound, Inbox
-from drupe.streaming.listeners.channel_outbox import Button, RateLimited
+from drupe.channels.outbox import Button, RateLimited
 
 __all__ = ["SlackAdapter"]
 
@@ -58,8 +59,7 @@ class SlackAdapter:
         self.client = AsyncWebClient(
             token=config.token, base_url=config.base_url or DEFAULT_BASE_URL
         )
-        self.app = AsyncApp(
-            token=config.token,
+        self.app = AsyncApp(  # the token comes from the client (both: Bolt warns at start)
             signing_secret=config.secret,
             client=self.client,
             process_before_response=False,
@@ -68,6 +68,7 @@ class SlackAdapter:
         self.app.event("message")(self._on_message)
         self.app.event("app_mention")(self._on_message)
         self.app.action(_ACTIONS)(self._on_action)
+        self.app.command(config.slash_command)(self._on_command)
         self._inbox: Inbox | None = None
 
     # --- connection -----------------------------------------------------------------------------
@@ -94,7 +95,7 @@ class SlackAdapter:
             self._inbox = None
 
     async def handle_http(self, request: Request, path: str) -> Response:
-        if path not in ("slack/events", "slack/actions", "slack"):
+        if path not in ("slack/events", "slack/actions", "slack/commands", "slack"):
             return JSONResponse({"detail": "not found"}, 404)
         if self._inbox is None:
             return JSONResponse({"detail": "the channel is not running"}, 503)
@@ -125,6 +126,27 @@ class SlackAdapter:
                 text=text,
                 message_id=event.get("ts"),
                 event_id=body.get("event_id") or f"{channel}:{event.get('ts')}",
+            )
+        )
+
+    async def _on_command(self, ack: Any, command: dict[str, Any]) -> None:
+        """``/drupe stop`` (the configured slash command): the chat command ``/stop`` of the DM
+        or channel it was typed in. Slack hands a message starting with ``/`` to its slash
+        commands, never to the events, so this is the way to send a chat command."""
+        words = str(command.get("text") or "").strip()
+        await ack(response_type="ephemeral", text=f"{self.config.slash_command} {words}".strip())
+        inbox = self._inbox
+        channel, user = command.get("channel_id"), command.get("user_id")
+        if inbox is None or not channel or not user:
+            return
+        inbox.message(
+            Inbound(
+                chat_id=str(channel),
+                user_id=str(user),
+                user_name=str(command.get("user_name") or user),
+                text=f"/{words}" if words else "/help",
+                message_id=command.get("trigger_id"),
+                event_id=f"command:{command.get('trigger_id') or time.time_ns()}",
             )
         )
 

@@ -83,18 +83,24 @@ def check(
         Path | None, typer.Option(help="The config file (default: $DRUPE_CONFIG or the user's).")
     ] = None,
 ) -> None:
-    """Validate the [channels.*] tables (and that their env vars are set)."""
-    from drupe.agent.models.config import config_path
-    from drupe.channels.config import load_channel_configs
+    """Validate the \\[channels.*] tables: every problem is listed (their env vars, targets)."""
+    from drupe.agent.models.config import config_path, load_model_config
+    from drupe.agent.models.registry import ModelRegistry
+    from drupe.channels.config import check_channel_configs
     from drupe.errors import ConfigError
 
     path = config or config_path()
     try:
-        channels = load_channel_configs(path)
+        models = ModelRegistry(load_model_config(path))
     except ConfigError as err:
         raise _fail(str(err)) from err
-    if not channels:
-        _console.print(f"{path}: no [channels.<id>] tables")
+    channels, problems = check_channel_configs(path, models.resolve)
+    if not channels and not problems:
+        _console.print(f"{path}: no \\[channels.<id>] tables", markup=True)
         return
     for ch in channels:
-        _console.print(f"ok  {ch.id} ({ch.type}) -> {ch.target}")
+        _console.print(f"ok  {ch.id} ({ch.type}) -> {ch.target}", markup=False)
+    for problem in problems:
+        _console.print(f"error  {problem}", markup=False)
+    if problems:
+        raise typer.Exit(1)

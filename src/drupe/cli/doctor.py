@@ -167,9 +167,30 @@ def _without_secrets(url: str) -> str:
     return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
 
 
+def _channel_checks(settings: Settings) -> list[Check]:
+    """Every ``[channels.<id>]`` table: parses, its env vars are set, its model can answer."""
+    from drupe.agent.models.config import config_path, load_model_config
+    from drupe.agent.models.registry import ModelRegistry
+    from drupe.channels.config import check_channel_configs
+
+    path = settings.config_path or config_path()
+    try:
+        models = ModelRegistry(load_model_config(settings.config_path))
+    except ConfigError:
+        return []  # the config check says what is wrong
+    channels, problems = check_channel_configs(path, models.resolve)
+    checks = [Check(f"channel {c.id}", "ok", f"{c.type} -> {c.target}") for c in channels]
+    checks += [
+        Check("channels", "fail", problem, "fix the table in the config file (drupe channel check)")
+        for problem in problems
+    ]
+    return checks
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are shown."""
     checks = _config_checks(settings)
+    checks.extend(_channel_checks(settings))
     checks.append(await _database_check(settings))
     checks.extend(await _mcp_checks(settings))
     return checks
