@@ -25,7 +25,9 @@ PREFIX = "DRUPE_"
 
 
 class DrupeEnvironment(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix=PREFIX, case_sensitive=True, extra="ignore")
+    model_config = SettingsConfigDict(
+        env_prefix=PREFIX, case_sensitive=True, extra="ignore", env_ignore_empty=True
+    )
 
     # Server
     HOST: str | None = Field(
