@@ -25,14 +25,16 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
 
-from drupe.admission.base import DispatchRequest
+from drupe.admission.base import Regenerate, Submit
+from drupe.admission.principal import LOCAL_ADMIN
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
+from drupe.ids import session_conversation_id
+from drupe.lifetimes import TaskOwner
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
 from drupe.tasks.heartbeat import heartbeat_schedule_name
@@ -57,7 +59,7 @@ BREAKER_FAILURES: Final = 3
 """A schedule pauses itself after this many failed runs in a row (skips break the chain)."""
 
 
-class TaskService:
+class TaskService(TaskOwner):
     def __init__(
         self,
         deps: TaskDeps,
@@ -77,35 +79,17 @@ class TaskService:
         )
         self.run_scheduler = run_scheduler
         self.controls: dict[str, RunControl] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
 
-    async def __aenter__(self) -> TaskService:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         if self.run_scheduler:
-            await self._tg.start(self.runner.run)
-        return self
+            await group.start(self.runner.run)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
+    async def _before_cancel(self) -> None:
         if self.run_scheduler:
             # The runner stops at its next sleep: a database call is never cut in half.
             self.runner.stop()
             with anyio.move_on_after(_STOP_WAIT_S, shield=True):
                 await self.runner.stopped.wait()
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
-
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
-            raise RuntimeError("TaskService is not started (use it as an async context manager)")
-        return self._tg
 
     # -- schedules ---------------------------------------------------------------------------
 
@@ -124,7 +108,7 @@ class TaskService:
         kind: Literal["task", "heartbeat"] = "task",
     ) -> ScheduleRecord:
         if await self.deps.db.agents.get_agent(agent_id) is None:
-            raise ValidationError(f"Agent not found: {agent_id}")
+            raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
         values = _checked(
             name=name,
             prompt=prompt,
@@ -210,8 +194,11 @@ class TaskService:
         return await self._start(schedule, kind="manual", scheduled_for=None)
 
     async def history(self, schedule_id: str, limit: int = 50) -> list[TaskRunRecord]:
-        await self.get_schedule(schedule_id)
-        return await self.store.list_runs(schedule_id=schedule_id, limit=limit)
+        """The task's runs, newest first; a deleted task's runs are kept and listed."""
+        runs = await self.store.list_runs(schedule_id=schedule_id, limit=limit)
+        if not runs:
+            await self.get_schedule(schedule_id)  # unknown (and never ran): 404
+        return runs
 
     async def set_heartbeat(
         self,
@@ -329,7 +316,7 @@ class TaskService:
         """Start a headless run of ``agent_id`` now; returns once its turn was admitted."""
         agent = await self.deps.db.agents.get_agent(agent_id)
         if agent is None:
-            raise ValidationError(f"Agent not found: {agent_id}")
+            raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
         values = _checked(
             name=f"{agent.name} (background)",
             prompt=prompt,
@@ -340,8 +327,12 @@ class TaskService:
         )
         if session_id is None:
             session_id = (await self.deps.db.agents.create_session(agent_id, title=prompt[:80])).id
-        run = await self.store.start_run(
-            kind="background", started_at=self.deps.clock.now(), agent_id=agent_id
+        run = await self.store.start_run(  # the session is on the row from its start
+            kind="background",
+            started_at=self.deps.clock.now(),
+            agent_id=agent_id,
+            session_id=session_id,
+            conversation_id=session_conversation_id(session_id),
         )
         job = TaskJob(
             run_id=run.id,
@@ -358,10 +349,10 @@ class TaskService:
         assert latest is not None
         return latest
 
-    async def start_chat_run(self, request: DispatchRequest) -> TaskRunRecord:
+    async def start_chat_run(self, request: Submit | Regenerate) -> TaskRunRecord:
         """Admit a chat turn that no connection owns; its run row follows it to its end."""
         conversation_id = request.conversation_id
-        if self.deps.manager.is_live(conversation_id):
+        if self.deps.conversations.is_live(conversation_id):
             raise AdmissionError(
                 "busy",
                 f"conversation {conversation_id!r} is answering; a background submit needs an "
@@ -373,7 +364,9 @@ class TaskService:
         sentinel = TaskSentinel(f"agent-task:{run.id}")
         control = RunControl(conversation_id=conversation_id, sentinel=sentinel)
         try:
-            admitted = await self.deps.dispatcher.dispatch(request, [sentinel])
+            admission = await self.deps.conversations.submit(
+                LOCAL_ADMIN, request, subscribers=[sentinel]
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.store.finish_run(
@@ -383,7 +376,10 @@ class TaskService:
         self.controls[run.id] = control
         control.started.set()
         record = await self.store.update_run(
-            run.id, message_id=admitted.placeholder_ids[0] if admitted.placeholder_ids else None
+            run.id,
+            message_id=admission.result.placeholder_ids[0]
+            if admission.result.placeholder_ids
+            else None,
         )
         self.task_group.start_soon(self._follow_chat_run, run.id, control)
         return record
@@ -418,7 +414,9 @@ class TaskService:
         if control.session_id is not None:
             await stop_run(self.deps, control, CANCEL_REASON)
         elif control.conversation_id is not None:
-            await self.deps.manager.abort_and_drain(control.conversation_id, CANCEL_REASON)
+            await self.deps.conversations.stop(
+                LOCAL_ADMIN, control.conversation_id, reason=CANCEL_REASON
+            )
         return True
 
     async def wait_started(self, run_id: str) -> TaskRunRecord:

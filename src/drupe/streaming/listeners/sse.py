@@ -32,7 +32,7 @@ Must never: import a web framework, do I/O in a listener callback, or grow witho
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final, Literal
 
 import anyio
@@ -73,6 +73,13 @@ def parse_cursor(value: str | None) -> tuple[str, int] | None:
     if not sep or not turn_id or not seq.isdigit() or len(seq) > 18:
         return None
     return turn_id, int(seq)
+
+
+def seq_after(cursor: str | None, turn_id: str) -> int | None:
+    """The seq a resume continues after: the cursor's, when it names ``turn_id``; else None
+    (from the turn's start)."""
+    parsed = parse_cursor(cursor)
+    return parsed[1] if parsed is not None and parsed[0] == turn_id else None
 
 
 class FrameBuffer:
@@ -146,13 +153,6 @@ class FrameBuffer:
                 await wakeup.wait()
             if not wakeup.is_set():
                 return PING_FRAME
-
-    async def pump(
-        self, write: Callable[[bytes], Awaitable[None]], *, ping_after: float | None = None
-    ) -> None:
-        """Write coalesced batches with ``write`` until the buffer is closed and drained."""
-        while (batch := await self.next_batch(ping_after=ping_after)) is not None:
-            await write(batch)
 
     async def frames(self, *, ping_after: float | None = None) -> AsyncIterator[bytes]:
         """The coalesced batches as an async iterator (each item is one write)."""
