@@ -29,13 +29,24 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, FastAPI
 from starlette.types import Receive, Scope, Send
 
-from drupe.gateway import agents, channels, chat, conversations, system, tasks, traces, usage
+from drupe.gateway import (
+    agents,
+    channels,
+    chat,
+    conversations,
+    search,
+    system,
+    tasks,
+    traces,
+    usage,
+)
 from drupe.gateway.errors import install_error_handlers
 from drupe.gateway.guards import BodyLimit, OriginCheck
 from drupe.gateway.ping_ticker import PingTicker
 from drupe.gateway.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.gateway.state import StatusBoard
 from drupe.gateway.static_ui import StaticUI
+from drupe.gateway.titles import Titler
 from drupe.settings import Settings
 
 if TYPE_CHECKING:
@@ -118,6 +129,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(system.router)
     app.include_router(chat.router)
     app.include_router(conversations.router)
+    app.include_router(search.router)
     app.include_router(agents.router)
     app.include_router(tasks.router)
     app.include_router(traces.router)
@@ -137,7 +149,10 @@ def install_runtime(
     app.state.runtime = runtime
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
-    removers = [runtime.manager.add_status_observer(board.observe)]
+    removers = [
+        runtime.manager.add_status_observer(board.observe),
+        runtime.manager.add_status_observer(Titler(runtime).observe),
+    ]
     if runtime.cluster_status is not None:  # cluster mode: every node's streams
         removers.append(runtime.cluster_status.add_observer(board.observe_remote))
     app.state.remove_observer = lambda: [remove() for remove in removers]

@@ -139,6 +139,18 @@ class ConversationStore:
         """Set the title (``None`` clears it) and bump ``updated_at``."""
         return await self._update(conversation_id, title=title, updated_at=utc_now())
 
+    async def title_if_untitled(self, conversation_id: str, title: str) -> bool:
+        """Set the title only if there is none yet (a rename wins); ``True`` if it was set.
+
+        ``updated_at`` stays: a title is not activity."""
+        async with self._transactions.write() as db:
+            result = await db.execute(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id, ConversationRow.title.is_(None))
+                .values(title=title)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
     async def touch(self, conversation_id: str) -> ConversationRecord:
         """Bump ``updated_at`` to now (the conversation moves to the top of the list)."""
         return await self._update(conversation_id, updated_at=utc_now())
