@@ -162,10 +162,11 @@ export function App() {
     if (known.length !== selected.length) setSelected(known);
   }, [models, selected, setSelected]);
 
-  // Reload the list when the set of live conversations changes (new ones, finished ones).
+  // Reload the list when any conversation's status changes (new ones, finished ones): a turn's
+  // start is also when the server titles a new conversation, so every tab shows the title. A
+  // poll that misses a short live phase still sees "idle" become "done".
   const liveKey = Object.entries(polled.statuses)
-    .filter(([, s]) => isLiveStatus(s))
-    .map(([k]) => k)
+    .map(([k, s]) => `${k}:${isLiveStatus(s) ? "live" : s}`)
     .sort()
     .join(",");
   const firstLive = useRef(true);
@@ -301,6 +302,7 @@ export function App() {
             key={route}
             id={route}
             firstMessage={firstMessage?.id === route ? firstMessage.text : undefined}
+            knownTitle={items.find((i) => i.id === route)?.title}
             onActivity={reloadList}
             {...pickerProps}
           />

@@ -21,6 +21,16 @@ export interface ConversationSummary {
   updatedAt: string;
 }
 
+/** One search hit: a title (`messageId` null) or a message; `snippet` marks the matches. */
+export interface SearchHit {
+  conversationId: string;
+  title: string | null;
+  messageId: string | null;
+  role: UIMessage["role"] | null;
+  snippet: { text: string; match: boolean }[];
+  at: string;
+}
+
 export interface ConversationPage {
   items: ConversationSummary[];
   nextCursor: string | null;
@@ -121,6 +131,11 @@ async function request<T>(method: string, url: string, body?: unknown): Promise<
 const enc = encodeURIComponent;
 
 export const api = {
+  /** Full-text search over titles and message text (every word, each as a prefix). */
+  search(q: string, limit = 20): Promise<{ items: SearchHit[] }> {
+    const params = new URLSearchParams({ q, limit: String(limit) });
+    return request("GET", `/api/search?${params}`);
+  },
   listConversations(before?: string | null, limit = 50): Promise<ConversationPage> {
     const q = new URLSearchParams({ limit: String(limit) });
     if (before) q.set("before", before);

@@ -31,6 +31,7 @@ import {
 } from "../tree";
 import { DrupeChatTransport } from "../transport";
 import { useConversationEvents } from "../useConversationEvents";
+import { useFocusedMessage } from "../useFocusedMessage";
 import { Columns, columnsFromExecutions } from "./Columns";
 import { Composer } from "./Composer";
 import { type ApprovalHandlers, errorPartText } from "./MessageParts";
@@ -53,6 +54,7 @@ export function ChatView({
   approve,
   pickers,
   canRegenerate: regenerateAllowed = true,
+  knownTitle,
 }: {
   detail: ConversationDetail;
   models: ModelInfo[];
@@ -69,6 +71,8 @@ export function ChatView({
   pickers?: boolean;
   /** Offer regenerate (default true; agent sessions take new messages only). */
   canRegenerate?: boolean;
+  /** The title the conversation list knows (set by the server's titler after the first turn). */
+  knownTitle?: string | null;
 }) {
   const id = detail.id;
   const [info, setInfo] = useState<Map<string, MessageInfo>>(() => infoById(detail.messages));
@@ -364,11 +368,22 @@ export function ChatView({
     const el = listRef.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   });
+  // ---- `#/c/<id>?m=<message>` (a search hit): scroll to that message and mark it
+  const focusId = useFocusedMessage();
+  const messageCount = messages.length;
+  useEffect(() => {
+    if (!focusId || messageCount === 0) return;
+    const target = listRef.current?.querySelector(`[data-message-id="${CSS.escape(focusId)}"]`);
+    if (!target) return;
+    stick.current = false;
+    target.scrollIntoView({ block: "center" });
+    target.classList.add("found");
+  }, [focusId, messageCount]);
 
   return (
     <section className="chat" data-conversation-id={id}>
       <header className="chat-head">
-        <h1 className="chat-title">{title || "Untitled"}</h1>
+        <h1 className="chat-title">{knownTitle || title || "Untitled"}</h1>
         <StatusBadge status={serverStatus} />
       </header>
       <div

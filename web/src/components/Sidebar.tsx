@@ -2,6 +2,7 @@
 import { useState } from "react";
 import type { ConversationStatus, ConversationSummary } from "../api";
 import { conversationHash, USAGE_HASH } from "../route";
+import { SearchBox } from "./SearchBox";
 import { StatusBadge } from "./StatusBadge";
 
 export function Sidebar({
@@ -41,6 +42,7 @@ export function Sidebar({
           + New
         </button>
       </div>
+      <SearchBox />
       {error && <div className="notice error small">{error}</div>}
       <ul className="conversation-list" data-testid="conversation-list">
         {items.map((c) => (
