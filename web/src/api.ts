@@ -21,6 +21,11 @@ export interface ConversationSummary {
   updatedAt: string;
 }
 
+/** Where a conversation downloads as Markdown (the shown branch) or JSON (the whole tree). */
+export function exportUrl(conversationId: string, format: "markdown" | "json"): string {
+  return `/api/conversations/${encodeURIComponent(conversationId)}/export?format=${format}`;
+}
+
 /** One search hit: a title (`messageId` null) or a message; `snippet` marks the matches. */
 export interface SearchHit {
   conversationId: string;

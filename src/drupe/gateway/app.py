@@ -34,6 +34,7 @@ from drupe.gateway import (
     channels,
     chat,
     conversations,
+    export,
     search,
     system,
     tasks,
@@ -130,6 +131,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(chat.router)
     app.include_router(conversations.router)
     app.include_router(search.router)
+    app.include_router(export.router)
     app.include_router(agents.router)
     app.include_router(tasks.router)
     app.include_router(traces.router)

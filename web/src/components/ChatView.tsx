@@ -35,6 +35,7 @@ import { useFocusedMessage } from "../useFocusedMessage";
 import { Columns, columnsFromExecutions } from "./Columns";
 import { Composer } from "./Composer";
 import { type ApprovalHandlers, errorPartText } from "./MessageParts";
+import { ExportLinks } from "./ExportLinks";
 import { EmptyLine, MessageView, statusNote } from "./MessageView";
 import { QueuedSteers, type Steer, unresolvedSteers } from "./Steers";
 import { StatusBadge } from "./StatusBadge";
@@ -385,6 +386,7 @@ export function ChatView({
       <header className="chat-head">
         <h1 className="chat-title">{knownTitle || title || "Untitled"}</h1>
         <StatusBadge status={serverStatus} />
+        <ExportLinks conversationId={id} />
       </header>
       <div
         className="message-list"

@@ -4,6 +4,7 @@ import type { UIMessage } from "ai";
 import type { ModelInfo } from "../api";
 import { isPlaceholder, type MessageInfo, messageText } from "../tree";
 import { modelLabel } from "./Columns";
+import { CopyButton } from "./CopyButton";
 import { type ApprovalHandlers, MessageParts } from "./MessageParts";
 
 export function statusNote(meta: MessageInfo | undefined): string | null {
@@ -52,6 +53,11 @@ export function MessageView({
         <span className="cursor" aria-label="waiting" />
       ) : (
         <MessageParts message={message} approvals={approvals} streaming={streaming} />
+      )}
+      {!placeholder && !streaming && messageText(message) && (
+        <div className="message-actions">
+          <CopyButton text={messageText(message)} label="Copy message" testId="copy-message" />
+        </div>
       )}
     </div>
   );
