@@ -263,8 +263,8 @@ def _figures(
 async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]:
     import uvicorn
 
+    from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.gateway.app import create_app
     from drupe.settings import Settings
     from drupe.streaming.config import StreamConfig
     from drupe.streaming.manager import ExecutionSpec, SendInput

@@ -80,7 +80,7 @@ CONFIG = 'default_model = "scripted:echo"\n'
 
 def _register_profile() -> None:
     """``scripted:bench-fanout?words=N&pause=S``: the head, a pause of S seconds, N words."""
-    from drupe.testing.scripted import Pause, ScriptParams, Text, lorem, register_script
+    from drupe.agent.models.scripted import Pause, ScriptParams, Text, lorem, register_script
 
     def factory(params: ScriptParams) -> list[list[Any]]:
         words = params.integer("words", 300)
@@ -384,7 +384,7 @@ class _FanoutState:
 async def _client_fanout(spec: dict[str, Any]) -> None:
     """Open the readers of ``spec`` (``targets``: [[port, count], ...], ``conversation``,
     ``words``); print ``ready`` / ``text`` when they happen, then one JSON line."""
-    from drupe.testing.scripted import lorem
+    from drupe.agent.models.scripted import lorem
 
     loop = asyncio.get_running_loop()
     request = (
@@ -500,7 +500,7 @@ def _fanout_run(
     pause: float,
 ) -> dict[str, Any]:
     """One fan-out: start the answer on ``owner``, attach the readers, wait for every end."""
-    from drupe.testing.scripted import lorem
+    from drupe.agent.models.scripted import lorem
 
     model = f"scripted:{PROFILE}?words={words}&pause={pause:g}"
     _start_turn(owner, conversation, model)
@@ -595,7 +595,7 @@ def _paced_redis(
 ) -> tuple[float, float]:
     """Redis bytes received per text byte for a paced answer on A with readers on B and C,
     and how long it took (seconds)."""
-    from drupe.testing.scripted import lorem
+    from drupe.agent.models.scripted import lorem
 
     a, b, c = cluster.nodes
     before, started = _input_bytes(redis), time.monotonic()
@@ -617,7 +617,7 @@ def _paced_redis(
 
 
 def _redis_phase(cluster: Any, redis: Any, words: int) -> dict[str, Any]:
-    from drupe.testing.scripted import lorem
+    from drupe.agent.models.scripted import lorem
 
     idle_before = _input_bytes(redis)
     time.sleep(2.0)  # the cluster's idle traffic: heartbeats, lease checks, sweeps

@@ -77,7 +77,7 @@ from pathlib import Path
 
 import uvicorn
 
-from drupe.gateway.app import create_app_with_lifespan
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.settings import Settings
 
 data_dir, config, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])

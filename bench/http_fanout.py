@@ -285,8 +285,8 @@ async def _baseline_run(chunks: list[dict[str, Any]], args: argparse.Namespace) 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     import uvicorn
 
+    from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.gateway.app import create_app
     from drupe.settings import Settings
     from drupe.streaming.config import StreamConfig
 

@@ -233,8 +233,8 @@ def _percentile(values: list[float], q: float) -> float:
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
     import uvicorn
 
+    from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.gateway.app import create_app
     from drupe.settings import Settings
     from drupe.streaming.config import StreamConfig
     from drupe.streaming.manager import ExecutionSpec, SendInput

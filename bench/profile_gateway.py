@@ -74,7 +74,7 @@ def by_package(stats: pstats.Stats) -> list[tuple[str, float]]:
 
 
 async def profile(args: argparse.Namespace, upstream_port: int) -> cProfile.Profile:
-    from drupe.gateway.app import create_app_with_lifespan
+    from drupe.api.app_factory import create_app_with_lifespan
     from drupe.persistence.db import open_database
     from drupe.settings import Settings
 

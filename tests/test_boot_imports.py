@@ -40,7 +40,7 @@ import anyio
 import uvicorn  # noqa: F401  (drupe serve imports it)
 
 import drupe.cli.main  # noqa: F401
-from drupe.gateway.app import create_app_with_lifespan
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.settings import Settings
 
 HEAVY = json.loads(sys.argv[1])

@@ -39,8 +39,53 @@ def test_environment_overrides() -> None:
 
 
 def test_a_bad_background_mode_says_what_is_wrong() -> None:
-    with pytest.raises(ValueError, match="DRUPE_BACKGROUND_MODE"):
+    with pytest.raises(ConfigError) as err:
         Settings.from_env({"DRUPE_BACKGROUND_MODE": "sometimes"})
+    # The variable, the value and the accepted values.
+    assert "DRUPE_BACKGROUND_MODE='sometimes'" in str(err.value)
+    assert "'continue' or 'abort'" in str(err.value)
+
+
+def test_a_bad_number_names_its_variable_and_every_bad_one_is_listed() -> None:
+    with pytest.raises(ConfigError) as err:
+        Settings.from_env(
+            {"DRUPE_PORT": "eighty", "DRUPE_LEASE_TTL": "-1", "DRUPE_ON_OWNER_LOSS": "later"}
+        )
+    message = str(err.value)
+    assert "DRUPE_PORT='eighty'" in message and "valid integer" in message
+    assert "DRUPE_LEASE_TTL='-1'" in message and "greater than 0" in message
+    assert "DRUPE_ON_OWNER_LOSS='later'" in message and "'error' or 'retry'" in message
+
+
+def test_switches_and_unset_values() -> None:
+    off = Settings.from_env({"DRUPE_SCHEDULER": "off", "DRUPE_TRACE_STORE": "0", "DRUPE_HOST": ""})
+    assert off.run_scheduler is False and off.trace_store is False
+    assert off.host == "127.0.0.1"  # an empty value is unset
+    assert Settings.from_env({"DRUPE_CODE_EXECUTION": "yes"}).code_execution is True
+    with pytest.raises(ConfigError, match="DRUPE_SCHEDULER='sometimes'"):
+        Settings.from_env({"DRUPE_SCHEDULER": "sometimes"})
+    assert Settings.from_env({"DRUPE_COALESCE_MS": "40"}).cluster.coalesce_window == 0.04
+
+
+def test_every_variable_the_code_reads_is_in_the_one_list_and_the_doc_is_current() -> None:
+    import re
+    from pathlib import Path
+
+    import drupe
+    from drupe.settings_env import PREFIX, DrupeEnvironment, render_markdown
+
+    root = Path(drupe.__file__).parent
+    named = {
+        match
+        for path in root.rglob("*.py")
+        for match in re.findall(r"[\"'](DRUPE_[A-Z_]+)[\"']", path.read_text())
+    }
+    listed = {PREFIX + name for name in DrupeEnvironment.model_fields}
+    assert named <= listed, sorted(named - listed)
+    doc = Path(__file__).parents[1] / "docs" / "environment.md"
+    assert doc.read_text() == render_markdown(), (
+        "run: python -m drupe.settings_env > docs/environment.md"
+    )
 
 
 def test_checkpoint_settings_come_from_the_environment() -> None:

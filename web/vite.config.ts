@@ -3,7 +3,7 @@ import { fileURLToPath } from "node:url";
 import react from "@vitejs/plugin-react";
 import { defineConfig } from "vite";
 
-const outDir = fileURLToPath(new URL("../src/drupe/gateway/static", import.meta.url));
+const outDir = fileURLToPath(new URL("../src/drupe/api/static", import.meta.url));
 
 export default defineConfig({
   plugins: [react()],

@@ -9,7 +9,7 @@ from __future__ import annotations
 import itertools
 import time
 import uuid
-from typing import NewType
+from typing import Final, NewType
 
 __all__ = [
     "AttemptId",
@@ -19,9 +19,13 @@ __all__ = [
     "MessageId",
     "SessionId",
     "TurnId",
+    "SESSION_PREFIX",
+    "is_session_conversation",
     "new_message_id",
     "next_attempt_id",
     "next_turn_id",
+    "session_conversation_id",
+    "session_id_of",
 ]
 
 ConversationId = NewType("ConversationId", str)
@@ -49,3 +53,24 @@ def next_turn_id() -> TurnId:
 def new_message_id() -> MessageId:
     """Return a new random message id."""
     return MessageId(f"msg_{uuid.uuid4().hex}")
+
+
+SESSION_PREFIX: Final = "agent-session:"
+"""An agent session's conversation id is ``agent-session:<session id>``; this module owns the
+format (nothing else spells it)."""
+
+
+def session_conversation_id(session_id: str) -> str:
+    """The conversation that carries agent session ``session_id``."""
+    return f"{SESSION_PREFIX}{session_id}"
+
+
+def session_id_of(conversation_id: str) -> str | None:
+    """The agent session behind ``agent-session:<id>`` conversations (None for chats)."""
+    if conversation_id.startswith(SESSION_PREFIX):
+        return conversation_id[len(SESSION_PREFIX) :] or None
+    return None
+
+
+def is_session_conversation(conversation_id: str) -> bool:
+    return conversation_id.startswith(SESSION_PREFIX)

@@ -1,31 +1,25 @@
 """``Settings``: every runtime knob in one value, passed explicitly; nothing is read at import.
 
-``Settings.from_env()`` reads ``DRUPE_*`` environment variables (``DRUPE_HOST``, ``DRUPE_PORT``,
-``DRUPE_DATA_DIR``, ``DRUPE_DATABASE_URL``, ``DRUPE_CONFIG``, ``DRUPE_ALLOWED_ORIGINS``,
-``DRUPE_CODE_EXECUTION``, ``DRUPE_GATEWAY_IDLE_TIMEOUT``, ``DRUPE_IDLE_TIMEOUT``,
-``DRUPE_GRACE_PERIOD``, ``DRUPE_BACKGROUND_MODE``, ``DRUPE_MAX_STATUS_RECORDS``,
-``DRUPE_CHECKPOINT_INTERVAL``, ``DRUPE_CHECKPOINT_BYTES``, ``DRUPE_CHECKPOINT_MAX_LOSS``,
-``DRUPE_SCHEDULER=off``, ``DRUPE_SCHEDULE_POLL``, ``DRUPE_TRACE_STORE=off``, and for cluster
-mode ``DRUPE_REDIS_URL``, ``DRUPE_NODE_ID``, ``DRUPE_LEASE_TTL``, ``DRUPE_COALESCE_MS``,
-``DRUPE_REDIS_PREFIX``, ``DRUPE_ON_OWNER_LOSS``) and ``DRUPE_WORKERS`` (server processes on one
-machine); the CLI overrides fields from its options. ``redis_url`` together with a PostgreSQL
-``database_url`` turns cluster mode on (``docs/deploy.md``); SQLite without Redis is the
-embedded default.
+``Settings.from_env()`` reads the ``DRUPE_*`` environment variables through one
+pydantic-settings model (``drupe.settings_env``; the list is generated into
+``docs/environment.md``); the CLI overrides fields from its options. ``redis_url`` together
+with a PostgreSQL ``database_url`` turns cluster mode on (``docs/deploy.md``); SQLite without
+Redis is the embedded default.
 Defaults are the secure, embedded ones: bind to 127.0.0.1, SQLite in the user data dir, the
 gateway requires API keys, no code-execution tool.
 """
 
 from __future__ import annotations
 
-import os
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Final, Literal
+from typing import Any, Final, Literal
 
 import platformdirs
 
 from drupe.errors import ConfigError
+from drupe.settings_env import read_environment
 from drupe.streaming.checkpoints import CheckpointPolicy
 from drupe.streaming.config import StreamConfig
 
@@ -143,72 +137,54 @@ class Settings:
 
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> Settings:
-        env = os.environ if env is None else env
-        kwargs: dict[str, object] = {}
-        if env.get("DRUPE_HOST"):
-            kwargs["host"] = env["DRUPE_HOST"]
-        if env.get("DRUPE_PORT"):
-            kwargs["port"] = int(env["DRUPE_PORT"])
-        if env.get("DRUPE_DATA_DIR"):
-            kwargs["data_dir"] = Path(env["DRUPE_DATA_DIR"])
-        if env.get("DRUPE_DATABASE_URL"):
-            kwargs["database_url"] = env["DRUPE_DATABASE_URL"]
-        if env.get("DRUPE_CONFIG"):
-            kwargs["config_path"] = Path(env["DRUPE_CONFIG"])
-        if env.get("DRUPE_ALLOWED_ORIGINS"):
-            kwargs["allowed_origins"] = tuple(
-                o.strip() for o in env["DRUPE_ALLOWED_ORIGINS"].split(",") if o.strip()
-            )
-        if env.get("DRUPE_CODE_EXECUTION", "").lower() in ("1", "true", "yes"):
-            kwargs["code_execution"] = True
-        if env.get("DRUPE_SCHEDULER", "").lower() in ("0", "false", "no", "off"):
-            kwargs["run_scheduler"] = False
-        if env.get("DRUPE_TRACE_STORE", "").lower() in ("0", "false", "no", "off"):
-            kwargs["trace_store"] = False
-        if env.get("DRUPE_GATEWAY_PASSTHROUGH", "").lower() in ("0", "false", "no", "off"):
-            kwargs["gateway_passthrough"] = False
-        if env.get("DRUPE_GATEWAY_IDLE_TIMEOUT"):
-            kwargs["gateway_idle_timeout"] = float(env["DRUPE_GATEWAY_IDLE_TIMEOUT"])
-        stream: dict[str, object] = {}
-        if env.get("DRUPE_IDLE_TIMEOUT"):
-            stream["idle_timeout"] = float(env["DRUPE_IDLE_TIMEOUT"])
-        if env.get("DRUPE_GRACE_PERIOD"):
-            stream["grace_period"] = float(env["DRUPE_GRACE_PERIOD"])
-        if env.get("DRUPE_MAX_STATUS_RECORDS"):
-            stream["max_status_records"] = int(env["DRUPE_MAX_STATUS_RECORDS"])
-        if env.get("DRUPE_BACKGROUND_MODE"):
-            mode = env["DRUPE_BACKGROUND_MODE"]
-            if mode not in ("continue", "abort"):
-                raise ValueError("DRUPE_BACKGROUND_MODE must be 'continue' or 'abort'")
-            stream["background_mode"] = mode
+        """The settings the ``DRUPE_*`` variables give (``drupe.settings_env``: every variable,
+        its type and meaning; a bad value is a ``ConfigError`` naming it)."""
+        e = read_environment(env)
+        kwargs: dict[str, Any] = _given(
+            host=e.HOST,
+            port=e.PORT,
+            data_dir=Path(e.DATA_DIR) if e.DATA_DIR else None,
+            database_url=e.DATABASE_URL,
+            config_path=Path(e.CONFIG) if e.CONFIG else None,
+            code_execution=e.CODE_EXECUTION,
+            run_scheduler=e.SCHEDULER,
+            trace_store=e.TRACE_STORE,
+            gateway_passthrough=e.GATEWAY_PASSTHROUGH,
+            gateway_idle_timeout=e.GATEWAY_IDLE_TIMEOUT,
+            schedule_poll=e.SCHEDULE_POLL,
+            workers=e.WORKERS,
+        )
+        if e.ALLOWED_ORIGINS:
+            origins = (o.strip() for o in e.ALLOWED_ORIGINS.split(","))
+            kwargs["allowed_origins"] = tuple(o for o in origins if o)
+        stream = _given(
+            idle_timeout=e.IDLE_TIMEOUT,
+            grace_period=e.GRACE_PERIOD,
+            max_status_records=e.MAX_STATUS_RECORDS,
+            background_mode=e.BACKGROUND_MODE,
+        )
         if stream:
-            kwargs["stream"] = StreamConfig(**stream)  # type: ignore[arg-type]
-        checkpoints: dict[str, float] = {}
-        if env.get("DRUPE_CHECKPOINT_INTERVAL"):
-            checkpoints["interval"] = float(env["DRUPE_CHECKPOINT_INTERVAL"])
-        if env.get("DRUPE_CHECKPOINT_BYTES"):
-            checkpoints["max_bytes"] = int(env["DRUPE_CHECKPOINT_BYTES"])
-        if env.get("DRUPE_CHECKPOINT_MAX_LOSS"):
-            checkpoints["max_loss"] = float(env["DRUPE_CHECKPOINT_MAX_LOSS"])
+            kwargs["stream"] = StreamConfig(**stream)
+        checkpoints = _given(
+            interval=e.CHECKPOINT_INTERVAL,
+            max_bytes=e.CHECKPOINT_BYTES,
+            max_loss=e.CHECKPOINT_MAX_LOSS,
+        )
         if checkpoints:
-            kwargs["checkpoints"] = CheckpointPolicy(**checkpoints)  # type: ignore[arg-type]
-        cluster: dict[str, object] = {}
-        if env.get("DRUPE_REDIS_URL"):
-            cluster["redis_url"] = env["DRUPE_REDIS_URL"]
-        if env.get("DRUPE_NODE_ID"):
-            cluster["node_id"] = env["DRUPE_NODE_ID"]
-        if env.get("DRUPE_LEASE_TTL"):
-            cluster["lease_ttl"] = float(env["DRUPE_LEASE_TTL"])
-        if env.get("DRUPE_COALESCE_MS"):
-            cluster["coalesce_window"] = float(env["DRUPE_COALESCE_MS"]) / 1000
-        if env.get("DRUPE_REDIS_PREFIX"):
-            cluster["key_prefix"] = env["DRUPE_REDIS_PREFIX"]
-        if env.get("DRUPE_ON_OWNER_LOSS"):
-            cluster["on_owner_loss"] = env["DRUPE_ON_OWNER_LOSS"].strip().lower()
-        if env.get("DRUPE_SCHEDULE_POLL"):
-            kwargs["schedule_poll"] = float(env["DRUPE_SCHEDULE_POLL"])
-        if env.get("DRUPE_WORKERS"):
-            kwargs["workers"] = int(env["DRUPE_WORKERS"])
+            kwargs["checkpoints"] = CheckpointPolicy(**checkpoints)
+        cluster = _given(
+            redis_url=e.REDIS_URL,
+            node_id=e.NODE_ID,
+            lease_ttl=e.LEASE_TTL,
+            coalesce_window=e.COALESCE_MS / 1000 if e.COALESCE_MS is not None else None,
+            key_prefix=e.REDIS_PREFIX,
+            on_owner_loss=e.ON_OWNER_LOSS,
+        )
         if cluster:
-            kwargs["cluster"] = ClusterSettings(**cluster)  # type: ignore[arg-type]
-        return cls(**kwargs)  # type: ignore[arg-type]
+            kwargs["cluster"] = ClusterSettings(**cluster)
+        return cls(**kwargs)
+
+
+def _given(**values: Any) -> dict[str, Any]:
+    """The values that are set (a variable left unset keeps the field's default)."""
+    return {key: value for key, value in values.items() if value is not None}

@@ -35,7 +35,7 @@ from playwright.sync_api import (
 )
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from drupe.gateway.app import create_app_with_lifespan
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.settings import Settings
 
 RATE = 15

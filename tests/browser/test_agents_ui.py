@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from playwright.sync_api import Page, expect
 
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
 from tests.browser.conftest import Drupe
 from tests.browser.test_chat_ui import assistant, rendered_text, rows, send, stored_text
 

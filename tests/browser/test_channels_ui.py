@@ -17,8 +17,8 @@ import pytest
 import uvicorn
 from playwright.sync_api import Page, expect
 
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-from drupe.gateway.app import create_app_with_lifespan
 from drupe.settings import Settings
 from tests.browser.conftest import Drupe, _StartupSignal
 

@@ -6,13 +6,13 @@ from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
 from drupe.app import Runtime, channel_service, open_runtime
 from drupe.settings import Settings
 from drupe.streaming.listeners.channel_text import STOPPED_SUFFIX
 from drupe.testing.fake_driver import FakeDriver, SteerableFakeConnection
 from drupe.testing.fake_telegram import FakeTelegram
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ALICE, CHAT_A, OpenChannels, telegram_config
 from tests.channels.support import drained, rows_of, text_of

@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import anyio
 
+from drupe.agent.models.scripted import lorem
 from drupe.app import Runtime
 from drupe.streaming.listeners.channel_text import STOPPED_SUFFIX
 from drupe.testing.clock import ManualClock
 from drupe.testing.fake_telegram import FakeTelegram
-from drupe.testing.scripted import lorem
 from tests.channels.conftest import ALICE, CHAT_A, CHAT_B, OpenChannels, telegram_config
 from tests.channels.support import conversation_of, drained, rows_of, text_of
 

@@ -10,7 +10,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from drupe.channels.burst import Burst, merge
-from drupe.channels.commands import parse_command
+from drupe.channels.chat_commands import parse_command
 from drupe.channels.config import parse_channel_configs
 from drupe.channels.contract import Inbound
 from drupe.channels.guard import RateWindow, admitted, wrap_untrusted

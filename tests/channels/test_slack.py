@@ -12,12 +12,12 @@ import httpx
 import orjson
 import pytest
 
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
-from drupe.gateway.app import create_app
 from drupe.testing.fake_slack import FakeSlack, fake_slack, signed_request
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ENV, OpenChannels
 from tests.channels.support import drained, rows_of, text_of

@@ -8,8 +8,8 @@ import logging
 import httpx
 import pytest
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
-from drupe.gateway.app import create_app
 from drupe.streaming.listeners.channel import ChatDelivery
 from drupe.testing.fake_telegram import FakeTelegram
 from tests.channels.conftest import (

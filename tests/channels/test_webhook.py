@@ -13,10 +13,10 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import parse_channel_configs
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
-from drupe.gateway.app import create_app
 from drupe.testing.fake_platform import PlatformRecorder
 from drupe.testing.fake_providers import serve_app
 from tests.channels.conftest import ENV, OpenChannels
@@ -126,8 +126,8 @@ async def _remove(arguments: Any, context: Any) -> str:
 async def test_a_headless_channel_denies_tool_approvals(
     runtime: Runtime, open_channels: OpenChannels
 ) -> None:
-    from drupe.testing.script import Text, ToolCall
-    from drupe.testing.scripted import register_script
+    from drupe.agent.models.script import Text, ToolCall
+    from drupe.agent.models.scripted import register_script
     from drupe.tools.base import ToolEntry
 
     register_script(

@@ -13,8 +13,8 @@ import pytest
 import uvicorn
 from typer.testing import CliRunner
 
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.cli.main import app
-from drupe.gateway.app import create_app_with_lifespan
 from tests.gateway.conftest import make_settings
 
 runner = CliRunner()

@@ -14,8 +14,8 @@ import asyncpg
 import orjson
 from sqlalchemy.engine import make_url
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.gateway.app import create_app
 from drupe.settings import ClusterSettings, OwnerLoss, Settings
 from drupe.testing.fake_providers import serve_app
 from tests.cluster.conftest import redis_url

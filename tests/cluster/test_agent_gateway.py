@@ -15,8 +15,8 @@ import anyio
 import openai
 import pytest
 
+from drupe.agent.models.scripted import lorem
 from drupe.persistence.agents import session_conversation_id
-from drupe.testing.scripted import lorem
 from tests.cluster.nodes import Node, cluster_nodes
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -44,7 +44,7 @@ async def test_a_session_held_by_another_node_answers_through_this_one(
     session = await agents.create_session(agent.id, title="t", settings={})
     conversation = session_conversation_id(session.id)
     key, _ = await b.runtime.db.api_keys.create("cluster gateway")
-    cluster_a, cluster_b = a.runtime.cluster_chat, b.runtime.cluster_chat
+    cluster_a, cluster_b = a.runtime.cluster_takeover, b.runtime.cluster_takeover
     assert cluster_a is not None and cluster_b is not None
     text: list[str] = []
     async with cluster_a.ownership.hold(conversation):  # A owns the session meanwhile

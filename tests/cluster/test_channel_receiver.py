@@ -16,14 +16,14 @@ import anyio
 import pytest
 from redis.asyncio import Redis
 
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
 from drupe.app import channel_service
 from drupe.channels.receiver import serve_single_receiver
 from drupe.channels.service import ChannelService
 from drupe.cluster.lease import RedisLease
 from drupe.cluster.receiver import RedisReceiverLease
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ALICE, CHAT_A, telegram_config
 from tests.cluster.nodes import Node, cluster_nodes
@@ -170,7 +170,7 @@ async def test_a_chat_whose_conversation_another_node_owns_is_answered_and_appro
     async with fake_telegram() as tg:
         config = telegram_config(tg.base_url, target=model)
         # Only B runs the channel, so B receives the chat; A owns its conversation meanwhile.
-        cluster_a = a.runtime.cluster_chat
+        cluster_a = a.runtime.cluster_takeover
         assert cluster_a is not None
         async with (
             cluster_a.ownership.hold(conversation.id),

@@ -17,8 +17,8 @@ import anyio
 import httpx
 import pytest
 
-from drupe.cluster.chat import MAX_OWNER_LOSS_RETRIES, NODE_LOST, NODE_LOST_RETRIED
-from drupe.testing.scripted import lorem
+from drupe.agent.models.scripted import lorem
+from drupe.cluster.takeover import MAX_OWNER_LOSS_RETRIES, NODE_LOST, NODE_LOST_RETRIED
 from tests.cluster.nodes import Node, cluster_nodes, lose_lease, sse_events
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -55,7 +55,7 @@ async def lose_the_owner_mid_answer(
     """Start an answer on A, follow it on B, then delete A's lease and let B take over
     (``before_loss(user message id)`` runs just before). Returns (the lost row's id, the lost
     turn's id)."""
-    cluster_b = b.runtime.cluster_chat
+    cluster_b = b.runtime.cluster_takeover
     node_a = a.runtime.cluster
     assert cluster_b is not None and node_a is not None
     speaking, following = anyio.Event(), anyio.Event()
@@ -149,7 +149,7 @@ async def test_a_lost_answer_is_answered_again_and_every_subscriber_follows_it(
     assert again[0].status == "success" and again[0].parent_id == lost.parent_id
     assert again[0].model_id == lost.model_id
     assert "".join(p.get("text", "") for p in again[0].parts if p["type"] == "text") == full
-    cluster_b = b.runtime.cluster_chat
+    cluster_b = b.runtime.cluster_takeover
     assert cluster_b is not None and cluster_b.retried == 1
 
 

@@ -20,8 +20,8 @@ import uvicorn
 from fastapi import FastAPI
 from sqlalchemy.engine import make_url
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.gateway.app import create_app
 from drupe.settings import ClusterSettings, Settings
 from tests.cluster.conftest import redis_url
 from tests.gateway.sse import Event, chat_body, iter_events

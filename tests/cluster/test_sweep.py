@@ -14,8 +14,8 @@ import httpx
 import orjson
 import pytest
 
-from drupe.cluster.chat import NODE_LOST
 from drupe.cluster.log_writer import live_key
+from drupe.cluster.takeover import NODE_LOST
 from tests.cluster.nodes import Node, cluster_nodes
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -41,7 +41,7 @@ async def _orphan(node: Node, conversation_id: str, owner: str) -> str:
 async def test_an_orphan_of_a_dead_node_is_taken_over_at_once_and_its_log_ended(
     node: Node,
 ) -> None:
-    chat, cluster = node.runtime.cluster_chat, node.runtime.cluster
+    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
     assert chat is not None and cluster is not None
     now = [100.0]
     chat.clock = lambda: now[0]
@@ -61,7 +61,7 @@ async def test_an_orphan_of_a_dead_node_is_taken_over_at_once_and_its_log_ended(
 
 
 async def test_an_orphan_of_a_live_node_gets_a_whole_ttl_to_be_taken_again(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_chat, node.runtime.cluster
+    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
     assert chat is not None and cluster is not None
     now = [100.0]
     chat.clock = lambda: now[0]
@@ -75,7 +75,7 @@ async def test_an_orphan_of_a_live_node_gets_a_whole_ttl_to_be_taken_again(node:
 
 
 async def test_an_owned_conversation_is_never_taken(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_chat, node.runtime.cluster
+    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
     assert chat is not None and cluster is not None
     await _orphan(node, "o3", "ghost")
     fence = await cluster.lease.acquire("o3", "someone")
@@ -85,7 +85,7 @@ async def test_an_owned_conversation_is_never_taken(node: Node) -> None:
 
 
 async def test_task_runs_of_a_node_gone_for_a_whole_ttl_are_failed(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_chat, node.runtime.cluster
+    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
     assert chat is not None and cluster is not None
     schedules = node.runtime.db.schedules
     now = [100.0]

@@ -14,7 +14,7 @@ import anyio
 import httpx
 import pytest
 
-from drupe.cluster.chat import NODE_LOST
+from drupe.cluster.takeover import NODE_LOST
 from tests.cluster.nodes import Node, cluster_nodes, lose_lease, sse_events, text_of
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -49,7 +49,7 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
     nodes: tuple[Node, Node],
 ) -> None:
     a, b = nodes
-    cluster_a, cluster_b = a.runtime.cluster_chat, b.runtime.cluster_chat
+    cluster_a, cluster_b = a.runtime.cluster_takeover, b.runtime.cluster_takeover
     assert cluster_a is not None and cluster_b is not None
     owner_body: list[bytes] = []
     follower_body: list[bytes] = []
@@ -133,7 +133,7 @@ async def test_a_steer_queued_on_an_owner_that_is_lost_is_answered_with_a_visibl
     nodes: tuple[Node, Node],
 ) -> None:
     a, b = nodes
-    cluster_b = b.runtime.cluster_chat
+    cluster_b = b.runtime.cluster_takeover
     node_a = a.runtime.cluster
     assert cluster_b is not None and node_a is not None
     owner_body: list[bytes] = []

@@ -202,8 +202,8 @@ async def test_approvals_sent_to_another_node_are_answered_by_the_owner(pair: Pa
     from collections.abc import Mapping
     from typing import Any
 
-    from drupe.testing.script import Text, ToolCall
-    from drupe.testing.scripted import register_script
+    from drupe.agent.models.script import Text, ToolCall
+    from drupe.agent.models.scripted import register_script
     from drupe.tools.base import ToolContext, ToolEntry
 
     a, b, on_a, on_b = pair

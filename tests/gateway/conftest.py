@@ -19,8 +19,8 @@ import pytest
 import uvicorn
 from fastapi import FastAPI
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.gateway.app import create_app
 from drupe.settings import Limits, Settings
 from drupe.streaming.config import StreamConfig
 

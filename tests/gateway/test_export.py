@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import httpx
 
-from drupe.gateway.export import current_path, filename_for, to_markdown
+from drupe.api.export_routes import current_path, filename_for, to_markdown
 from tests.gateway.sse import chat_body
 
 

@@ -9,10 +9,10 @@ from typing import Any
 import anyio
 import httpx
 
+from drupe.agent.models.script import ToolCall
+from drupe.agent.models.scripted import register_script
 from drupe.app import Runtime
 from drupe.chunks.accumulate import accumulate
-from drupe.testing.script import ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.gateway.sse import Event, chat_body, chunks, iter_events, parse_events
 

@@ -11,10 +11,10 @@ from typing import Any
 import anyio
 from fastapi import FastAPI
 
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime
-from drupe.gateway.app import create_app
-from drupe.gateway.ping_ticker import PING_INTERVAL, PingTicker, ticker_of
-from drupe.gateway.sse_response import SseResponse
+from drupe.http.ping_ticker import PING_INTERVAL, PingTicker, ticker_of
+from drupe.http.sse_response import SseResponse
 from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
 from tests.gateway.conftest import runtime, settings
 from tests.gateway.test_sse_response import SCOPE, _Peer

@@ -266,8 +266,8 @@ async def test_browser_routes_check_origin(
 ) -> None:
     from pathlib import Path
 
+    from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.gateway.app import create_app
     from tests.gateway.conftest import make_settings
 
     assert isinstance(tmp_path, Path)
@@ -290,8 +290,8 @@ async def test_approvals_continue_the_turn_over_http(
     from collections.abc import Mapping
     from typing import Any
 
-    from drupe.testing.script import Text, ToolCall
-    from drupe.testing.scripted import register_script
+    from drupe.agent.models.script import Text, ToolCall
+    from drupe.agent.models.scripted import register_script
     from drupe.tools.base import ToolContext, ToolEntry
 
     async def remove(arguments: Mapping[str, Any], context: ToolContext) -> str:

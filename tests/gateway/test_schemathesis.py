@@ -24,7 +24,7 @@ import schemathesis
 import uvicorn
 from hypothesis import HealthCheck, given, settings
 
-from drupe.gateway.app import create_app_with_lifespan
+from drupe.api.app_factory import create_app_with_lifespan
 from drupe.persistence.db import open_database
 from tests.gateway.conftest import make_settings
 

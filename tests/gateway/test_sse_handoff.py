@@ -16,10 +16,10 @@ import pytest
 from fastapi import Depends
 from starlette.types import ASGIApp, Receive, Scope, Send
 
-from drupe.gateway.app import DrupeApp
-from drupe.gateway.errors import install_error_handlers
-from drupe.gateway.guards import OriginCheck
-from drupe.gateway.sse_response import HANDOFF_KEY, SseResponse
+from drupe.api.app_factory import DrupeApp
+from drupe.http.errors import install_error_handlers
+from drupe.http.guards import OriginCheck
+from drupe.http.sse_response import HANDOFF_KEY, SseResponse
 from drupe.streaming.listeners.sse import FrameBuffer
 from tests.gateway.test_sse_response import _Peer
 

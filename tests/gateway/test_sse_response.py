@@ -11,7 +11,7 @@ from typing import Any
 
 import anyio
 
-from drupe.gateway.sse_response import SseResponse
+from drupe.http.sse_response import SseResponse
 from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
 
 SCOPE: dict[str, Any] = {"type": "http", "method": "GET", "path": "/x", "headers": []}

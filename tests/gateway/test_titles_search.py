@@ -6,8 +6,8 @@ import anyio
 import httpx
 import pytest
 
+from drupe.api.titles import title_from_parts, title_from_text
 from drupe.app import Runtime
-from drupe.gateway.titles import title_from_parts, title_from_text
 from tests.gateway.sse import chat_body, parse_events
 
 

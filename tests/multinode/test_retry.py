@@ -14,7 +14,7 @@ import time
 import httpx
 import pytest
 
-from drupe.testing.scripted import lorem
+from drupe.agent.models.scripted import lorem
 from tests.multinode.conftest import MakeCluster
 from tests.multinode.harness import Cluster
 from tests.multinode.test_failover import Reader

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from drupe.admission.approvals import ApprovalService
+from drupe.admission.approval_service import ApprovalService
 from drupe.admission.base import (
     ContinueConversation,
     PreparedDispatch,
@@ -21,7 +21,7 @@ from drupe.admission.dispatch import Dispatcher
 from drupe.admission.persistent import PersistentProvider
 from drupe.errors import FencedWriteError
 from drupe.persistence import Database, FencedCheckpoints, PlaceholderBackend
-from drupe.streaming.approvals import Decision
+from drupe.streaming.approval_rules import Decision
 from drupe.streaming.checkpoints import Checkpointer, CheckpointPolicy
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import StreamManager

@@ -7,8 +7,8 @@ from pathlib import Path
 import anyio
 import pytest
 
+from drupe.api.agent_schemas import runtime_json
 from drupe.errors import UnknownConversationError, ValidationError
-from drupe.gateway.agent_schemas import runtime_json
 from drupe.sessions.drivers.base import (
     CompactionComplete,
     CompactionStart,

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from drupe.errors import ValidationError
-from drupe.streaming.approvals import Decision, apply_decisions, pending_approval_ids
+from drupe.streaming.approval_rules import Decision, apply_decisions, pending_approval_ids
 from drupe.streaming.steering import after_terminal, on_enqueue
 
 

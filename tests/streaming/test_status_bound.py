@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import anyio
 
-from drupe.gateway.state import StatusBoard
+from drupe.http.state import StatusBoard
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.contracts import StatusRecord
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager

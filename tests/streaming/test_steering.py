@@ -10,12 +10,12 @@ import anyio
 import pytest
 
 from drupe.admission.base import Submit
+from drupe.agent.models.script import Text, ToolCall
+from drupe.agent.models.scripted import register_script
 from drupe.app import open_runtime
 from drupe.errors import AdmissionError
 from drupe.settings import Settings
 from drupe.testing.recording import RecordingListener
-from drupe.testing.script import Text, ToolCall
-from drupe.testing.scripted import register_script
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.streaming.conftest import Runtime
 from tests.streaming.sources import Source, text_chunks

@@ -15,6 +15,9 @@ from typing import Any
 
 import anyio
 
+from drupe.admission.approval_service import ApprovalService
+from drupe.admission.ephemeral import EphemeralStore
+from drupe.admission.local_conversations import LocalConversations
 from drupe.persistence.schedules import TaskRunRecord
 from drupe.tasks.delivery import BufferedDelivery, DeliveryTarget
 from drupe.tasks.run import TaskDeps
@@ -91,10 +94,18 @@ async def open_tasks(
     clock = ManualClock(start)
     sent = Sent()
     async with open_env(url, connect_args=connect_args, driver=driver) as env:
-        deps = TaskDeps(
-            db=env.db,
+        conversations = LocalConversations(
             manager=env.manager,
             dispatcher=env.dispatcher,
+            approvals=ApprovalService(env.dispatcher, env.db.messages),
+            conversations=env.db.conversations,
+            messages=env.db.messages,
+            ephemeral=EphemeralStore(),
+            sessions=env.host,
+        )
+        deps = TaskDeps(
+            db=env.db,
+            conversations=conversations,
             host=env.host,
             drivers=env.drivers,
             delivery=BufferedDelivery(sent.send),

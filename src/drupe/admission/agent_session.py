@@ -26,10 +26,9 @@ from drupe.admission.base import DispatchRequest, PreparedDispatch, Strategy, Su
 from drupe.admission.persistent import check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
-from drupe.ids import new_message_id, next_turn_id
+from drupe.ids import new_message_id, next_turn_id, session_id_of
 from drupe.persistence.records import NewMessage, NewPlaceholder
 from drupe.sessions.drivers.registry import DriverRegistry
-from drupe.sessions.lookup import session_id_of
 from drupe.sessions.state import FollowUp, TurnInfo, turn_config
 from drupe.streaming.listeners.base import Listener
 
@@ -54,6 +53,10 @@ class AgentSessionProvider:
     strategies: frozenset[Strategy] = frozenset(("enqueue", "reject"))
     """A busy session queues (or redirects) the message; it is stopped through its own stop
     route, never by another submit, and its transcript cannot be rolled back."""
+
+    def busy(self, conversation_id: str) -> bool:
+        session_id = session_id_of(conversation_id)
+        return session_id is not None and self.host.is_busy(session_id)
 
     async def can_handle(self, conversation_id: str) -> bool:
         return session_id_of(conversation_id) is not None

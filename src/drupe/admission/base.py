@@ -136,6 +136,11 @@ class ContextProvider(Protocol):
         """Whether this provider owns ``conversation_id``. Cheap; never writes."""
         ...
 
+    def busy(self, conversation_id: str) -> bool:
+        """Whether the conversation is busy although no stream is live (a queued or starting
+        turn): a ``reject`` submit is refused then. Cheap; never writes."""
+        ...
+
     async def check(self, request: Submit) -> None:
         """Validate a submit as ``prepare`` would, without writing anything or touching the
         live turn (the dispatcher calls it before a strategy stops the running answer)."""

@@ -8,13 +8,15 @@ that handles the conversation -> apply the double-texting strategy when the conv
 live -> ``prepare`` (validation, then the row writes) -> queue a steer if one was prepared ->
 ``send``. A validation error raises before anything is written.
 
-Strategies for a submit to a live conversation: ``enqueue`` (a steer, answered after the running
-turn), ``reject`` (``AdmissionError("busy")``, nothing stored), ``interrupt`` (stop the running
-turn, persist its partial ``paused``, answer the new message), ``rollback`` (stop it, delete its
-answer rows, answer again with both user messages). Every refusal happens before any side
-effect: a strategy the provider does not state (``ContextProvider.strategies``) is refused
-(``unsupported``; ``live`` for ``enqueue``), and the provider's ``check`` validates the request,
-before a strategy stops the running answer.
+``reject`` also refuses a conversation its provider calls busy while no stream is live (an agent
+session with a queued or starting turn: ``ContextProvider.busy``); a scheduled task's "skip when
+busy" is this strategy. Strategies for a submit to a live conversation: ``enqueue`` (a steer,
+answered after the running turn), ``reject`` (``AdmissionError("busy")``, nothing stored),
+``interrupt`` (stop the running turn, persist its partial ``paused``, answer the new message),
+``rollback`` (stop it, delete its answer rows, answer again with both user messages). Every
+refusal happens before any side effect: a strategy the provider does not state
+(``ContextProvider.strategies``) is refused (``unsupported``; ``live`` for ``enqueue``), and the
+provider's ``check`` validates the request, before a strategy stops the running answer.
 """
 
 from __future__ import annotations
@@ -94,6 +96,15 @@ class Dispatcher:
         await self.manager.wait_terminal_idle(conversation_id)
         provider = await self._provider_for(conversation_id)
         live = self.manager.is_live(conversation_id)
+        if (
+            not live
+            and isinstance(request, Submit)
+            and request.strategy == "reject"
+            and provider.busy(conversation_id)
+        ):
+            raise AdmissionError(
+                "busy", f"conversation {conversation_id!r} is busy (a turn is queued or starting)"
+            )
         if live and isinstance(request, Submit):
             await self._admissible(provider, request)  # refusals happen before any side effect
             if request.strategy != "enqueue":

@@ -109,6 +109,9 @@ class EphemeralProvider:
     strategies: frozenset[Strategy] = frozenset(("interrupt", "reject"))
     """No steer queue (``enqueue``) and no stored turn to roll back (``rollback``)."""
 
+    def busy(self, conversation_id: str) -> bool:
+        return False  # a live stream is the only busy state
+
     async def can_handle(self, conversation_id: str) -> bool:
         return self.store.get(conversation_id) is not None
 

@@ -43,7 +43,7 @@ from drupe.errors import (
     UnknownConversationError,
     ValidationError,
 )
-from drupe.ids import new_message_id
+from drupe.ids import is_session_conversation, new_message_id
 from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.records import MessageRecord, NewMessage, NewPlaceholder
 from drupe.streaming.checkpoints import Checkpointer
@@ -112,8 +112,11 @@ class PersistentProvider:
     strategies: frozenset[Strategy] = ALL_STRATEGIES
     """Every double-texting strategy: a stored conversation can queue, interrupt and roll back."""
 
+    def busy(self, conversation_id: str) -> bool:
+        return False  # a live stream is the only busy state
+
     async def can_handle(self, conversation_id: str) -> bool:
-        return not conversation_id.startswith("agent-session:")
+        return not is_session_conversation(conversation_id)
 
     async def check(self, request: Submit) -> None:
         if await self.conversations.get(request.conversation_id) is None:

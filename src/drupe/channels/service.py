@@ -27,19 +27,19 @@ import uuid
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 import anyio
 import anyio.abc
 
-from drupe.channels.chat import HEADLESS, ChatContext, ChatWorker
-from drupe.channels.commands import refusal_text
+from drupe.channels.chat_commands import refusal_text
+from drupe.channels.chat_worker import HEADLESS, ChatContext, ChatWorker
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
 from drupe.channels.guard import RateWindow, admitted
 from drupe.channels.logs import install_secret_filter
 from drupe.channels.receiver import ReceiverLease, serve_single_receiver
 from drupe.errors import ValidationError
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.channel import ChannelListener
 from drupe.streaming.listeners.channel_outbox import (
     DEFAULT_EDIT_INTERVAL,
@@ -54,11 +54,9 @@ if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.responses import Response
 
-    from drupe.admission.approvals import ApprovalService
-    from drupe.admission.dispatch import Dispatcher
+    from drupe.admission.conversations import Conversations
     from drupe.channels.config import ChannelConfig
     from drupe.channels.registry import AdapterRegistry
-    from drupe.channels.routing import ConversationRouter
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
     from drupe.streaming.manager import StreamManager
@@ -76,17 +74,14 @@ _REFUSALS_PER_MINUTE = 30
 
 @dataclass(slots=True, kw_only=True)
 class ChannelDeps:
-    dispatcher: Dispatcher
+    conversations: Conversations
     manager: StreamManager
     db: Database
-    approvals: ApprovalService
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
     clock: Clock | None = None
     edit_interval: float = DEFAULT_EDIT_INTERVAL
     send_timeout: float = DEFAULT_SEND_TIMEOUT
-    cluster: ConversationRouter | None = None
-    """Cluster mode: chats submit and stop through the conversation's owner node."""
     receiver_lease: ReceiverLease | None = None
     """Cluster mode: which node receives a single-connection channel (``receiver.py``)."""
 
@@ -226,14 +221,12 @@ class ChannelRuntime:
                 adapter=self.adapter,
                 outbox=self.outbox(chat_id),
                 listener=self.listener(chat_id),
-                dispatcher=deps.dispatcher,
+                conversations=deps.conversations,
                 manager=deps.manager,
                 db=deps.db,
-                approvals=deps.approvals,
                 sessions=deps.sessions,
                 validate_model=deps.validate_model,
                 clock=self.service.clock,
-                cluster=deps.cluster,
                 task_group=self.service.task_group,
                 send_timeout=deps.send_timeout,
             )
@@ -304,7 +297,7 @@ class ChannelRuntime:
         }
 
 
-class ChannelService:
+class ChannelService(TaskOwner):
     def __init__(
         self,
         deps: ChannelDeps,
@@ -317,17 +310,8 @@ class ChannelService:
         self.clock: Clock = deps.clock or MonotonicClock()
         self.channels: dict[str, ChannelRuntime] = {}
         self.started = False
-        self._tg: anyio.abc.TaskGroup | None = None
 
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
-            raise RuntimeError("the channel service is not running")
-        return self._tg
-
-    async def __aenter__(self) -> ChannelService:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         for config in self.configs:
             try:
                 adapter = self.registry.create(config)
@@ -340,7 +324,7 @@ class ChannelService:
                 continue
             channel = ChannelRuntime(self, config, adapter)
             self.channels[config.id] = channel
-            self._tg.start_soon(channel.serve)
+            group.start_soon(channel.serve)
         # Bounded: a platform that does not answer never holds up the server's start.
         with anyio.move_on_after(CONNECT_WAIT):
             for channel in self.channels.values():
@@ -350,20 +334,6 @@ class ChannelService:
                 channel.recovered = True
                 await channel.recover()
         self.started = True
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        try:
-            return await self._tg.__aexit__(exc_type, exc, tb)
-        finally:
-            self._tg = None
 
     def get(self, channel_id: str) -> ChannelRuntime:
         channel = self.channels.get(channel_id)

@@ -39,7 +39,7 @@ from telegram.constants import ChatAction
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
-from drupe.channels.commands import COMMANDS
+from drupe.channels.chat_commands import COMMANDS
 from drupe.channels.config import ChannelConfig
 from drupe.channels.contract import Attachment, ButtonPress, Inbound, Inbox
 from drupe.streaming.listeners.channel_outbox import Button, RateLimited

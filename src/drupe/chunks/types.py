@@ -45,7 +45,6 @@ PROVIDER_METADATA_KEY = "drupe"
 """The ``providerMetadata`` key under which Drupe carries what a provider needs back (a thinking
 part's signature, id and provider name on ``reasoning-end``)."""
 
-FinishReason = Literal["stop", "length", "content-filter", "tool-calls", "error", "other"]
 FINISH_REASONS: frozenset[str] = frozenset(
     ("stop", "length", "content-filter", "tool-calls", "error", "other")
 )

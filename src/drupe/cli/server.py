@@ -44,7 +44,7 @@ def run_server(
     """uvicorn with the app on ``sock`` until a signal stops it; True when it had started."""
     import uvicorn
 
-    from drupe.gateway.app import create_app_with_lifespan
+    from drupe.api.app_factory import create_app_with_lifespan
 
     # Spans go to <data dir>/traces and, with OTEL_EXPORTER_OTLP_ENDPOINT, to OTLP (app.py).
     # Thousands of live streams make many small objects; a lazier collector halves its share.

@@ -145,8 +145,6 @@ def run_workers(
 def _context() -> ForkContext | SpawnContext:
     """``fork`` once the server's modules are imported here (each worker then starts without
     importing them again); ``spawn`` when this process runs a thread (a fork would copy it)."""
-    import drupe.app
-    import drupe.gateway.app  # noqa: F401
 
     if threading.active_count() == 1:
         return multiprocessing.get_context("fork")

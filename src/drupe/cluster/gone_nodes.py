@@ -7,7 +7,7 @@ resets the node; a node no longer observed is forgotten. One missed look is neve
 a Redis restart every heartbeat is missing until each node's next beat (a third of the TTL), so
 a live node is never declared gone by it.
 
-Pure: no clock, no I/O; the sweep (``drupe.cluster.chat``) owns both.
+Pure: no clock, no I/O; the sweep (``drupe.cluster.takeover``) owns both.
 """
 
 from __future__ import annotations

@@ -6,13 +6,15 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   stream the node starts gets one ``LogListener``. Its ``on_chunk`` never blocks: it hands the
   event to the writer, which coalesces text deltas per execution (``Coalescer``, at most
   ``window`` seconds) and writes the batches in order with ONE writer task per node.
-* Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in
-  the conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream followers of
+* Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in the
+  conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream followers of
   "the next turn" watch), and the field ``<conversation>`` of the hash ``<prefix>:live`` (the
-  takeover sweep's list of live turns). A conversation's field leaves ``live`` when a terminal
-  says the conversation is done. Each execution's row (its ``anchor_message_id``) is recorded in
-  ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from the log
-  (the same hash holds the log's numbers of execution and part ids, ``#<n>`` fields, which
+  takeover sweep's list of live turns). ``announce(conversation, turn)``, called when a turn is
+  admitted, queues that announcement at once and waits until it is written, so every node finds the
+  turn live from the moment its submit is acknowledged. A conversation's field leaves ``live`` when
+  a terminal says the conversation is done. Each execution's row (its ``anchor_message_id``) is
+  recorded in ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from
+  the log (the same hash holds the log's numbers of execution and part ids, ``#<n>`` fields, which
   ``RedisChunkLog`` writes; it gets the log's TTL at each terminal).
 * An execution's terminal (``on_done``/``on_paused``/``on_error``, cleanup phase: after the row
   was written) flushes what is held, then writes the terminal entry and waits until it is in
@@ -31,8 +33,7 @@ import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -42,6 +43,7 @@ from redis.exceptions import RedisError
 from drupe.cluster.chunk_log import FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.base import (
     BaseListener,
     StreamEvent,
@@ -88,7 +90,7 @@ class _Op:
     anchor: str = ""
 
 
-class LogWriter:
+class LogWriter(TaskOwner):
     """One writer task per node; see the module docstring."""
 
     def __init__(
@@ -115,29 +117,17 @@ class LogWriter:
         self._coalescers: dict[tuple[str, str], Coalescer] = {}
         self._conversations: dict[tuple[str, str], str] = {}
         self._announced: set[str] = set()
+        self._announcing: dict[str, _Op] = {}
+        """Announcements queued and not yet written (``announce`` waits for them)."""
         self._ops: deque[_Op] = deque()
         self._wake = anyio.Event()
-        self._tg: anyio.abc.TaskGroup | None = None
         self._fenced_keys: set[str] = set()
         self.entries_written = 0
         self.fenced_out = 0
         self.write_errors = 0
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._run)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._run)
 
     def listener(self, conversation_id: str) -> LogListener:
         return LogListener(self, conversation_id)
@@ -196,13 +186,28 @@ class LogWriter:
         with anyio.move_on_after(self.terminal_timeout):
             await op.written.wait()
 
+    async def announce(self, conversation_id: str, turn_id: str) -> None:
+        """Announce a just admitted turn and wait until the announcement is written (at most
+        the terminal timeout), so a subscriber on any node finds the turn live from the moment
+        its submit is acknowledged, before its first chunk."""
+        key = self._log.key(conversation_id, turn_id)
+        if key in self._fenced_keys:
+            return
+        self._announce(conversation_id, turn_id, key)
+        op = self._announcing.get(key)
+        if op is not None and op.written is not None:
+            with anyio.move_on_after(self.terminal_timeout):
+                await op.written.wait()
+
     def _announce(self, conversation_id: str, turn_id: str, key: str) -> None:
         if key in self._announced:
             return
         if len(self._announced) > 100_000:  # bounded: turns end long before this many
             self._announced.clear()
         self._announced.add(key)
-        self._queue(_Op(conversation_id, key, "announce", turn_id=turn_id))
+        op = _Op(conversation_id, key, "announce", turn_id=turn_id, written=anyio.Event())
+        self._announcing[key] = op
+        self._queue(op)
 
     def _flush_slot(self, key: str, execution_id: str, conversation_id: str) -> None:
         coalescer = self._coalescers.pop((key, execution_id), None)
@@ -271,6 +276,8 @@ class LogWriter:
                     await anyio.sleep(backoff)
                     backoff = min(backoff * 2, _MAX_BACKOFF)
         finally:
+            if op.kind == "announce":
+                self._announcing.pop(op.key, None)
             if op.written is not None:
                 op.written.set()
 

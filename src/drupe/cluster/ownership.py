@@ -26,8 +26,6 @@ import logging
 from collections.abc import AsyncIterator, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
-from types import TracebackType
-from typing import Self
 
 import anyio
 import anyio.abc
@@ -35,6 +33,7 @@ from redis.exceptions import RedisError
 
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.errors import NotOwnerError, OwnerUnavailableError
+from drupe.lifetimes import TaskOwner
 
 __all__ = ["LeaseOwnership"]
 
@@ -48,8 +47,10 @@ class _Held:
     stale: bool = False
 
 
-class LeaseOwnership:
+class LeaseOwnership(TaskOwner):
     """Leases of one node; use as an async context manager (it owns the renewal loop)."""
+
+    after_timeout = 2.0  # releasing the held leases on exit
 
     def __init__(
         self,
@@ -65,30 +66,16 @@ class LeaseOwnership:
         self.on_lost = on_lost
         self._held: dict[str, _Held] = {}
         self._stale: dict[str, Fence] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
         self.renewals = 0
         self.lost = 0
         self.recovered = 0
 
-    async def __aenter__(self) -> Self:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._renew_loop)
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._renew_loop)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        result = await self._tg.__aexit__(exc_type, exc, tb)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(2):
-            for conversation_id in list(self._held):
-                await self._release(conversation_id)
-        return result
+    async def _after_tasks(self) -> None:
+        for conversation_id in list(self._held):
+            await self._release(conversation_id)
 
     # --- the port ----------------------------------------------------------------------------
 

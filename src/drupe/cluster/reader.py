@@ -27,14 +27,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
 from redis.exceptions import RedisError
 
 from drupe.cluster.chunk_log import LogEntry, RedisChunkLog
+from drupe.lifetimes import TaskOwner
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -70,7 +70,7 @@ class _Watcher:
             self.deliver(entry)
 
 
-class NodeReader:
+class NodeReader(TaskOwner):
     """One ``XREAD`` loop for this node. ``reader`` must be a dedicated single connection."""
 
     def __init__(self, redis: Redis, reader: Redis, log_: RedisChunkLog) -> None:
@@ -82,25 +82,11 @@ class NodeReader:
         self._changed = anyio.Event()
         self._client_id: int | None = None
         self._blocked = False
-        self._tg: anyio.abc.TaskGroup | None = None
         self.xread_calls = 0
 
-    async def __aenter__(self) -> Self:
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         self._client_id = int(await self._reader.client_id())
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._run)
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
+        group.start_soon(self._run)
 
     @property
     def blocked(self) -> bool:

@@ -36,8 +36,7 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable
 from dataclasses import dataclass, replace
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Final, Self
+from typing import TYPE_CHECKING, Any, Final
 
 import anyio
 import anyio.abc
@@ -51,6 +50,7 @@ from drupe.cluster.status_writer import (
     StatusKeys,
     StatusWriter,
 )
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.contracts import StatusObserver, StatusRecord
 from drupe.streaming.status_book import DEFAULT_MAX_RECORDS, evict_unpinned
 
@@ -72,7 +72,7 @@ class _Entry:
     local: bool  # reported by this node's manager (its board has it first hand)
 
 
-class ClusterStatus:
+class ClusterStatus(TaskOwner):
     """This node's side of the cluster-wide status; see the module docstring."""
 
     def __init__(
@@ -91,6 +91,7 @@ class ClusterStatus:
         self.ttl = node.settings.lease_ttl
         self.max_records = max_records
         self.drain_timeout = self.ttl if drain_timeout is None else drain_timeout
+        self.after_timeout = self.drain_timeout  # leaving the heartbeat on exit
         self._node = node
         self.heartbeat = NodeHeartbeat(
             node.redis, prefix=node.prefix, node_id=node.node_id, ttl=self.ttl
@@ -106,7 +107,6 @@ class ClusterStatus:
         self._view: OrderedDict[str, _Entry] = OrderedDict()
         self._observers: list[StatusObserver] = []
         self._closed = False
-        self._tg: anyio.abc.TaskGroup | None = None
 
     # --- lifetime ----------------------------------------------------------------------------
 
@@ -114,41 +114,25 @@ class ClusterStatus:
     def _redis(self) -> Redis:
         return self._node.redis
 
-    async def __aenter__(self) -> Self:
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         await self.heartbeat.beat()
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        try:
-            await self._tg.start(self._follow)
-        except BaseException:
-            self._tg.cancel_scope.cancel()
-            await self._tg.__aexit__(None, None, None)
-            raise
-        self._tg.start_soon(self.writer.run)
-        self._tg.start_soon(self.heartbeat.run)
-        return self
+        await group.start(self._follow)
+        group.start_soon(self.writer.run)
+        group.start_soon(self.heartbeat.run)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
+    async def _before_cancel(self) -> None:
         self._closed = True
         self.writer.close()
         with anyio.CancelScope(shield=True), anyio.move_on_after(self.drain_timeout):
             await self.writer.drained.wait()
         if not self.writer.drained.is_set():
             log.warning("cluster status: %d change(s) left unwritten", self.writer.pending)
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
-        with anyio.CancelScope(shield=True), anyio.move_on_after(self.drain_timeout):
-            try:
-                await self.heartbeat.leave()
-            except (OSError, RedisError) as err:
-                log.warning("cluster status: could not remove the heartbeat: %s", err)
-        return None
+
+    async def _after_tasks(self) -> None:
+        try:
+            await self.heartbeat.leave()
+        except (OSError, RedisError) as err:
+            log.warning("cluster status: could not remove the heartbeat: %s", err)
 
     # --- observing (sync) ------------------------------------------------------------------
 
@@ -297,7 +281,7 @@ class ClusterStatus:
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             finally:
                 with anyio.CancelScope(shield=True):
-                    await pubsub.aclose()  # type: ignore[no-untyped-call]
+                    await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
 
     async def _load_snapshot(self, *, forward: bool) -> None:
         raw: Any = await self._redis.hgetall(self.keys.hash)

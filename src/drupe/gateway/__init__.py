@@ -1,6 +1,5 @@
-"""The HTTP edge: FastAPI app factory, UI-stream and REST routes, guards, static web UI.
+"""The LLM gateway: OpenAI Chat Completions (with a pass-through to OpenAI-wire providers),
+Responses, Anthropic Messages, agents as models, the MCP proxy, keys, scopes and budgets.
 
-Entry points: ``drupe.gateway.app.create_app`` and ``create_app_with_lifespan``.
+Entry point: ``drupe.gateway.router.build_router(runtime)``, mounted by ``drupe.api.app_factory``.
 """
-
-from __future__ import annotations

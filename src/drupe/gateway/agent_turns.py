@@ -13,10 +13,10 @@ never stops the turn (invariant 2); ``POST /api/chat/{id}/stop`` stops it. A ses
 already answering is refused with 409 (nothing stored): a gateway request answers its own
 message, not a queued one.
 
-Cluster mode: the turn is admitted through ``ClusterChat.dispatch``, so it runs on the node that
-holds the session's lease (the one whose host has the session's driver, e.g. within its grace
-period after a turn), or here when no node holds it; the response follows the turn from the
-chunk log (``LogFollower``) on whichever node the request reached.
+The turn is admitted through the ``Conversations`` port with the ``reject`` strategy. In cluster
+mode it runs on the node that holds the session's lease (the one whose host has the session's
+driver, e.g. within its grace period after a turn), or here when no node holds it; the response
+follows the turn from the chunk log on whichever node the request reached.
 """
 
 from __future__ import annotations
@@ -27,6 +27,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from drupe.admission.base import Submit
+from drupe.admission.conversations import Admitted
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.chunks.types import UIMessage
 from drupe.errors import (
     AdmissionError,
@@ -40,8 +42,6 @@ from drupe.persistence.agents import session_conversation_id
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
-    from drupe.cluster.chat import ClusterChat
-    from drupe.cluster.follower import LogFollower
 
 __all__ = ["AgentTurn", "AgentTurnStream", "agent_turn", "is_agent_model"]
 
@@ -106,6 +106,7 @@ class AgentTurnStream:
         session_id: str,
         parts: list[dict[str, object]],
         error_body: ErrorBodyFn,
+        caller: Principal = LOCAL_ADMIN,
     ) -> None:
         self.runtime = runtime
         self.session_id = session_id
@@ -113,44 +114,19 @@ class AgentTurnStream:
         self.error_body = error_body
         self.conversation_id = session_conversation_id(session_id)
         self.listener = PromptListener(f"gateway-agent:{uuid.uuid4().hex}")
-        self._attached = False
-        self._follower: LogFollower | None = None
+        self.caller = caller
+        self._admitted: Admitted | None = None
 
     def _refuse(self, status: int, kind: str, message: str) -> GatewayError:
         return GatewayError(GatewayFailure(status, kind, message), self.error_body)  # type: ignore[arg-type]
 
     async def start(self) -> None:
-        host = self.runtime.sessions
-        if host is not None and host.is_busy(self.session_id):
-            raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
+        # ``reject``: a session with a turn live or queued refuses before anything is written.
         submit = Submit(conversation_id=self.conversation_id, parts=self.parts, strategy="reject")
-        cluster = self.runtime.cluster_chat
-        if cluster is not None:
-            await self._start_routed(cluster, submit)
-            return
-        self._attached = True
         try:
-            result = await self.runtime.dispatcher.dispatch(submit, [self.listener])
-        except AdmissionError as err:
-            self._detach()
-            if err.reason == "busy":
-                raise self._refuse(409, "conflict", str(err)) from None
-            raise
-        except UnknownConversationError as err:
-            self._detach()
-            raise self._refuse(404, "not_found", str(err)) from None
-        except DrupeError as err:
-            self._detach()
-            raise self._refuse(400, "invalid_request", str(err)) from None
-        if result.mode != "started" or result.turn_id is None or not result.execution_ids:
-            self._detach()
-            raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
-        self.listener.follow(result.turn_id, result.execution_ids[0])
-
-    async def _start_routed(self, cluster: ClusterChat, submit: Submit) -> None:
-        """Cluster mode: admit on the session's owner (or here), follow the chunk log."""
-        try:
-            result = await cluster.dispatch(submit)
+            self._admitted = await self.runtime.conversations.submit(
+                self.caller, submit, listener=self.listener
+            )
         except AdmissionError as err:
             if err.reason == "busy":
                 raise self._refuse(409, "conflict", str(err)) from None
@@ -161,20 +137,16 @@ class AgentTurnStream:
             raise  # 503 with Retry-After (the gateway's error mapping)
         except DrupeError as err:
             raise self._refuse(400, "invalid_request", str(err)) from None
+        result = self._admitted.result
         if result.mode != "started" or result.turn_id is None or not result.execution_ids:
+            self._detach()
             raise self._refuse(409, "conflict", f"agent session {self.session_id!r} is answering")
-        self.listener.follow(result.turn_id, result.execution_ids[0])
-        self._follower = cluster.follower(self.conversation_id, self.listener)
-        await self._follower.follow_turn(result.turn_id)
 
     def _detach(self) -> None:
         self.listener.closed = True
-        if self._follower is not None:
-            self._follower.close()
-            self._follower = None
-        if self._attached:
-            self._attached = False
-            self.runtime.manager.detach(self.conversation_id, self.listener.listener_id)
+        admitted, self._admitted = self._admitted, None
+        if admitted is not None:
+            admitted.close()
 
     def abort(self, reason: str) -> bool:
         self._detach()  # a subscriber leaving never stops the session's turn

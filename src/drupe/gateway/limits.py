@@ -23,12 +23,12 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Final
 
+from drupe.ids import SESSION_PREFIX
 from drupe.persistence.records import ApiKeyRecord
 
 __all__ = ["AGENT_PREFIX", "SESSION_PREFIX", "KeyLimiter", "check_agent_scope", "check_scope"]
 
 AGENT_PREFIX: Final = "agent:"
-SESSION_PREFIX: Final = "agent-session:"
 _WINDOW: Final = 60.0
 _DAY: Final = 86_400.0
 

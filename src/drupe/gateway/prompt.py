@@ -155,6 +155,8 @@ class PromptListener(BaseListener):
         self._wakeup: anyio.Event | None = None
         self._max_queued = max_queued
         self._target: tuple[str, str] | None = None
+        self._next_turn = False
+        self._skip_turn: str | None = None
         self.overflowed = False
         self.closed = False
 
@@ -167,10 +169,20 @@ class PromptListener(BaseListener):
             or (item.turn_id, item.execution_id) == self._target
         )
 
+    def follow_next_turn(self, after_turn_id: str | None) -> None:
+        """Follow the first execution that speaks in a turn other than ``after_turn_id``."""
+        self._target = None
+        self._skip_turn = after_turn_id
+        self._next_turn = True
+
     def on_chunk(self, event: StreamEvent) -> None:
         target = self._target
+        if target is None and self._next_turn and event.turn_id != self._skip_turn:
+            target = self._target = (event.turn_id, event.execution_id)
         if target is not None and (event.turn_id, event.execution_id) != target:
             return
+        if target is None and self._next_turn:
+            return  # still the turn it came after
         if len(self._items) >= self._max_queued:
             self.overflowed = True
         else:

@@ -37,6 +37,8 @@ from opentelemetry.context import Context
 from opentelemetry.sdk.trace import ReadableSpan, Span, SpanProcessor, TracerProvider
 from opentelemetry.sdk.trace.export import SpanExporter, SpanExportResult
 
+from drupe.lifetimes import TaskOwner
+
 __all__ = [
     "SpanCollector",
     "TraceRecorder",
@@ -161,7 +163,7 @@ class TraceStore:
         return len(doomed)
 
 
-class TraceRecorder:
+class TraceRecorder(TaskOwner):
     """A private tracer provider whose conversation spans are flushed after each terminal.
 
     Use as an async context manager: it owns the one task that writes flushes, so a terminal
@@ -190,23 +192,19 @@ class TraceRecorder:
         self._pending = 0
         self._changed = anyio.Event()
         self._send: MemoryObjectSendStream[str] | None = None
-        self._tg: anyio.abc.TaskGroup | None = None
 
-    async def __aenter__(self) -> TraceRecorder:
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         send, receive = anyio.create_memory_object_stream[str](self.max_queued)
         self._send = send
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        self._tg.start_soon(self._pump, receive)
-        return self
+        group.start_soon(self._pump, receive)
 
-    async def __aexit__(self, *exc: object) -> None:
-        assert self._tg is not None and self._send is not None
+    async def _before_cancel(self) -> None:
+        assert self._send is not None
         self._send.close()
         with anyio.move_on_after(self.drain_timeout, shield=True):
             await self.idle()
-        self._tg.cancel_scope.cancel()
-        await self._tg.__aexit__(None, None, None)
+
+    async def _after_tasks(self) -> None:
         self.shutdown()
 
     def schedule(self, conversation_id: str) -> None:

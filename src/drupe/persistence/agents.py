@@ -24,6 +24,7 @@ from typing import Any, Final
 from sqlalchemy import delete, select, update
 
 from drupe.errors import ValidationError
+from drupe.ids import SESSION_PREFIX, session_conversation_id
 from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import AgentRecord, AgentSessionRecord
@@ -32,16 +33,11 @@ from drupe.persistence.transaction import Transactions
 
 __all__ = ["AGENT_SESSION_PREFIX", "PERMISSION_MODES", "AgentStore", "session_conversation_id"]
 
-AGENT_SESSION_PREFIX: Final = "agent-session:"
+AGENT_SESSION_PREFIX: Final = SESSION_PREFIX
 PERMISSION_MODES: Final = ("default", "accept-edits", "plan", "bypass")
 _AGENT_FIELDS: Final = frozenset(
     ("name", "driver_type", "model_id", "instructions", "workspace")
 ) | frozenset(("tools", "mcp_servers", "permission_mode"))
-
-
-def session_conversation_id(session_id: str) -> str:
-    """The conversation id that carries a session's messages and stream."""
-    return f"{AGENT_SESSION_PREFIX}{session_id}"
 
 
 def _agent(row: AgentRow) -> AgentRecord:

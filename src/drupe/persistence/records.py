@@ -13,6 +13,7 @@ from datetime import datetime
 from typing import Any, Literal
 
 from drupe.chunks.types import UIMessage
+from drupe.ids import session_conversation_id
 
 __all__ = [
     "AgentRecord",
@@ -176,4 +177,4 @@ class AgentSessionRecord:
 
     @property
     def conversation_id(self) -> str:
-        return f"agent-session:{self.id}"
+        return session_conversation_id(self.id)

@@ -30,14 +30,14 @@ from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
-from drupe.ids import new_message_id, next_turn_id
+from drupe.ids import new_message_id, next_turn_id, session_conversation_id, session_id_of
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
-from drupe.sessions.lookup import SessionLookup, session_id_of
+from drupe.sessions.lookup import SessionLookup
 from drupe.sessions.reducer import reduce
 from drupe.sessions.state import (
     CloseConnection,
@@ -75,7 +75,7 @@ from drupe.sessions.state import (
     turn_config,
     will_continue,
 )
-from drupe.streaming.listeners.base import Listener, serialize_error
+from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, StreamManager
 
@@ -207,7 +207,7 @@ class AgentSessionHost:
             self._make_room()
             entry = self.entries[info.session_id] = SessionEntry(
                 session_id=info.session_id,
-                conversation_id=f"agent-session:{info.session_id}",
+                conversation_id=session_conversation_id(info.session_id),
                 info=info,
             )
         entry.info = info
@@ -596,7 +596,3 @@ def _forgettable(entry: SessionEntry) -> bool:
         and entry.idle_scope is None
         and entry.compaction_scope is None
     )
-
-
-def _error(err: BaseException) -> dict[str, Any]:
-    return dict(serialize_error(err))

@@ -15,16 +15,7 @@ from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
 
-__all__ = ["SESSION_PREFIX", "SessionLookup", "session_id_of"]
-
-SESSION_PREFIX = "agent-session:"
-
-
-def session_id_of(conversation_id: str) -> str | None:
-    """The session id of an ``agent-session:<id>`` conversation, else None."""
-    if conversation_id.startswith(SESSION_PREFIX):
-        return conversation_id[len(SESSION_PREFIX) :] or None
-    return None
+__all__ = ["SessionLookup"]
 
 
 class SessionLookup:

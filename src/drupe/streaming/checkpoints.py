@@ -27,11 +27,12 @@ import math
 from collections import deque
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from types import TracebackType
 from typing import Protocol
 
 import anyio
-from anyio.abc import TaskGroup
+import anyio.abc
+
+from drupe.lifetimes import TaskOwner
 
 __all__ = ["CheckpointPolicy", "CheckpointSink", "CheckpointTrack", "Checkpointer"]
 
@@ -132,7 +133,7 @@ class CheckpointTrack:
         self.closed = False
 
 
-class Checkpointer:
+class Checkpointer(TaskOwner):
     """Writes due checkpoints from one owned task (``async with Checkpointer(policy):``)."""
 
     def __init__(
@@ -147,27 +148,13 @@ class Checkpointer:
         self._idle.set()
         self._dirty = 0
         self._writing = False
-        self._tasks: TaskGroup | None = None
         self.rows_written = 0
         """Rows a checkpoint changed (a row that already settled is not counted)."""
         self.batches_written = 0
         self.batches_failed = 0
 
-    async def __aenter__(self) -> Checkpointer:
-        self._tasks = anyio.create_task_group()
-        await self._tasks.__aenter__()
-        self._tasks.start_soon(self._run, name="checkpointer")
-        return self
-
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        assert self._tasks is not None
-        self._tasks.cancel_scope.cancel()
-        return bool(await self._tasks.__aexit__(exc_type, exc, tb))
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        group.start_soon(self._run, name="checkpointer")
 
     # --- the listener side (synchronous, called on the producer's task) --------------------
 

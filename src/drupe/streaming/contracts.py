@@ -62,7 +62,6 @@ class Started:
     mode: Literal["started"]
     turn_id: str
     execution_ids: tuple[str, ...]
-    attempt_ids: tuple[int, ...]
 
 
 @dataclass(frozen=True, slots=True)

@@ -140,7 +140,6 @@ class LiveStream:
         self.evicted = LazyEvent()
         """Set when the stream leaves the registry (grace period over, or replaced)."""
         self.chaining = False
-        self.expires_at: float | None = None
         self.created_at = time.time()
         self._on_status = on_status
         self._on_no_subscribers = on_no_subscribers

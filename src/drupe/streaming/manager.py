@@ -25,7 +25,6 @@ import logging
 import time
 from collections.abc import Callable, Coroutine, Iterable, Sequence
 from contextlib import AbstractAsyncContextManager
-from types import TracebackType
 from typing import Any, Literal
 
 import anyio
@@ -34,6 +33,7 @@ from opentelemetry import trace
 
 from drupe.errors import AdmissionError, DuplicateModelError
 from drupe.ids import next_turn_id
+from drupe.lifetimes import TaskOwner
 from drupe.streaming.chaining import SteerChain
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.contracts import (
@@ -82,7 +82,7 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 
-class StreamManager:
+class StreamManager(TaskOwner):
     """Owns every live stream of the process. Use as an async context manager.
 
     Composed of collaborators with explicit state: ``registry`` (streams and eviction),
@@ -102,7 +102,6 @@ class StreamManager:
         self._locks = ConversationLocks()
         self._stream_listeners = list(stream_listeners)
         """Factories of listeners every started stream gets (e.g. the trace flush)."""
-        self._tg: anyio.abc.TaskGroup | None = None
         self._closing = False
         self.registry = StreamRegistry(self._spawn)
         self.status_book = StatusBook(
@@ -126,23 +125,13 @@ class StreamManager:
 
     # --- lifetime ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> StreamManager:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        return None  # streams start their tasks as they are sent
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
+    async def _before_cancel(self) -> None:
         self._closing = True
-        assert self._tg is not None
         with anyio.move_on_after(self.config.shutdown_grace, shield=True):
             await self.shutdown()
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
 
     async def shutdown(self) -> None:
         """Abort every live stream (``app-shutdown``) and wait until their partials are saved."""
@@ -152,12 +141,6 @@ class StreamManager:
         for stream in live:
             for execution in stream.executions.values():
                 await execution.settled.wait()
-
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
-            raise RuntimeError("StreamManager is not running (use `async with`)")
-        return self._tg
 
     def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], /, *args: Any) -> None:
         self.task_group.start_soon(fn, *args)
@@ -263,7 +246,6 @@ class StreamManager:
             "started",
             stream.turn_id,
             tuple(stream.executions),
-            tuple(e.attempt_id for e in stream.executions.values()),
         )
 
     def _start(self, request: SendInput) -> LiveStream:

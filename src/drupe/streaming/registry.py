@@ -17,7 +17,6 @@ Pure bookkeeping: the grace timers run as tasks of the manager's task group (``s
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
@@ -81,7 +80,6 @@ class StreamRegistry:
         if stream.grace_period <= 0:
             self.evict(stream)
             return
-        stream.expires_at = time.time() + stream.grace_period
         self._spawn(self._evict_later, stream)
 
     async def _evict_later(self, stream: LiveStream) -> None:

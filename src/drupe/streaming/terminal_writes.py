@@ -21,12 +21,12 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from types import TracebackType
 
 import anyio
-from anyio.abc import TaskGroup
+import anyio.abc
 
 from drupe.errors import FencedWriteError
+from drupe.lifetimes import TaskOwner
 
 __all__ = ["TerminalWriteRetrier", "WritePolicy", "write_with_retries"]
 
@@ -98,14 +98,13 @@ async def write_with_retries(write: Write, policy: WritePolicy, *, label: str) -
     raise last if last is not None else TimeoutError(f"no time left to write {label}")
 
 
-class TerminalWriteRetrier:
+class TerminalWriteRetrier(TaskOwner):
     """Keeps retrying terminal writes the foreground gave up on (``async with`` owns the task
     group; leaving it cancels what still waits: the boot reconcile settles those rows)."""
 
     def __init__(self, policy: WritePolicy | None = None, *, sleep: Sleep = anyio.sleep) -> None:
         self.policy = policy or WritePolicy()
         self._sleep = sleep
-        self._tasks: TaskGroup | None = None
         self._waiting = 0
         self._idle = anyio.Event()
         self._idle.set()
@@ -116,22 +115,12 @@ class TerminalWriteRetrier:
         self.refused = 0
         """Writes refused because ``max_background`` were already waiting."""
 
-    async def __aenter__(self) -> TerminalWriteRetrier:
-        self._tasks = anyio.create_task_group()
-        await self._tasks.__aenter__()
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        return None  # retries start their tasks as writes fail
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool:
-        assert self._tasks is not None
+    async def _before_cancel(self) -> None:
         if self._waiting:
             log.warning("shutdown: %d terminal write(s) left retrying", self._waiting)
-        self._tasks.cancel_scope.cancel()
-        return bool(await self._tasks.__aexit__(exc_type, exc, tb))
 
     @property
     def waiting(self) -> int:
@@ -139,14 +128,16 @@ class TerminalWriteRetrier:
 
     def submit(self, write: Write, mark: Mark, *, label: str) -> bool:
         """Retry ``write`` in the background (after ``mark``); False when refused."""
-        if self._tasks is None or self._waiting >= self.policy.max_background:
+        if self._owned_group is None or self._waiting >= self.policy.max_background:
             self.refused += 1
             log.error("terminal write of %s refused: %d already retrying", label, self._waiting)
             return False
         if self._waiting == 0:
             self._idle = anyio.Event()
         self._waiting += 1
-        self._tasks.start_soon(self._retry, write, mark, label, name=f"terminal write {label}")
+        self._owned_group.start_soon(
+            self._retry, write, mark, label, name=f"terminal write {label}"
+        )
         return True
 
     async def wait_idle(self) -> None:

@@ -31,7 +31,8 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from drupe.admission.base import Submit
-from drupe.errors import DrupeError, NotOwnerError, ValidationError
+from drupe.admission.principal import LOCAL_ADMIN
+from drupe.errors import AdmissionError, DrupeError, ValidationError
 from drupe.persistence.agents import session_conversation_id
 from drupe.persistence.schedules import TaskRunRecord
 from drupe.sessions.drivers.base import runs_headless
@@ -41,11 +42,10 @@ from drupe.tasks.heartbeat import HeartbeatSkip, heartbeat_prompt
 from drupe.tasks.sentinel import TaskSentinel
 
 if TYPE_CHECKING:
-    from drupe.admission.dispatch import Dispatcher
+    from drupe.admission.conversations import Admitted, Conversations
     from drupe.persistence.db import Database
     from drupe.sessions.drivers.registry import DriverRegistry
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.manager import StreamManager
     from drupe.tasks.clock import Clock
 
 __all__ = ["BUSY_RESULT", "RunControl", "TaskDeps", "TaskJob", "execute_run"]
@@ -62,8 +62,7 @@ class TaskDeps:
     """What a run needs. ``delivery`` may be replaced once the channel layer is up."""
 
     db: Database
-    manager: StreamManager
-    dispatcher: Dispatcher
+    conversations: Conversations
     host: AgentSessionHost
     drivers: DriverRegistry
     delivery: DeliveryPort
@@ -94,6 +93,8 @@ class RunControl:
     session_id: str | None = None
     sentinel: TaskSentinel | None = None
     deliveries: list[Listener] = field(default_factory=list)
+    admission: Admitted | None = None
+    """The admitted turn: its subscribers are let go through it."""
     started: anyio.Event = field(default_factory=anyio.Event)
     """Set once the run's turn was admitted (or the run ended without one)."""
     finished: anyio.Event = field(default_factory=anyio.Event)
@@ -145,27 +146,27 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
     ]
     control.sentinel, control.deliveries = sentinel, deliveries
     sentinel.on_settle = lambda: _detach(deps, control)
-    # Own the session's conversation first (cluster mode: this node's lease; another node's
-    # lease means that session is answering there: skipped, like a busy one), then lock it.
+    # Skip when busy is the ``reject`` strategy: a session with a turn live or queued (in
+    # cluster mode: answering on another node) refuses the submit before anything is written.
     try:
-        async with (
-            deps.dispatcher.ownership.hold(conversation_id),
-            deps.manager.conversation_lock(conversation_id),
-        ):
-            if deps.host.is_busy(session_id) or deps.manager.is_live(conversation_id):
-                return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
-            admitted = await deps.dispatcher.dispatch_locked(
-                Submit(
-                    conversation_id=conversation_id,
-                    parts=[{"type": "text", "text": prompt}],
-                    metadata={"headless": True, "taskRunId": job.run_id},
-                ),
-                [sentinel, *deliveries],
-            )
-    except NotOwnerError:
+        admission = await deps.conversations.submit(
+            LOCAL_ADMIN,
+            Submit(
+                conversation_id=conversation_id,
+                parts=[{"type": "text", "text": prompt}],
+                metadata={"headless": True, "taskRunId": job.run_id},
+                strategy="reject",
+            ),
+            subscribers=[sentinel, *deliveries],
+        )
+    except AdmissionError as err:
+        if err.reason != "busy":
+            return await _finish(deps, job, control, "failed", None, str(err))
         return await _finish(deps, job, control, "skipped", BUSY_RESULT, None)
     except DrupeError as err:
         return await _finish(deps, job, control, "failed", None, str(err))
+    control.admission = admission
+    admitted = admission.result
     if admitted.placeholder_ids:
         await store.update_run(job.run_id, message_id=admitted.placeholder_ids[0])
     control.started.set()
@@ -210,21 +211,21 @@ async def stop_run(deps: TaskDeps, control: RunControl, reason: str) -> None:
     session's turn is stopped; the sentinel settles from the ``paused`` terminal."""
     if control.conversation_id is None or control.session_id is None:
         return
-    for listener in control.deliveries:
-        deps.manager.detach(control.conversation_id, listener.listener_id)
+    if control.admission is not None:
+        for listener in control.deliveries:
+            control.admission.detach(listener)
     control.deliveries = []
-    deps.manager.abort(control.conversation_id, reason)
-    await deps.host.stop(control.session_id)
+    await deps.conversations.stop(LOCAL_ADMIN, control.conversation_id, reason=reason)
 
 
 def _detach(deps: TaskDeps, control: RunControl) -> None:
-    if control.conversation_id is None:
+    if control.conversation_id is None or control.admission is None:
         return
     listeners: list[Listener] = list(control.deliveries)
     if control.sentinel is not None:
         listeners.append(control.sentinel)
     for listener in listeners:
-        deps.manager.detach(control.conversation_id, listener.listener_id)
+        control.admission.detach(listener)
 
 
 async def _finish(

@@ -25,14 +25,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Mapping, Sequence
 from datetime import datetime, timedelta
-from types import TracebackType
 from typing import Any, Final, Literal
 
 import anyio
 import anyio.abc
 
-from drupe.admission.base import DispatchRequest
+from drupe.admission.base import Regenerate, Submit
+from drupe.admission.principal import LOCAL_ADMIN
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
+from drupe.lifetimes import TaskOwner
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
 from drupe.tasks.heartbeat import heartbeat_schedule_name
@@ -57,7 +58,7 @@ BREAKER_FAILURES: Final = 3
 """A schedule pauses itself after this many failed runs in a row (skips break the chain)."""
 
 
-class TaskService:
+class TaskService(TaskOwner):
     def __init__(
         self,
         deps: TaskDeps,
@@ -77,35 +78,17 @@ class TaskService:
         )
         self.run_scheduler = run_scheduler
         self.controls: dict[str, RunControl] = {}
-        self._tg: anyio.abc.TaskGroup | None = None
 
-    async def __aenter__(self) -> TaskService:
-        self._tg = anyio.create_task_group()
-        await self._tg.__aenter__()
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         if self.run_scheduler:
-            await self._tg.start(self.runner.run)
-        return self
+            await group.start(self.runner.run)
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        assert self._tg is not None
+    async def _before_cancel(self) -> None:
         if self.run_scheduler:
             # The runner stops at its next sleep: a database call is never cut in half.
             self.runner.stop()
             with anyio.move_on_after(_STOP_WAIT_S, shield=True):
                 await self.runner.stopped.wait()
-        self._tg.cancel_scope.cancel()
-        return await self._tg.__aexit__(exc_type, exc, tb)
-
-    @property
-    def task_group(self) -> anyio.abc.TaskGroup:
-        if self._tg is None:
-            raise RuntimeError("TaskService is not started (use it as an async context manager)")
-        return self._tg
 
     # -- schedules ---------------------------------------------------------------------------
 
@@ -358,10 +341,10 @@ class TaskService:
         assert latest is not None
         return latest
 
-    async def start_chat_run(self, request: DispatchRequest) -> TaskRunRecord:
+    async def start_chat_run(self, request: Submit | Regenerate) -> TaskRunRecord:
         """Admit a chat turn that no connection owns; its run row follows it to its end."""
         conversation_id = request.conversation_id
-        if self.deps.manager.is_live(conversation_id):
+        if self.deps.conversations.is_live(conversation_id):
             raise AdmissionError(
                 "busy",
                 f"conversation {conversation_id!r} is answering; a background submit needs an "
@@ -373,7 +356,9 @@ class TaskService:
         sentinel = TaskSentinel(f"agent-task:{run.id}")
         control = RunControl(conversation_id=conversation_id, sentinel=sentinel)
         try:
-            admitted = await self.deps.dispatcher.dispatch(request, [sentinel])
+            admission = await self.deps.conversations.submit(
+                LOCAL_ADMIN, request, subscribers=[sentinel]
+            )
         except BaseException:
             with anyio.CancelScope(shield=True):
                 await self.store.finish_run(
@@ -383,7 +368,10 @@ class TaskService:
         self.controls[run.id] = control
         control.started.set()
         record = await self.store.update_run(
-            run.id, message_id=admitted.placeholder_ids[0] if admitted.placeholder_ids else None
+            run.id,
+            message_id=admission.result.placeholder_ids[0]
+            if admission.result.placeholder_ids
+            else None,
         )
         self.task_group.start_soon(self._follow_chat_run, run.id, control)
         return record
@@ -418,7 +406,9 @@ class TaskService:
         if control.session_id is not None:
             await stop_run(self.deps, control, CANCEL_REASON)
         elif control.conversation_id is not None:
-            await self.deps.manager.abort_and_drain(control.conversation_id, CANCEL_REASON)
+            await self.deps.conversations.stop(
+                LOCAL_ADMIN, control.conversation_id, reason=CANCEL_REASON
+            )
         return True
 
     async def wait_started(self, run_id: str) -> TaskRunRecord:

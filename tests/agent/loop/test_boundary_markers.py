@@ -6,11 +6,11 @@ from pathlib import Path
 
 from drupe.admission.base import Submit
 from drupe.agent.chunker import strip_markers
+from drupe.agent.models.script import Text
+from drupe.agent.models.scripted import register_script
 from drupe.app import open_runtime
 from drupe.settings import Settings
 from drupe.testing.recording import RecordingListener
-from drupe.testing.script import Text
-from drupe.testing.scripted import register_script
 
 
 def test_strip_markers_removes_only_the_marker_characters() -> None:

@@ -18,6 +18,7 @@ from loop_support import collect, request, tool, user
 
 from drupe.agent.loop import AgentRunner
 from drupe.agent.models import ModelRegistry, load_model_config
+from drupe.agent.models.scripted import ScriptedModel, Text, ToolCall
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import UIMessage
 from drupe.testing.fake_providers import (
@@ -27,7 +28,6 @@ from drupe.testing.fake_providers import (
     fake_anthropic_server,
     fake_openai_server,
 )
-from drupe.testing.scripted import ScriptedModel, Text, ToolCall
 
 ARGS = {"city": "Paris"}
 ServerFactory = Callable[..., AbstractAsyncContextManager[str]]

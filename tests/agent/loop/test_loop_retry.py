@@ -9,9 +9,9 @@ from loop_support import Script, collect, request, runner_for, types, user
 from pydantic_ai.exceptions import ModelHTTPError
 
 from drupe.agent.loop import AgentRunner
+from drupe.agent.models.scripted import Fail, FailMidStream, ScriptedModel, Text
 from drupe.agent.retry import FailureInfo, RetryPolicy, classify, parse_retry_after
 from drupe.errors import ProviderError
-from drupe.testing.scripted import Fail, FailMidStream, ScriptedModel, Text
 
 
 class Sleeps:

@@ -31,6 +31,7 @@ from pydantic_ai.models import Model, ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 
 from drupe.agent.models import ModelRegistry, load_model_config
+from drupe.agent.models.scripted import ScriptedModel, Text, ToolCall
 from drupe.testing.fake_providers import (
     FakeReply,
     FakeToolCall,
@@ -38,7 +39,6 @@ from drupe.testing.fake_providers import (
     fake_anthropic_server,
     fake_openai_server,
 )
-from drupe.testing.scripted import ScriptedModel, Text, ToolCall
 
 WEATHER = ToolDefinition(
     name="get_weather",

@@ -11,8 +11,8 @@ from pydantic_ai.models.openai import OpenAIChatModel
 
 from drupe.agent.models import ModelRegistry, load_model_config
 from drupe.agent.models.local import LOCAL_MODEL_NOTE, local_model_available
+from drupe.agent.models.scripted import ScriptedModel
 from drupe.errors import ConfigError
-from drupe.testing.scripted import ScriptedModel
 
 CONFIG = """
 [providers.work]

@@ -27,7 +27,7 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 from pydantic_ai.tools import ToolDefinition
 
-from drupe.testing.scripted import (
+from drupe.agent.models.scripted import (
     Echo,
     Fail,
     FailMidStream,

@@ -17,11 +17,11 @@ import anthropic
 import openai
 import pytest
 
+from drupe.agent.models.scripted import Fail, Pause, Text, register_script
+from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.gateway.app import create_app
 from drupe.settings import Settings
 from drupe.testing.fake_providers import serve_app
-from drupe.testing.scripted import Fail, Pause, Text, register_script
 
 register_script("gw-stall-mid", [[Text("partial answer "), Pause(120), Text("never sent")]])
 register_script("gw-stall-start", [[Pause(120), Text("never sent")]])

@@ -199,7 +199,7 @@ def test_building_the_gateway_router_imports_neither_openai_nor_mcp() -> None:
     """Boot (P7) does not pay for the openai types or the MCP SDK: the first request does."""
     script = (
         "import sys\n"
-        "import drupe.gateway.app, drupe.gateway.compat\n"
+        "import drupe.api.app_factory, drupe.gateway.router\n"
         "print(sorted(m for m in ('openai', 'mcp') if m in sys.modules))\n"
     )
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)

@@ -18,6 +18,8 @@ from pydantic_ai.messages import ModelMessage, ModelResponse
 from pydantic_ai.models import Model
 from pydantic_ai.models.function import AgentInfo, FunctionModel
 
+from drupe.agent.models.script import Script, Sleep
+from drupe.agent.models.scripted import register_script, scripted_model
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ConfigError
@@ -31,8 +33,6 @@ from drupe.sessions.drivers.base import (
     UserInput,
 )
 from drupe.sessions.drivers.inprocess import InProcessConnection, InProcessDriver
-from drupe.testing.script import Script, Sleep
-from drupe.testing.scripted import register_script, scripted_model
 
 _names = itertools.count()
 

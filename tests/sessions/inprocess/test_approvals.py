@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drupe.agent.models.script import Text, ToolCall
 from drupe.sessions.drivers.base import (
     ChunkEvent,
     ConnectTarget,
@@ -11,7 +12,6 @@ from drupe.sessions.drivers.base import (
     ToolApprovalRequest,
     TurnComplete,
 )
-from drupe.testing.script import Text, ToolCall
 from tests.sessions.inprocess.support import (
     Reader,
     chunks,

@@ -18,6 +18,7 @@ import anyio
 from drupe.admission.agent_session import AgentSessionProvider
 from drupe.admission.base import Submit
 from drupe.admission.dispatch import Dispatcher
+from drupe.agent.models.script import Echo, Fail, Pause, Text, ToolCall
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.persistence.db import Database, open_database
 from drupe.persistence.records import MessageRecord
@@ -28,7 +29,6 @@ from drupe.streaming.config import StreamConfig
 from drupe.streaming.listeners.base import StreamEvent
 from drupe.streaming.manager import StreamManager
 from drupe.testing.recording import RecordingListener
-from drupe.testing.script import Echo, Fail, Pause, Text, ToolCall
 from tests.persistence.conftest import Target
 from tests.sessions.inprocess.support import Gate, Models, script_model
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from drupe.agent.models.script import Echo, Text, ToolCall
 from drupe.sessions.drivers.base import (
     ChunkEvent,
     ResumeToken,
@@ -13,7 +14,6 @@ from drupe.sessions.drivers.base import (
     UsageEvent,
     UserInput,
 )
-from drupe.testing.script import Echo, Text, ToolCall
 from tests.sessions.inprocess.support import (
     Reader,
     chunks,

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from pydantic_ai.messages import ModelRequest, ModelResponse, TextPart, UserPromptPart
 
+from drupe.agent.models.script import Fail, Text, ToolCall
 from drupe.errors import DriverError, ValidationError
 from drupe.sessions.drivers.base import (
     ChunkEvent,
@@ -21,7 +22,6 @@ from drupe.sessions.drivers.base import (
     can_steer,
 )
 from drupe.testing.driver_check import check_driver
-from drupe.testing.script import Fail, Text, ToolCall
 from tests.sessions.inprocess.support import (
     Histories,
     Models,

@@ -34,6 +34,7 @@ from typing import Any, Literal, get_args
 import platformdirs
 
 from drupe.errors import ConfigError
+from drupe.settings_env import read_environment
 
 __all__ = [
     "PROVIDER_TYPES",
@@ -242,7 +243,7 @@ def parse_model_config(
         file_providers[name] = _from_table(name, table, providers.get(name), env, where)
     # File providers come first: they are what the user chose, and they win the default.
     merged = {**file_providers, **{n: p for n, p in providers.items() if n not in file_providers}}
-    default_model = env.get("DRUPE_DEFAULT_MODEL") or data.get("default_model")
+    default_model = read_environment(env).DEFAULT_MODEL or data.get("default_model")
     if default_model is not None and not isinstance(default_model, str):
         raise ConfigError(f"{where}: default_model must be a string like 'openai:gpt-4.1-mini'")
     # Other top-level tables ([mcp], ...) belong to other parts of Drupe and are not checked here.

@@ -183,7 +183,7 @@ class ModelRegistry:
 
     @staticmethod
     def _resolve_scripted(model_id: str, spec: str) -> ResolvedModel:
-        from drupe.testing.scripted import scripted_model
+        from drupe.agent.models.scripted import scripted_model
 
         model = scripted_model(spec)
         return ResolvedModel(

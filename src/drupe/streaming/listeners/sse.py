@@ -32,7 +32,7 @@ Must never: import a web framework, do I/O in a listener callback, or grow witho
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 from typing import Any, Final, Literal
 
 import anyio
@@ -146,13 +146,6 @@ class FrameBuffer:
                 await wakeup.wait()
             if not wakeup.is_set():
                 return PING_FRAME
-
-    async def pump(
-        self, write: Callable[[bytes], Awaitable[None]], *, ping_after: float | None = None
-    ) -> None:
-        """Write coalesced batches with ``write`` until the buffer is closed and drained."""
-        while (batch := await self.next_batch(ping_after=ping_after)) is not None:
-            await write(batch)
 
     async def frames(self, *, ping_after: float | None = None) -> AsyncIterator[bytes]:
         """The coalesced batches as an async iterator (each item is one write)."""

@@ -23,14 +23,15 @@ import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import asdict, dataclass, field
-from types import TracebackType
-from typing import Any, Literal, Self
+from typing import Any, Literal
 
 import anyio
+import anyio.abc
 import mcp_types as types
 from anyio.abc import TaskGroup
 
 from drupe.errors import ToolError, UsageError
+from drupe.lifetimes import TaskOwner
 from drupe.tools.base import ToolContext, ToolEntry
 from drupe.tools.mcp.cache import CachedTools, on_failure, on_inactive, on_lookup, on_success
 from drupe.tools.mcp.client import McpConnection, describe_error
@@ -93,7 +94,7 @@ def call_result_value(result: types.CallToolResult, *, what: str) -> Any:
     return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
 
 
-class McpCatalog:
+class McpCatalog(TaskOwner):
     """The MCP servers, their cached tools and their connections (see the module docstring)."""
 
     def __init__(
@@ -114,7 +115,6 @@ class McpCatalog:
         self._prewarm_concurrency = prewarm_concurrency
         self._on_change = on_change
         self._slots: dict[str, _Slot] = {}
-        self._tg: TaskGroup | None = None
         self._connecting = 0
         self.peak_connecting = 0
         """Most connection attempts in flight at once (how ``prewarm``'s limit is observed)."""
@@ -123,30 +123,18 @@ class McpCatalog:
 
     # -- lifetime ---------------------------------------------------------------------------
 
-    async def __aenter__(self) -> Self:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        return None  # servers start their tasks as they connect
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
+    async def _before_cancel(self) -> None:
         for slot in self._slots.values():
             if slot.connection is not None:
                 slot.connection.close()
-        assert tg is not None
-        tg.cancel_scope.cancel()
-        return await tg.__aexit__(exc_type, exc, tb)
 
     def _task_group(self) -> TaskGroup:
-        if self._tg is None:
+        if self._owned_group is None:
             raise UsageError("McpCatalog must be entered (async with) before it can connect")
-        return self._tg
+        return self._owned_group
 
     # -- configuration ----------------------------------------------------------------------
 
@@ -184,7 +172,7 @@ class McpCatalog:
             slot.cache, now=self._clock(), refreshing=slot.inflight is not None
         )
         if start:
-            if self._tg is None:
+            if self._owned_group is None:
                 logger.warning("MCP catalog not running; cannot warm %r", server_id)
             else:
                 self._start_refresh(slot)
@@ -301,7 +289,7 @@ class McpCatalog:
             slot.connection = None
 
     def _tools_changed(self, slot: _Slot) -> None:
-        if self._slots.get(slot.config.id) is not slot or self._tg is None:
+        if self._slots.get(slot.config.id) is not slot or self._owned_group is None:
             return
         if slot.inflight is not None:
             slot.rerun = True

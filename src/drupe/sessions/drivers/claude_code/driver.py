@@ -30,13 +30,14 @@ from collections import OrderedDict
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup, TaskStatus
+import anyio.abc
+from anyio.abc import TaskStatus
 
 from drupe.errors import DriverError, UsageError, ValidationError
+from drupe.lifetimes import TaskOwner
 from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode
 from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
@@ -159,7 +160,7 @@ def _workspace_problem(workspace: Path | None) -> str | None:
     return None
 
 
-class ClaudeCodeDriver:
+class ClaudeCodeDriver(TaskOwner):
     """The ``claude-code`` driver (see the module docstring)."""
 
     headless_runs = True
@@ -168,7 +169,6 @@ class ClaudeCodeDriver:
     def __init__(self, config: ClaudeCodeConfig | None = None) -> None:
         self.type = "claude-code"
         self.config = config or ClaudeCodeConfig()
-        self._tg: TaskGroup | None = None
         self._connections: set[ClaudeCodeConnection] = set()
         self._latest: OrderedDict[str, tuple[ConnectInput, ClaudeCodeConnection]] = OrderedDict()
         """The newest connect per session, for the idle prewarm: at most ``MAX_LATEST``
@@ -184,26 +184,14 @@ class ClaudeCodeDriver:
             "mcp_servers": {k: repr(v) for k, v in self.config.mcp_servers.items()},
         }
 
-    async def __aenter__(self) -> Self:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        return None  # connections start their tasks as they connect
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
-        assert tg is not None
+    async def _before_cancel(self) -> None:
         with anyio.CancelScope(shield=True):
             await self._warm.close_all()
             for connection in list(self._connections):
                 await connection.close()
-        tg.cancel_scope.cancel()
-        return await tg.__aexit__(exc_type, exc, tb)
 
     def validate_session(self, session: SessionInfo) -> None:
         problem = _workspace_problem(session.workspace)
@@ -214,7 +202,7 @@ class ClaudeCodeDriver:
             raise ValidationError(f"unknown MCP servers for claude-code: {unknown!r}")
 
     async def connect(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
-        if self._tg is None:
+        if self._owned_group is None:
             raise UsageError("ClaudeCodeDriver must be entered (async with) before connecting")
         session_id = connect_input.session.session_id
         warm = await self._warm.consume(session_id, signature(connect_input, self._fingerprint))
@@ -231,7 +219,7 @@ class ClaudeCodeDriver:
     async def on_session_idle(self, session_id: str) -> None:
         """The host closed an idle session: prewarm a CLI that resumes it (when enabled)."""
         latest = self._latest.pop(session_id, None)
-        if not self.config.prewarm or self._tg is None or latest is None:
+        if not self.config.prewarm or self._owned_group is None or latest is None:
             return
         last_input, last_connection = latest
         token = last_connection.translator.resume_token or last_input.resume_token
@@ -239,20 +227,20 @@ class ClaudeCodeDriver:
             return
         warm_input = replace(last_input, resume_token=token, trace=None)
         sig = signature(warm_input, self._fingerprint)
-        if self._warm.refresh(session_id, sig, self._tg):
+        if self._warm.refresh(session_id, sig, self._owned_group):
             return
         try:
             connection = await self._spawn(warm_input)
         except DriverError as exc:
             log.warning("prewarming a Claude Code session failed: %s", exc)
             return
-        await self._warm.park(session_id, sig, connection, self._tg)
+        await self._warm.park(session_id, sig, connection, self._owned_group)
 
     def is_warm(self, session_id: str) -> bool:
         return session_id in self._warm
 
     async def _spawn(self, connect_input: ConnectInput) -> ClaudeCodeConnection:
-        assert self._tg is not None
+        assert self._owned_group is not None
         session = connect_input.session
         self.validate_session(session)
         assert session.workspace is not None
@@ -272,7 +260,7 @@ class ClaudeCodeDriver:
             exit_grace_s=self.config.exit_grace_s,
         )
         with anyio.fail_after(self.config.connect_timeout_s):
-            await self._tg.start(self._own, connection)
+            await self._owned_group.start(self._own, connection)
         return connection
 
     async def _own(

@@ -47,6 +47,7 @@ from drupe.agent.runner import AgentRunner
 from drupe.chunks.accumulate import AccumulateError, Accumulator
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import DriverError
+from drupe.ids import session_conversation_id
 from drupe.sessions.drivers.approvals import PendingApprovals
 from drupe.sessions.drivers.base import (
     ApiRetry,
@@ -240,7 +241,7 @@ class InProcessConnection:
         self._set_token(message)
         options = self._request_options
         request = TurnRequest(
-            conversation_id=f"agent-session:{self.session_id}",
+            conversation_id=session_conversation_id(self.session_id),
             message_id=message_id,
             model_id=target.model_id,
             messages=[*history_before(self.history, message.get("id")), message],

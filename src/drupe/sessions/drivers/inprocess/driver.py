@@ -33,15 +33,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Self
+from typing import TYPE_CHECKING, Any
 
 import anyio
-from anyio.abc import TaskGroup
+import anyio.abc
 
 from drupe.agent.runner import AgentRunner
 from drupe.chunks.types import UIMessage
 from drupe.errors import DriverError, UsageError, ValidationError
+from drupe.lifetimes import TaskOwner
 from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
 from drupe.sessions.drivers.inprocess.connection import InProcessConnection
 from drupe.sessions.drivers.inprocess.workspace_tools import (
@@ -91,7 +91,7 @@ def session_tools(
     return entries
 
 
-class InProcessDriver:
+class InProcessDriver(TaskOwner):
     """The ``inprocess`` driver (see the module docstring)."""
 
     headless_runs = True
@@ -114,28 +114,15 @@ class InProcessDriver:
         self._load_history = load_history
         self._runner = runner or AgentRunner(resolve_model)
         self._close_timeout_s = close_timeout_s
-        self._tg: TaskGroup | None = None
         self._connections: set[InProcessConnection] = set()
 
-    async def __aenter__(self) -> Self:
-        tg = anyio.create_task_group()
-        await tg.__aenter__()
-        self._tg = tg
-        return self
+    async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
+        return None  # connections start their tasks as they connect
 
-    async def __aexit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> bool | None:
-        tg, self._tg = self._tg, None
-        assert tg is not None
+    async def _before_cancel(self) -> None:
         with anyio.CancelScope(shield=True):
             for connection in list(self._connections):
                 await connection.close()
-        tg.cancel_scope.cancel()
-        return await tg.__aexit__(exc_type, exc, tb)
 
     def validate_session(self, session: SessionInfo) -> None:
         ensure_workspace(session)
@@ -145,7 +132,7 @@ class InProcessDriver:
         self._resolve_model(model_id)
 
     async def connect(self, connect_input: ConnectInput) -> InProcessConnection:
-        if self._tg is None:
+        if self._owned_group is None:
             raise UsageError("InProcessDriver must be entered (async with) before connecting")
         session = connect_input.session
         try:
@@ -184,7 +171,7 @@ class InProcessDriver:
             history=history,
             build_tools=lambda t: session_tools(workspace, settings, t),
             check_model=self.check_model,
-            task_group=self._tg,
+            task_group=self._owned_group,
             resume_token=token,
             request_options=settings,
             close_timeout_s=self._close_timeout_s,

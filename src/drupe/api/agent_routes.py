@@ -1,0 +1,362 @@
+"""Agent and agent-session REST routes, and the driver list.
+
+* ``GET/POST /api/agents``, ``GET/PATCH/DELETE /api/agents/{id}``: an agent is validated before
+  anything is written: its driver type must be registered (the 422 names the known ones), its
+  model must resolve when the driver checks models (``inprocess`` resolves through the model
+  registry; ``claude-code`` takes the CLI's own model names), and the driver must accept a
+  session of it (``validate_session``: workspace, MCP servers). Without a ``workspace`` an
+  agent gets ``<data dir>/workspaces/<agent id>`` (created); a workspace the client names must
+  be an existing directory given by an absolute path (never created: reference §4.4). An edit
+  is pushed to live sessions (``AgentSessionHost.agent_updated``).
+* ``GET/POST /api/agents/{id}/sessions``, ``GET /api/sessions``, ``GET/PATCH/DELETE
+  /api/sessions/{id}``: a session answer carries its ``conversationId`` (``agent-session:<id>``)
+  and the host's runtime state (busy, compacting, context usage, queued follow-ups, pending
+  approvals). Deleting a session (or its agent) first stops its live turn (the partial is
+  persisted, then deleted with the rest) and closes its runtime connection.
+* ``POST /api/sessions/{id}/approvals``: answers agent approvals in place (the driver holds
+  them); each decision reports whether the driver resolved it.
+* ``GET /api/drivers``: the registered driver types.
+
+Sessions stream through the chat and event routes (``POST /api/chat`` with
+``id = agent-session:<id>``, ``GET /api/chat/{id}/stream``, ``POST /api/chat/{id}/stop``,
+``GET /api/conversations/{id}/events``); this module never streams. Errors are raised, and
+mapped to HTTP by ``gateway.errors`` only.
+"""
+
+from __future__ import annotations
+
+import uuid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from fastapi import APIRouter, Query, Request, Response
+
+from drupe.api.agent_schemas import (
+    CreateAgent,
+    CreateSession,
+    UpdateAgent,
+    UpdateSession,
+    agent_json,
+    session_json,
+    store_fields,
+)
+from drupe.api.schemas import ApprovalsRequest
+from drupe.errors import DrupeError, UsageError, ValidationError
+from drupe.http.errors import HttpError
+from drupe.http.state import get_board, get_caller, get_runtime
+from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
+from drupe.sessions.drivers.base import PermissionMode, SessionInfo
+from drupe.streaming.approval_rules import Decision
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
+    from drupe.http.state import StatusBoard
+    from drupe.persistence.records import AgentRecord, AgentSessionRecord
+    from drupe.sessions.drivers.base import Driver
+
+__all__ = ["NotFound", "router"]
+
+router = APIRouter(tags=["agents"])
+
+_ID_MAX = 256
+
+
+class NotFound(HttpError):
+    status_code = 404
+
+
+# --- validation -------------------------------------------------------------------------------
+
+
+def _driver(runtime: Runtime, driver_type: str) -> Driver:
+    drivers = runtime.drivers
+    if drivers is None or driver_type not in drivers:
+        known = ", ".join(drivers.types()) if drivers is not None else ""
+        raise ValidationError(
+            f"driverType: unknown driver {driver_type!r}; known drivers: {known or 'none'}"
+        )
+    return drivers.get(driver_type)
+
+
+def _check_model(driver: Driver, model_id: str) -> None:
+    check = getattr(driver, "check_model", None)
+    if check is None:
+        return  # the runtime takes its own model names and reports a bad one on connect
+    try:
+        check(model_id)
+    except Exception as err:  # a driver's model check: any failure is the client's bad id
+        raise ValidationError(f"modelId: unknown model {model_id!r}: {err}") from err
+
+
+def _check_workspace(workspace: str) -> None:
+    """A workspace the client names must be an existing directory (absolute path); only the
+    default one (in the data dir) is created by the server."""
+    path = Path(workspace).expanduser()
+    if not path.is_absolute():
+        raise ValidationError(f"workspace: {workspace!r} is not an absolute path")
+    if not path.is_dir():
+        raise ValidationError(f"workspace: {workspace!r} is not a directory")
+
+
+def _validate_agent(
+    runtime: Runtime, agent_id: str, fields: dict[str, Any], checked: set[str]
+) -> None:
+    """Refuse an agent (the merged fields of a create or an edit) its driver would refuse.
+
+    ``checked``: the fields the client sent (a stored workspace is not re-checked).
+    """
+    driver = _driver(runtime, fields["driver_type"])
+    model_id = fields.get("model_id")
+    if model_id:
+        _check_model(driver, model_id)
+    workspace = fields.get("workspace")
+    if workspace and "workspace" in checked:
+        _check_workspace(workspace)
+    info = SessionInfo(
+        session_id="",
+        agent_id=agent_id,
+        agent_name=fields["name"],
+        driver_type=fields["driver_type"],
+        model_id=model_id or "",
+        instructions=fields.get("instructions"),
+        workspace=Path(workspace).expanduser() if workspace else None,
+        tools=tuple(fields.get("tools") or ()),
+        mcp_servers=tuple(fields.get("mcp_servers") or ()),
+        permission_mode=cast(PermissionMode, fields.get("permission_mode", "default")),
+    )
+    try:
+        driver.validate_session(info)
+    except UsageError:
+        raise
+    except DrupeError as err:
+        raise ValidationError(
+            f"the {fields['driver_type']} driver refused the agent: {err}"
+        ) from err
+
+
+def _record_fields(record: AgentRecord) -> dict[str, Any]:
+    return {
+        "name": record.name,
+        "driver_type": record.driver_type,
+        "model_id": record.model_id,
+        "instructions": record.instructions,
+        "workspace": record.workspace,
+        "tools": list(record.tools),
+        "mcp_servers": list(record.mcp_servers),
+        "permission_mode": record.permission_mode,
+    }
+
+
+async def _agent(runtime: Runtime, agent_id: str) -> AgentRecord:
+    record = await runtime.db.agents.get_agent(agent_id) if len(agent_id) <= _ID_MAX else None
+    if record is None:
+        raise NotFound(f"unknown agent {agent_id!r}")
+    return record
+
+
+async def _session(runtime: Runtime, session_id: str) -> AgentSessionRecord:
+    record = await runtime.db.agents.get_session(session_id) if len(session_id) <= _ID_MAX else None
+    if record is None:
+        raise NotFound(f"unknown agent session {session_id!r}")
+    return record
+
+
+def _session_json(
+    runtime: Runtime, board: StatusBoard, record: AgentSessionRecord
+) -> dict[str, Any]:
+    host = runtime.sessions
+    entry = host.entry(record.id) if host is not None else None
+    return session_json(record, board.status(record.conversation_id), entry)
+
+
+def _forget(runtime: Runtime, board: StatusBoard, session_id: str) -> None:
+    conversation_id = session_conversation_id(session_id)
+    runtime.manager.forget(conversation_id)
+    board.forget(conversation_id)
+
+
+# --- drivers ----------------------------------------------------------------------------------
+
+
+@router.get("/api/drivers")
+async def list_drivers(request: Request) -> dict[str, Any]:
+    """The registered agent-runtime drivers, and the permission modes an agent may have."""
+    runtime = get_runtime(request)
+    types = runtime.drivers.types() if runtime.drivers is not None else []
+    items = [
+        {
+            "type": t,
+            "checksModels": hasattr(runtime.drivers.get(t), "check_model")
+            if runtime.drivers is not None
+            else False,
+        }
+        for t in types
+    ]
+    return {"items": items, "permissionModes": list(PERMISSION_MODES)}
+
+
+# --- agents -----------------------------------------------------------------------------------
+
+
+@router.get("/api/agents")
+async def list_agents(request: Request) -> dict[str, Any]:
+    """Every agent, oldest first."""
+    runtime = get_runtime(request)
+    return {"items": [agent_json(a) for a in await runtime.db.agents.list_agents()]}
+
+
+@router.post("/api/agents", status_code=201)
+async def create_agent(body: CreateAgent, request: Request) -> dict[str, Any]:
+    """Create an agent (validated against the drivers and the model registry first)."""
+    runtime = get_runtime(request)
+    agent_id = f"agent_{uuid.uuid4().hex}"
+    fields = store_fields(body)
+    fields.update(
+        name=body.name.strip(),
+        driver_type=body.driverType,
+        tools=body.tools,
+        mcp_servers=body.mcpServers,
+        permission_mode=body.permissionMode,
+    )
+    driver = _driver(runtime, body.driverType)
+    if body.modelId is None:
+        if not hasattr(driver, "check_model"):
+            raise ValidationError(f"modelId: the {body.driverType} driver needs a model id")
+        fields["model_id"] = runtime.models.default_model_id()
+    if body.workspace is None:
+        fields["workspace"] = str(runtime.settings.data_dir / "workspaces" / agent_id)
+    _validate_agent(runtime, agent_id, fields, set(store_fields(body)))
+    record = await runtime.db.agents.create_agent(agent_id=agent_id, **fields)
+    return agent_json(record)
+
+
+@router.get("/api/agents/{agent_id}")
+async def get_agent(agent_id: str, request: Request) -> dict[str, Any]:
+    return agent_json(await _agent(get_runtime(request), agent_id))
+
+
+@router.patch("/api/agents/{agent_id}")
+async def update_agent(agent_id: str, body: UpdateAgent, request: Request) -> dict[str, Any]:
+    """Change some fields; live sessions of the agent are reconciled with the edit."""
+    runtime = get_runtime(request)
+    current = await _agent(runtime, agent_id)
+    changes = store_fields(body)
+    for key in ("name", "driver_type", "tools", "mcp_servers", "permission_mode", "workspace"):
+        if key in changes and changes[key] is None:
+            raise ValidationError(f"{key}: cannot be null")
+    if "name" in changes:
+        changes["name"] = changes["name"].strip()
+    if not changes:
+        return agent_json(current)
+    _validate_agent(runtime, agent_id, {**_record_fields(current), **changes}, set(changes))
+    record = await runtime.db.agents.update_agent(agent_id, **changes)
+    host = runtime.sessions
+    if host is not None:
+        await host.agent_updated(agent_id)
+    return agent_json(record)
+
+
+@router.delete("/api/agents/{agent_id}", status_code=204, response_class=Response)
+async def delete_agent(agent_id: str, request: Request) -> Response:
+    """Stop the agent's live sessions, then delete it with its sessions and their messages."""
+    runtime = get_runtime(request)
+    board = get_board(request)
+    await _agent(runtime, agent_id)
+    sessions = await runtime.db.agents.list_sessions(agent_id)
+    for session in sessions:
+        await runtime.conversations.close_session(get_caller(request), session.id)
+    await runtime.db.agents.delete_agent(agent_id)
+    for session in sessions:
+        _forget(runtime, board, session.id)
+    return Response(status_code=204)
+
+
+# --- sessions ---------------------------------------------------------------------------------
+
+
+@router.get("/api/agents/{agent_id}/sessions")
+async def list_agent_sessions(agent_id: str, request: Request) -> dict[str, Any]:
+    """The agent's sessions, oldest first, with their runtime state."""
+    runtime = get_runtime(request)
+    board = get_board(request)
+    await _agent(runtime, agent_id)
+    records = await runtime.db.agents.list_sessions(agent_id)
+    return {"items": [_session_json(runtime, board, r) for r in records]}
+
+
+@router.post("/api/agents/{agent_id}/sessions", status_code=201)
+async def create_session(agent_id: str, body: CreateSession, request: Request) -> dict[str, Any]:
+    """Create a session; chat with it at ``POST /api/chat`` with its ``conversationId``."""
+    runtime = get_runtime(request)
+    await _agent(runtime, agent_id)
+    record = await runtime.db.agents.create_session(
+        agent_id, title=body.title, settings=body.settings
+    )
+    return _session_json(runtime, get_board(request), record)
+
+
+@router.get("/api/sessions")
+async def list_sessions(
+    request: Request,
+    agent_id: str | None = Query(default=None, alias="agentId", max_length=_ID_MAX),
+) -> dict[str, Any]:
+    """Every session (or one agent's), oldest first, with their runtime state."""
+    runtime = get_runtime(request)
+    board = get_board(request)
+    records = await runtime.db.agents.list_sessions(agent_id)
+    return {"items": [_session_json(runtime, board, r) for r in records]}
+
+
+@router.get("/api/sessions/{session_id}")
+async def get_session(session_id: str, request: Request) -> dict[str, Any]:
+    """A session, its conversation id and the host's runtime state."""
+    runtime = get_runtime(request)
+    record = await _session(runtime, session_id)
+    return _session_json(runtime, get_board(request), record)
+
+
+@router.patch("/api/sessions/{session_id}")
+async def rename_session(session_id: str, body: UpdateSession, request: Request) -> dict[str, Any]:
+    """Rename a session (and its conversation)."""
+    runtime = get_runtime(request)
+    await _session(runtime, session_id)
+    record = await runtime.db.agents.update_session(session_id, title=body.title)
+    await runtime.db.conversations.rename(record.conversation_id, body.title)
+    return _session_json(runtime, get_board(request), record)
+
+
+@router.delete("/api/sessions/{session_id}", status_code=204, response_class=Response)
+async def delete_session(session_id: str, request: Request) -> Response:
+    """Stop the live turn (its partial persisted), then delete the session and its messages."""
+    runtime = get_runtime(request)
+    board = get_board(request)
+    await _session(runtime, session_id)
+    await runtime.conversations.close_session(get_caller(request), session_id)
+    await runtime.db.agents.delete_session(session_id)
+    _forget(runtime, board, session_id)
+    return Response(status_code=204)
+
+
+@router.post("/api/sessions/{session_id}/approvals")
+async def answer_approvals(
+    session_id: str, body: ApprovalsRequest, request: Request
+) -> dict[str, Any]:
+    """Answer agent approvals in place; ``ok`` is False for one the driver no longer holds."""
+    runtime = get_runtime(request)
+    await _session(runtime, session_id)
+    results = []
+    for decision in body.decisions:
+        # The session's owner (in cluster mode, wherever it runs) holds the pending decision.
+        outcome = await runtime.conversations.approve(
+            get_caller(request),
+            session_conversation_id(session_id),
+            [
+                Decision(
+                    approval_id=decision.approvalId,
+                    approved=decision.approved,
+                    reason=decision.reason,
+                )
+            ],
+        )
+        results.append({"approvalId": decision.approvalId, "ok": outcome.ok})
+    return {"ok": all(r["ok"] for r in results), "results": results}

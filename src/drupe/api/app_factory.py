@@ -1,0 +1,204 @@
+"""The FastAPI app factory: routes, guards, error mapping, metrics and the static UI.
+
+* ``create_app(runtime, extra_routers=())`` builds an app over an already open ``Runtime``
+  (tests, embedding). ``create_app_with_lifespan(settings)`` builds one that opens the runtime
+  in the ASGI lifespan and closes it (aborting live streams, persisting partials) on shutdown:
+  that is what ``drupe serve`` runs.
+* The OpenAI/Anthropic gateway router comes from ``drupe.gateway.router.build_router(runtime)``
+  when that module exists; ``extra_routers`` are included after it.
+* Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
+  (403). Exceptions map to HTTP only in ``drupe.http.errors``.
+* Anything no route claims goes to the built web UI (``static_ui``).
+* The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
+  (no middleware, routing or FastAPI frames kept per live connection).
+* The lifespan owns the app's ``PingTicker`` (``app.state.ping_ticker``): one task that pings
+  every idle SSE connection (an app whose lifespan does not run times each ping per connection).
+
+Routes never own a stream's tasks: they dispatch to the runtime, whose manager owns them.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Iterable
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, FastAPI
+from starlette.types import Receive, Scope, Send
+
+from drupe.api import (
+    agent_routes,
+    channel_routes,
+    chat_routes,
+    conversation_routes,
+    export_routes,
+    search_routes,
+    system_routes,
+    task_routes,
+    trace_routes,
+    usage_routes,
+)
+from drupe.api.static_ui import StaticUI
+from drupe.api.titles import Titler
+from drupe.gateway.router import build_router
+from drupe.http.errors import install_error_handlers
+from drupe.http.guards import BodyLimit, OriginCheck
+from drupe.http.ping_ticker import PingTicker
+from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
+from drupe.http.state import StatusBoard
+from drupe.settings import Settings
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
+
+__all__ = ["DrupeApp", "create_app", "create_app_with_lifespan", "install_runtime"]
+
+log = logging.getLogger(__name__)
+
+
+class DrupeApp(FastAPI):
+    """FastAPI whose SSE responses stream after the request's own stack has unwound.
+
+    Each HTTP request gets an empty hand-off slot (``sse_response.HANDOFF_KEY``); an
+    ``SseResponse`` fills it instead of streaming inside the middleware, routing and endpoint
+    frames, and is streamed here. Everything before the response (guards, routing,
+    validation, the endpoint, error mapping) runs exactly as in FastAPI; what FastAPI ends
+    when the endpoint's response returns (``yield`` dependencies, its own request telemetry)
+    therefore ends before the stream does.
+    """
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await super().__call__(scope, receive, send)
+            return
+        slot: list[SseHandoff] = []
+        scope[HANDOFF_KEY] = slot
+        try:
+            await super().__call__(scope, receive, send)
+        except BaseException:
+            for response, *_ in slot:
+                response.abandon()
+            raise
+        if not slot:
+            return
+        del scope[HANDOFF_KEY]
+        # The server keeps the scope for the connection's life: drop FastAPI's per-request
+        # bookkeeping (its exit stacks, closed now that the request's stack has returned).
+        for key in [key for key in scope if key.startswith("fastapi_")]:
+            del scope[key]
+        response, ticker, receive, send = slot.pop()
+        try:
+            await response.stream(ticker, receive, send)
+        except Exception:  # as the app's last-resort handler (errors.on_unexpected) logs it
+            log.exception("%s %s failed", scope.get("method"), scope.get("path"))
+            raise
+
+
+def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
+    from drupe import __version__
+
+    app = DrupeApp(
+        title="Drupe",
+        version=__version__,
+        description=(
+            "A self-hosted AI conversation runtime. The UI stream routes speak the Vercel AI "
+            "SDK UI message stream (v1); the /v1 routes are OpenAI/Anthropic compatible."
+        ),
+        lifespan=lifespan,
+    )
+    app.state.board = StatusBoard()
+    app.state.runtime = None
+    app.state.close_gateway = None
+    app.state.ping_ticker = None
+    install_error_handlers(app)
+    # The channels' catch-all /channels/{id}/{path} must win over the gateway's
+    # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
+    app.include_router(channel_routes.router)
+    app.state.gateway_slot = len(app.router.routes)
+    app.include_router(system_routes.router)
+    app.include_router(chat_routes.router)
+    app.include_router(conversation_routes.router)
+    app.include_router(search_routes.router)
+    app.include_router(export_routes.router)
+    app.include_router(agent_routes.router)
+    app.include_router(task_routes.router)
+    app.include_router(trace_routes.router)
+    app.include_router(usage_routes.router)
+    app.router.default = StaticUI()
+    app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    return app
+
+
+def install_runtime(
+    app: FastAPI, runtime: Runtime, extra_routers: Iterable[APIRouter] = ()
+) -> None:
+    """Bind ``runtime`` to ``app``: state, status observer, metrics, gateway routers."""
+    from drupe.api.system_routes import metrics_registry
+
+    app.state.runtime = runtime
+    board: StatusBoard = app.state.board
+    board.max_entries = runtime.manager.config.max_status_records
+    removers = [
+        runtime.manager.add_status_observer(board.observe),
+        runtime.conversations.add_remote_observer(board.observe_remote),  # other nodes'
+        runtime.manager.add_status_observer(Titler(runtime).observe),
+    ]
+    app.state.remove_observer = lambda: [remove() for remove in removers]
+    app.state.metrics = metrics_registry(runtime.manager)
+    gateway = build_router(runtime)
+    app.state.close_gateway = getattr(gateway, "aclose", None)
+    app.include_router(gateway)
+    # Early in line: the router tries its routes in order, and ~50 /api routes in front
+    # of /v1/chat/completions cost more CPU than the pass-through's own work.
+    routes = app.router.routes
+    routes.insert(app.state.gateway_slot, routes.pop())
+    for router in extra_routers:
+        app.include_router(router)
+    app.openapi_schema = None
+
+
+def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> FastAPI:
+    """The HTTP edge over an open runtime (the caller closes the runtime; the app's lifespan
+    closes only what the routes own: the gateway's pooled upstream connections)."""
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        try:
+            async with PingTicker() as app.state.ping_ticker:
+                yield
+        finally:
+            app.state.ping_ticker = None
+            if app.state.close_gateway is not None:
+                await app.state.close_gateway()
+
+    app = _base_app(runtime.settings, lifespan)
+    install_runtime(app, runtime, extra_routers)
+    return app
+
+
+def create_app_with_lifespan(
+    settings: Settings | None = None, *, extra_routers: Iterable[APIRouter] = ()
+) -> FastAPI:
+    """An app that opens the runtime on startup and closes it on shutdown."""
+    from drupe.app import open_runtime
+
+    settings = settings or Settings.from_env()
+    routers = list(extra_routers)
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[None]:
+        async with open_runtime(settings) as runtime:
+            install_runtime(app, runtime, routers)
+            try:
+                async with PingTicker() as app.state.ping_ticker:
+                    yield
+            finally:
+                app.state.ping_ticker = None
+                app.state.remove_observer()
+                if app.state.close_gateway is not None:
+                    await app.state.close_gateway()
+                app.state.runtime = None
+
+    return _base_app(settings, lifespan)

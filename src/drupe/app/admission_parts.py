@@ -1,0 +1,193 @@
+"""The agent-runtime drivers, the session host, admission (the dispatcher over its context
+providers, the approval service) and the ``Conversations`` port: local, or the cluster's.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import logging
+from contextlib import AsyncExitStack
+from typing import TYPE_CHECKING
+
+import anyio
+
+from drupe.admission.agent_session import AgentSessionProvider
+from drupe.admission.approval_service import ApprovalService
+from drupe.admission.base import ContextProvider
+from drupe.admission.conversations import Conversations
+from drupe.admission.dispatch import Dispatcher
+from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
+from drupe.admission.local_conversations import LocalConversations
+from drupe.admission.ownership import LocalOwnership, Ownership
+from drupe.admission.persistent import PersistentProvider
+from drupe.admission.turn_runner import TurnRunner, model_validator
+from drupe.agent.models.registry import ModelRegistry
+from drupe.agent.runner import AgentRunner
+from drupe.app.streams import Streams
+from drupe.chunks.types import UIMessage
+from drupe.ids import session_conversation_id
+from drupe.persistence.db import Database
+from drupe.sessions.drivers.inprocess.driver import InProcessDriver
+from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
+from drupe.settings import Settings
+from drupe.streaming.manager import StreamManager
+
+if TYPE_CHECKING:
+    from drupe.cluster.node import ClusterNode
+    from drupe.cluster.status import ClusterStatus
+    from drupe.cluster.takeover import Takeover
+
+
+log = logging.getLogger(__name__)
+
+
+def session_host(
+    manager: StreamManager, drivers: DriverRegistry, db: Database, ownership: Ownership
+) -> AgentSessionHost:
+    """The agent-session host over the manager and stores; the drivers are registered by the
+    caller (nothing registers itself)."""
+    return AgentSessionHost(
+        manager=manager,
+        drivers=drivers,
+        agents=db.agents,
+        messages=db.messages,
+        idle_ttl=DEFAULT_IDLE_TTL,
+        fence_for=ownership.fence_for,
+    )
+
+
+def admission(
+    models: ModelRegistry,
+    db: Database,
+    streams: Streams,
+    runner: TurnRunner,
+    host: AgentSessionHost,
+    drivers: DriverRegistry,
+    reconciled: anyio.Event,
+) -> LocalConversations:
+    """The dispatcher over the context providers, the approval service and the local
+    ``Conversations`` port over them."""
+    manager = streams.manager
+    ownership = streams.ownership or LocalOwnership()
+    ephemeral = EphemeralStore()
+    dispatcher = Dispatcher(
+        manager,
+        providers(models, db, manager, runner, host, drivers, ephemeral, streams),
+        reconciled=reconciled,
+        ownership=ownership,
+    )
+    return LocalConversations(
+        manager=manager,
+        dispatcher=dispatcher,
+        approvals=ApprovalService(dispatcher, db.messages, fence_for=ownership.fence_for),
+        conversations=db.conversations,
+        messages=db.messages,
+        ephemeral=ephemeral,
+        sessions=host,
+    )
+
+
+def providers(
+    models: ModelRegistry,
+    db: Database,
+    manager: StreamManager,
+    runner: TurnRunner,
+    host: AgentSessionHost,
+    drivers: DriverRegistry,
+    ephemeral: EphemeralStore,
+    streams: Streams,
+) -> list[ContextProvider]:
+    """The context providers, agent sessions first (the persistent provider is the catch-all
+    and refuses ``agent-session:`` ids)."""
+    validate = model_validator(models)
+    fence_for = streams.ownership.fence_for if streams.ownership is not None else unfenced
+    return [
+        AgentSessionProvider(host=host, messages=db.messages, drivers=drivers),
+        EphemeralProvider(
+            ephemeral,
+            runner=runner,
+            default_model=models.default_model_id,
+            validate_model=validate,
+        ),
+        PersistentProvider(
+            conversations=db.conversations,
+            messages=db.messages,
+            runner=runner,
+            default_model=models.default_model_id,
+            validate_model=validate,
+            has_pending_steer=manager.has_pending_steer,
+            checkpointer=streams.checkpointer,
+            retrier=streams.retrier,
+            fence_for=fence_for,
+        ),
+    ]
+
+
+async def open_conversations(
+    stack: AsyncExitStack,
+    settings: Settings,
+    local: LocalConversations,
+    streams: Streams,
+    cluster: ClusterNode | None,
+    cluster_status: ClusterStatus | None,
+    db: Database,
+) -> tuple[Takeover | None, Conversations]:
+    """The ``Conversations`` port: the local one, or in cluster mode the cluster one over the
+    routed commands (``ClusterRouter``), with this node's takeover sweep (both entered here)."""
+    if cluster is None or streams.ownership is None or streams.writer is None:
+        return None, local
+    from drupe.cluster.cluster_conversations import ClusterConversations
+    from drupe.cluster.router import ClusterRouter
+    from drupe.cluster.takeover import Takeover
+
+    router = await stack.enter_async_context(
+        ClusterRouter(
+            cluster, dispatcher=local.dispatcher, local=local, announce=streams.writer.announce
+        )
+    )
+    takeover = await stack.enter_async_context(
+        Takeover(
+            cluster,
+            streams.ownership,
+            dispatcher=local.dispatcher,
+            manager=streams.manager,
+            messages=db.messages,
+            settle=cluster_status.settle if cluster_status is not None else None,
+            schedules=db.schedules,
+        )
+    )
+    conversations = ClusterConversations(
+        local, router, grace_period=settings.stream.grace_period, status=cluster_status
+    )
+    return takeover, conversations
+
+
+async def open_drivers(
+    stack: AsyncExitStack, models: ModelRegistry, agent: AgentRunner, db: Database
+) -> DriverRegistry:
+    """Register the agent-runtime drivers explicitly (never as an import side effect)."""
+    drivers = DriverRegistry()
+
+    async def load_history(session_id: str) -> list[UIMessage]:
+        rows = await db.messages.list_for_conversation(session_conversation_id(session_id))
+        return [row.as_ui_message() for row in rows if row.status != "pending"]
+
+    inprocess = await stack.enter_async_context(
+        InProcessDriver(
+            resolve_model=lambda model_id: models.resolve(model_id).model,
+            load_history=load_history,
+            runner=agent,
+            context_window=lambda model_id: models.resolve(model_id).context_window,
+        )
+    )
+    drivers.register(inprocess)
+    if importlib.util.find_spec("claude_agent_sdk") is not None:
+        from drupe.sessions.drivers.claude_code.driver import ClaudeCodeDriver
+
+        drivers.register(await stack.enter_async_context(ClaudeCodeDriver()))
+    return drivers
+
+
+def unfenced(conversation_id: str) -> int | None:
+    return None
