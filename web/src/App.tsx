@@ -112,6 +112,20 @@ export function App() {
   const [strategy, setStrategy] = usePersisted<Strategy>("drupe.strategy", "enqueue", isStrategy);
   const [firstMessage, setFirstMessage] = useState<{ id: string; text: string } | null>(null);
 
+  // Under 768 px the sidebar is a panel over the page: the ☰ button opens it, following a link
+  // (any hash change) or Escape closes it.
+  const [navOpen, setNavOpen] = useState(false);
+  useEffect(() => {
+    const close = () => setNavOpen(false);
+    const onKey = (e: KeyboardEvent) => e.key === "Escape" && close();
+    window.addEventListener("hashchange", close);
+    window.addEventListener("keydown", onKey);
+    return () => {
+      window.removeEventListener("hashchange", close);
+      window.removeEventListener("keydown", onKey);
+    };
+  }, []);
+
   useStatusPolling();
   const polled = useStatuses();
   const pollOk = useRef(polled.ok);
@@ -249,7 +263,18 @@ export function App() {
   };
 
   return (
-    <div className="app">
+    <div className={`app${navOpen ? " nav-open" : ""}`}>
+      <button
+        type="button"
+        className="nav-toggle"
+        data-testid="nav-toggle"
+        aria-label={navOpen ? "Hide conversations" : "Show conversations"}
+        aria-expanded={navOpen}
+        aria-controls="sidebar"
+        onClick={() => setNavOpen((open) => !open)}
+      >
+        ☰
+      </button>
       <Sidebar
         items={items.filter((i) => sessionIdOf(i.id) === null)}
         statuses={polled.statuses}

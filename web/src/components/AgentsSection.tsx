@@ -283,6 +283,7 @@ function AgentItem({
                 className="ghost small"
                 data-testid="new-session"
                 title="New session"
+                aria-label="New session"
                 onClick={() => onNewSession(agent.id)}
               >
                 +
@@ -292,6 +293,7 @@ function AgentItem({
                 className="ghost small"
                 data-testid="delete-agent"
                 title="Delete agent"
+                aria-label="Delete agent"
                 onClick={() => setConfirming(true)}
               >
                 ✕
@@ -323,6 +325,7 @@ function AgentItem({
                   className="ghost small"
                   data-testid="delete-session"
                   title="Delete session"
+                aria-label="Delete session"
                   onClick={() => onDeleteSession(s)}
                 >
                   ✕

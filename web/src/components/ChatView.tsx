@@ -442,7 +442,7 @@ export function ChatView({
       {error && (
         <div className="notice error chat-error" role="alert" data-testid="chat-error">
           <span>{error}</span>
-          <button type="button" className="ghost small" onClick={() => setError(null)} aria-label="Dismiss">
+          <button type="button" className="ghost small" onClick={() => setError(null)} aria-label="Dismiss the error">
             ✕
           </button>
         </div>

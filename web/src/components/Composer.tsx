@@ -1,5 +1,5 @@
 // The message box. It stays enabled while an answer streams: sending then is a steer, handled
-// per the strategy picker. Enter sends, Shift+Enter adds a line.
+// per the strategy picker. Enter sends, Shift+Enter adds a line, Escape stops a running answer.
 import { useState } from "react";
 import { type ModelInfo, STRATEGIES, type Strategy } from "../api";
 import { ModelPicker, selectedNotes } from "./ModelPicker";
@@ -72,10 +72,14 @@ export function Composer({
           value={text}
           placeholder={busy ? `Steer the answer (${STRATEGY_HELP[strategy]})…` : "Message Drupe…"}
           onChange={(e) => setText(e.target.value)}
+          aria-label={busy ? "Steer the answer" : "Message"}
           onKeyDown={(e) => {
             if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
               e.preventDefault();
               void send();
+            } else if (e.key === "Escape" && busy && onStop) {
+              e.preventDefault();
+              onStop();
             }
           }}
         />

@@ -84,32 +84,53 @@ function CreateForm({ agents, onCreated }: { agents: Agent[]; onCreated: () => v
   };
   return (
     <form className="schedule-form" data-testid="schedule-form" onSubmit={submit}>
-      <select value={agentId} onChange={(e) => setAgentId(e.target.value)} data-testid="schedule-agent">
-        {agents.map((a) => (
-          <option key={a.id} value={a.id}>
-            {a.name}
-          </option>
-        ))}
-      </select>
-      <input placeholder="Name" value={name} onChange={(e) => setName(e.target.value)} data-testid="schedule-name" />
-      <input placeholder="Prompt" value={prompt} onChange={(e) => setPrompt(e.target.value)} data-testid="schedule-prompt" />
-      <select value={kind} onChange={(e) => setKind(e.target.value as "cron" | "interval")} data-testid="schedule-kind">
-        <option value="cron">cron</option>
-        <option value="interval">every N minutes</option>
-      </select>
+      <label className="field">
+        <span>Agent</span>
+        <select value={agentId} onChange={(e) => setAgentId(e.target.value)} data-testid="schedule-agent">
+          {agents.map((a) => (
+            <option key={a.id} value={a.id}>
+              {a.name}
+            </option>
+          ))}
+        </select>
+      </label>
+      <label className="field">
+        <span>Name</span>
+        <input value={name} onChange={(e) => setName(e.target.value)} data-testid="schedule-name" />
+      </label>
+      <label className="field grow">
+        <span>Prompt</span>
+        <input value={prompt} onChange={(e) => setPrompt(e.target.value)} data-testid="schedule-prompt" />
+      </label>
+      <label className="field">
+        <span>Repeat</span>
+        <select value={kind} onChange={(e) => setKind(e.target.value as "cron" | "interval")} data-testid="schedule-kind">
+          <option value="cron">cron</option>
+          <option value="interval">every N minutes</option>
+        </select>
+      </label>
       {kind === "cron" ? (
         <>
-          <input value={expr} onChange={(e) => setExpr(e.target.value)} data-testid="schedule-cron" />
-          <input value={timezone} onChange={(e) => setTimezone(e.target.value)} data-testid="schedule-tz" />
+          <label className="field">
+            <span>Cron expression</span>
+            <input value={expr} onChange={(e) => setExpr(e.target.value)} data-testid="schedule-cron" />
+          </label>
+          <label className="field">
+            <span>Time zone</span>
+            <input value={timezone} onChange={(e) => setTimezone(e.target.value)} data-testid="schedule-tz" />
+          </label>
         </>
       ) : (
-        <input
-          type="number"
-          min={1}
-          value={minutes}
-          onChange={(e) => setMinutes(Number(e.target.value))}
-          data-testid="schedule-minutes"
-        />
+        <label className="field">
+          <span>Minutes between runs</span>
+          <input
+            type="number"
+            min={1}
+            value={minutes}
+            onChange={(e) => setMinutes(Number(e.target.value))}
+            data-testid="schedule-minutes"
+          />
+        </label>
       )}
       <button type="submit" disabled={!agents.length} data-testid="create-schedule">
         Create

@@ -30,7 +30,7 @@ export function Sidebar({
   children?: React.ReactNode;
 }) {
   return (
-    <aside className="sidebar">
+    <aside className="sidebar" id="sidebar" aria-label="Conversations">
       <div className="sidebar-head">
         <a className="brand" href="#/">
           Drupe
@@ -143,6 +143,7 @@ function ConversationItem({
               className="ghost small"
               data-testid="rename-button"
               title="Rename"
+              aria-label={`Rename ${title}`}
               onClick={() => {
                 setDraft(item.title ?? "");
                 setEditing(true);
@@ -155,6 +156,7 @@ function ConversationItem({
               className="ghost small"
               data-testid="delete-button"
               title="Delete"
+              aria-label={`Delete ${title}`}
               onClick={() => setConfirming(true)}
             >
               ✕
