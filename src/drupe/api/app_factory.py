@@ -33,6 +33,7 @@ from drupe.api import (
     chat_routes,
     conversation_routes,
     export_routes,
+    limits_routes,
     search_routes,
     system_routes,
     task_routes,
@@ -121,6 +122,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(conversation_routes.router)
     app.include_router(search_routes.router)
     app.include_router(export_routes.router)
+    app.include_router(limits_routes.router)
     app.include_router(agent_routes.router)
     app.include_router(task_routes.router)
     app.include_router(trace_routes.router)

@@ -2,7 +2,7 @@
 // the server's tree is re-read whenever a stream ends, because the server owns history.
 // Steers and multi-model turns are posted outside useChat and followed via resume / events.
 import { Chat, useChat } from "@ai-sdk/react";
-import type { UIMessage } from "ai";
+import type { FileUIPart, UIMessage } from "ai";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
@@ -245,9 +245,11 @@ export function ChatView({
 
   const modelsForRequest = selectedModels.length ? selectedModels : undefined;
 
-  async function submit(text: string): Promise<boolean> {
+  async function submit(text: string, files: FileUIPart[] = []): Promise<boolean> {
     setError(null);
-    const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+    const parts: UIMessage["parts"] = [...files];
+    if (text) parts.push({ type: "text", text });
+    const userMessage: UIMessage = { id: newId(), role: "user", parts };
     if (busy) {
       // A steer: the server queues / interrupts / rejects / rolls back per the strategy.
       const key = newId();
@@ -456,6 +458,7 @@ export function ChatView({
         strategy={strategy}
         onStrategy={onStrategy}
         onSend={submit}
+        attachments
         onStop={onStop}
         canRegenerate={canRegenerate}
         onRegenerate={onRegenerate}

@@ -48,7 +48,10 @@ export function MessageView({
         </div>
       )}
       {message.role === "user" ? (
-        <div className="plain">{messageText(message)}</div>
+        <>
+          <UserFiles message={message} />
+          {messageText(message) && <div className="plain">{messageText(message)}</div>}
+        </>
       ) : placeholder ? (
         <span className="cursor" aria-label="waiting" />
       ) : (
@@ -69,5 +72,24 @@ export function EmptyLine() {
       <strong>Drupe</strong> is a self-hosted AI conversation runtime: the server owns every answer,
       so you can reload, open another tab, steer or stop it mid-stream without losing a word.
     </p>
+  );
+}
+
+/** The files a user sent with a message: images inline, other files as download links. */
+function UserFiles({ message }: { message: UIMessage }) {
+  const files = message.parts.filter((p) => p.type === "file");
+  if (files.length === 0) return null;
+  return (
+    <div className="user-files" data-testid="message-files">
+      {files.map((f, i) =>
+        f.mediaType.startsWith("image/") ? (
+          <img key={i} className="file-image" src={f.url} alt={f.filename ?? "image"} />
+        ) : (
+          <a key={i} className="file-link" href={f.url} download={f.filename}>
+            {f.filename ?? f.mediaType}
+          </a>
+        ),
+      )}
+    </div>
   );
 }
