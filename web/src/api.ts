@@ -198,6 +198,8 @@ export interface ChatRequestBody {
   messages: UIMessage[];
   trigger: "submit-message" | "regenerate-message";
   messageId?: string;
+  /** Submit only: the message the new user message follows (edit and resend: a new branch). */
+  parentId?: string;
   models?: string[];
   strategy?: Strategy;
 }

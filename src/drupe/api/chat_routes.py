@@ -130,6 +130,7 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
         dispatch = Submit(
             conversation_id=conversation_id,
             parts=parts,
+            parent_id=body.parentId,
             model_ids=models,
             strategy=body.strategy,
         )

@@ -295,6 +295,29 @@ export function ChatView({
     return true;
   }
 
+  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch
+  async function editAndResend(originalId: string, text: string): Promise<boolean> {
+    const parentId = info.get(originalId)?.parentId;
+    if (!parentId || busy) return false;
+    setError(null);
+    const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+    try {
+      await api.submitDetached({
+        id,
+        messages: [userMessage],
+        trigger: "submit-message",
+        strategy,
+        models: modelsForRequest,
+        parentId,
+      });
+    } catch (e) {
+      setError(errorMessage(e));
+      return false;
+    }
+    void sync();
+    return true;
+  }
+
   async function onStop() {
     try {
       await api.stop(id);
@@ -431,6 +454,11 @@ export function ChatView({
               models={models}
               approvals={approvals}
               streaming={isStreaming(item.message)}
+              onEdit={
+                item.message.role === "user" && !busy && info.get(item.message.id)?.parentId
+                  ? (text) => editAndResend(item.message.id, text)
+                  : undefined
+              }
             />
           ),
         )}

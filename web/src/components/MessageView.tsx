@@ -1,6 +1,7 @@
 // One message of the list (user text, or an assistant answer with its parts), and the
 // one-line explanation of Drupe shown on empty screens.
 import type { UIMessage } from "ai";
+import { useState } from "react";
 import type { ModelInfo } from "../api";
 import { isPlaceholder, type MessageInfo, messageText } from "../tree";
 import { modelLabel } from "./Columns";
@@ -21,6 +22,7 @@ export function MessageView({
   approvals,
   streaming,
   fallbackModel,
+  onEdit,
 }: {
   message: UIMessage;
   info: MessageInfo | undefined;
@@ -28,7 +30,10 @@ export function MessageView({
   approvals: ApprovalHandlers;
   streaming: boolean;
   fallbackModel: string;
+  /** Edit this user message and resend it as a new branch (absent: not editable now). */
+  onEdit?: (text: string) => Promise<boolean>;
 }) {
+  const [draft, setDraft] = useState<string | null>(null);
   const note = info?.status === "pending" ? null : statusNote(info);
   const placeholder = isPlaceholder(message);
   return (
@@ -57,9 +62,49 @@ export function MessageView({
       ) : (
         <MessageParts message={message} approvals={approvals} streaming={streaming} />
       )}
-      {!placeholder && !streaming && messageText(message) && (
+      {draft !== null && onEdit && (
+        <form
+          className="edit-form"
+          data-testid="edit-form"
+          onSubmit={(e) => {
+            e.preventDefault();
+            const text = draft.trim();
+            if (!text) return;
+            void onEdit(text).then((ok) => ok && setDraft(null));
+          }}
+        >
+          <textarea
+            aria-label="Edit the message"
+            data-testid="edit-input"
+            value={draft}
+            rows={3}
+            onChange={(e) => setDraft(e.target.value)}
+            onKeyDown={(e) => e.key === "Escape" && setDraft(null)}
+          />
+          <div className="edit-actions">
+            <button type="button" className="ghost small" onClick={() => setDraft(null)}>
+              Cancel
+            </button>
+            <button type="submit" className="primary small" data-testid="edit-send" disabled={!draft.trim()}>
+              Send as a new branch
+            </button>
+          </div>
+        </form>
+      )}
+      {!placeholder && !streaming && messageText(message) && draft === null && (
         <div className="message-actions">
           <CopyButton text={messageText(message)} label="Copy message" testId="copy-message" />
+          {onEdit && (
+            <button
+              type="button"
+              className="ghost small copy-button"
+              data-testid="edit-message"
+              aria-label="Edit and resend"
+              onClick={() => setDraft(messageText(message))}
+            >
+              Edit
+            </button>
+          )}
         </div>
       )}
     </div>
