@@ -58,6 +58,8 @@ export interface ConversationDetail {
   title: string | null;
   status: ConversationStatus;
   messages: ServerMessage[];
+  /** The branch chosen on the server (PUT .../branch); null: the newest message's branch. */
+  branchLeafId?: string | null;
 }
 
 export interface ModelInfo {
@@ -136,6 +138,10 @@ async function request<T>(method: string, url: string, body?: unknown): Promise<
 const enc = encodeURIComponent;
 
 export const api = {
+  /** Show the branch through `messageId` (kept on the server; a new turn resets it). */
+  setBranch(conversationId: string, messageId: string): Promise<{ leafId: string }> {
+    return request("PUT", `/api/conversations/${encodeURIComponent(conversationId)}/branch`, { messageId });
+  },
   /** Full-text search over titles and message text (every word, each as a prefix). */
   search(q: string, limit = 20): Promise<{ items: SearchHit[] }> {
     const params = new URLSearchParams({ q, limit: String(limit) });

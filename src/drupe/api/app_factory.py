@@ -29,6 +29,7 @@ from starlette.types import Receive, Scope, Send
 
 from drupe.api import (
     agent_routes,
+    branches,
     channel_routes,
     chat_routes,
     conversation_routes,
@@ -122,6 +123,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(conversation_routes.router)
     app.include_router(search_routes.router)
     app.include_router(export_routes.router)
+    app.include_router(branches.router)
     app.include_router(limits_routes.router)
     app.include_router(agent_routes.router)
     app.include_router(task_routes.router)

@@ -151,6 +151,23 @@ class ConversationStore:
             )
             return bool(getattr(result, "rowcount", 0))
 
+    async def set_metadata_key(
+        self, conversation_id: str, key: str, value: Any
+    ) -> ConversationRecord:
+        """Set one key of the conversation's metadata (``None`` removes it); the rest stays."""
+        async with self._transactions.write() as db:
+            row = await db.get(ConversationRow, conversation_id, with_for_update=True)
+            if row is None:
+                raise UnknownConversationError(conversation_id)
+            meta = dict(row.meta)
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+            row.meta = meta
+            await db.flush()
+            return _record(row)
+
     async def touch(self, conversation_id: str) -> ConversationRecord:
         """Bump ``updated_at`` to now (the conversation moves to the top of the list)."""
         return await self._update(conversation_id, updated_at=utc_now())

@@ -18,6 +18,7 @@ import {
 import { setStatus, useStatuses } from "../statusStore";
 import {
   arrangeForDisplay,
+  branchSiblings,
   hasPendingAnswer,
   infoById,
   isPlaceholder,
@@ -83,7 +84,12 @@ export function ChatView({
   const [error, setError] = useState<string | null>(null);
   const [steers, setSteers] = useState<Steer[]>([]);
   const [decided, setDecided] = useState<Map<string, boolean>>(new Map());
-  const initialMessages = useMemo(() => toUIMessages(visibleMessages(detail.messages)), [detail]);
+  const initialMessages = useMemo(
+    () => toUIMessages(visibleMessages(detail.messages, detail.branchLeafId ?? null)),
+    [detail],
+  );
+  // The whole tree and the branch chosen on the server (sibling navigation, edit, send).
+  const [tree, setTree] = useState({ messages: detail.messages, leaf: detail.branchLeafId ?? null });
 
   const syncRef = useRef<() => Promise<void>>(async () => undefined);
   const onChatErrorRef = useRef<(e: Error) => void>(() => undefined);
@@ -188,7 +194,8 @@ export function ChatView({
       return;
     }
     needsSync.current = false;
-    const visible = visibleMessages(d.messages);
+    const visible = visibleMessages(d.messages, d.branchLeafId ?? null);
+    setTree({ messages: d.messages, leaf: d.branchLeafId ?? null });
     const nextInfo = infoById(d.messages);
     setMessages(mergeLocalLive(toUIMessages(visible), chatObject.messages, infoRef.current));
     infoRef.current = nextInfo;
@@ -291,7 +298,9 @@ export function ChatView({
       void sync();
       return true;
     }
-    await sendMessage(userMessage, { body: { models: modelsForRequest, strategy } });
+    // On a chosen (older) branch the message continues it, not the newest message.
+    const parentId = tree.leaf ?? undefined;
+    await sendMessage(userMessage, { body: { models: modelsForRequest, strategy, parentId } });
     return true;
   }
 
@@ -317,6 +326,25 @@ export function ChatView({
     void sync();
     return true;
   }
+
+  // ---- ‹ 2/3 ›: show another sibling's branch (kept on the server), then re-read the tree
+  async function pickBranch(messageId: string) {
+    try {
+      await api.setBranch(id, messageId);
+    } catch (e) {
+      setError(errorMessage(e));
+      return;
+    }
+    await sync();
+  }
+  const treeById = useMemo(() => new Map(tree.messages.map((m) => [m.id, m])), [tree]);
+  const branchOf = (messageId: string) => {
+    const stored = treeById.get(messageId);
+    if (!stored || busy) return undefined;
+    const { ids, index } = branchSiblings(stored, tree.messages);
+    if (ids.length < 2 || index < 0) return undefined;
+    return { index, count: ids.length, onPick: (i: number) => void pickBranch(ids[i]) };
+  };
 
   async function onStop() {
     try {
@@ -454,6 +482,7 @@ export function ChatView({
               models={models}
               approvals={approvals}
               streaming={isStreaming(item.message)}
+              branch={branchOf(item.message.id)}
               onEdit={
                 item.message.role === "user" && !busy && info.get(item.message.id)?.parentId
                   ? (text) => editAndResend(item.message.id, text)

@@ -23,6 +23,7 @@ export function MessageView({
   streaming,
   fallbackModel,
   onEdit,
+  branch,
 }: {
   message: UIMessage;
   info: MessageInfo | undefined;
@@ -32,6 +33,8 @@ export function MessageView({
   fallbackModel: string;
   /** Edit this user message and resend it as a new branch (absent: not editable now). */
   onEdit?: (text: string) => Promise<boolean>;
+  /** This message's place among its siblings (edits, regenerations), when there are several. */
+  branch?: { index: number; count: number; onPick: (index: number) => void };
 }) {
   const [draft, setDraft] = useState<string | null>(null);
   const note = info?.status === "pending" ? null : statusNote(info);
@@ -93,6 +96,33 @@ export function MessageView({
       )}
       {!placeholder && !streaming && messageText(message) && draft === null && (
         <div className="message-actions">
+          {branch && (
+            <span className="branch-nav" data-testid="branch-nav">
+              <button
+                type="button"
+                className="ghost small"
+                aria-label="Previous version"
+                data-testid="branch-prev"
+                disabled={branch.index === 0}
+                onClick={() => branch.onPick(branch.index - 1)}
+              >
+                ‹
+              </button>
+              <span className="small" data-testid="branch-position">
+                {branch.index + 1}/{branch.count}
+              </span>
+              <button
+                type="button"
+                className="ghost small"
+                aria-label="Next version"
+                data-testid="branch-next"
+                disabled={branch.index === branch.count - 1}
+                onClick={() => branch.onPick(branch.index + 1)}
+              >
+                ›
+              </button>
+            </span>
+          )}
           <CopyButton text={messageText(message)} label="Copy message" testId="copy-message" />
           {onEdit && (
             <button
