@@ -5,7 +5,8 @@ A child process (so that other tests' imports cannot pollute ``sys.modules``) do
 ``create_app_with_lifespan``, runs the ASGI lifespan startup (the runtime opens: database,
 reconciliation, manager, drivers, tasks) and sends ``GET /healthz`` to the app. It then reports
 which of the heavy packages are in ``sys.modules``. The model layer (pydantic-ai), the Claude
-Code driver's SDK (and MCP through it), the channel SDKs and the provider SDKs load on first use;
+Code driver's SDK (and MCP through it), the channel SDKs, the provider SDKs and the A2A SDK load
+on first use;
 Alembic loads only when the database is not at the shipped head (the first boot migrates).
 """
 
@@ -30,6 +31,7 @@ HEAVY = (
     "anthropic",
     "llama_cpp",
     "httpx",
+    "a2a",
 )
 
 _PROBE = """

@@ -182,3 +182,95 @@ def _check_crash(
     assert answer["status"] == "error"
     assert answer["parts"][-1]["data"]["name"] == "ServerRestart"
     return _kept_fraction(subscriber.text, answer["parts"])
+
+
+class _Watcher(_Subscriber):
+    """A real SSE client that attaches to a live conversation (``GET /api/chat/{id}/stream``,
+    the resume route: the replay, then the live deltas) and records its text."""
+
+    def run(self) -> None:
+        url = f"{self.url}/api/chat/{self.body['id']}/stream"
+        try:
+            with httpx.stream("GET", url, timeout=30) as r:
+                self.status = r.status_code
+                for line in r.iter_lines():
+                    if line.startswith("data: {"):
+                        chunk = json.loads(line[len("data: ") :])
+                        if chunk.get("type") == "text-delta":
+                            self.seen.append(chunk["delta"])
+        except httpx.HTTPError:
+            return
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(300)
+def test_kill_9_mid_agent_session_turn_and_task_run_keeps_what_subscribers_saw(
+    tmp_path: Path,
+) -> None:
+    """Issue 23.3: the same chaos for an agent-session turn (the in-process driver) and a
+    background task run (which runs in an agent session), answering side by side: after each
+    ``kill -9`` and restart, both rows are settled and keep >= 95 % of what was seen."""
+    config = tmp_path / "config.toml"
+    config.write_text(f'default_model = "scripted:lorem?words={WORDS}&rate={RATE}"\n')
+    rng = random.Random(SEED + 1)
+    lives = [rng.randint(400, 1_600) for _ in range(CRASHES // 2)]
+    crashes: list[tuple[str, str, _Subscriber]] = []
+    fractions: list[float] = []
+    for index in range(len(lives) + 1):
+        with _server(tmp_path, config) as (process, url):
+            fractions.extend(_check_session_crash(url, crash) for crash in crashes[-2:])
+            if index == len(lives):
+                break
+            kill_at = lives[index]
+            agent = httpx.post(
+                f"{url}/api/agents", json={"name": f"chaos-{index}"}, timeout=20
+            ).json()
+            session = httpx.post(
+                f"{url}/api/agents/{agent['id']}/sessions", json={}, timeout=20
+            ).json()
+            prompt = f"task {index}"
+            run = httpx.post(
+                f"{url}/api/agents/{agent['id']}/runs", json={"prompt": prompt}, timeout=20
+            )
+            assert run.status_code == 202, run.text
+            task = _Watcher(url, run.json()["conversationId"], prompt, lambda n: False)
+            task.start()
+
+            def kill(n: int, kill_at: int = kill_at, process: Any = process) -> bool:
+                if n >= kill_at:
+                    process.send_signal(signal.SIGKILL)
+                    return True
+                return False
+
+            question = f"session question {index}"
+            turn = _Subscriber(url, session["conversationId"], question, kill)
+            turn.start()
+            turn.join(timeout=120)
+            task.join(timeout=60)
+            assert process.wait(timeout=20) == -signal.SIGKILL
+            assert (turn.status, task.status) == (200, 200)
+            assert len(turn.seen) >= kill_at and len(task.text) >= 1_000
+            crashes.append((session["conversationId"], question, turn))
+            crashes.append((run.json()["conversationId"], prompt, task))
+    print(
+        "agent sessions: kept fraction per crash (chars seen): "
+        + ", ".join(
+            f"{len(s.text)}: {f:.3f}" for (_, _, s), f in zip(crashes, fractions, strict=True)
+        )
+        + f"; min {min(fractions):.3f}"
+    )
+    assert len(fractions) == 2 * len(lives)
+    assert min(fractions) >= GOAL, fractions
+
+
+def _check_session_crash(url: str, crash: tuple[str, str, _Subscriber]) -> float:
+    """After the restart: the session's question stored, its answer settled by the reconcile
+    (``error``, ``ServerRestart``) and keeping what was seen; returns the kept fraction."""
+    conversation, question, subscriber = crash
+    messages = httpx.get(f"{url}/api/conversations/{conversation}", timeout=20).json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"], messages
+    assert question in json.dumps(messages[0]["parts"])
+    answer = messages[1]
+    assert answer["status"] == "error"
+    assert answer["parts"][-1]["data"]["name"] == "ServerRestart"
+    return _kept_fraction(subscriber.text, answer["parts"])

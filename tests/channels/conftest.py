@@ -12,9 +12,9 @@ import pytest
 
 from drupe.app import Runtime, channel_service, open_runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
+from drupe.channels.outbox import Clock
 from drupe.channels.service import ChannelService
 from drupe.settings import Settings
-from drupe.streaming.listeners.channel_outbox import Clock
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
 
 TG_TOKEN = "123456789:TESTtokenTESTtokenTESTtokenTESTtoken"

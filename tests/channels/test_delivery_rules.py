@@ -9,8 +9,8 @@ from typing import Any
 from drupe.agent.models.script import Text, ToolCall
 from drupe.agent.models.scripted import register_script
 from drupe.app import Runtime, channel_service, open_runtime
+from drupe.channels.text_shaping import STOPPED_SUFFIX
 from drupe.settings import Settings
-from drupe.streaming.listeners.channel_text import STOPPED_SUFFIX
 from drupe.testing.fake_driver import FakeDriver, SteerableFakeConnection
 from drupe.testing.fake_telegram import FakeTelegram
 from drupe.tools.base import ToolContext, ToolEntry

@@ -7,7 +7,7 @@ import anyio
 
 from drupe.agent.models.scripted import lorem
 from drupe.app import Runtime
-from drupe.streaming.listeners.channel_text import STOPPED_SUFFIX
+from drupe.channels.text_shaping import STOPPED_SUFFIX
 from drupe.testing.clock import ManualClock
 from drupe.testing.fake_telegram import FakeTelegram
 from tests.channels.conftest import ALICE, CHAT_A, CHAT_B, OpenChannels, telegram_config

@@ -15,8 +15,8 @@ from drupe.channels.config import parse_channel_configs
 from drupe.channels.contract import Inbound
 from drupe.channels.guard import RateWindow, admitted, wrap_untrusted
 from drupe.channels.signing import sign, verify
+from drupe.channels.text_shaping import redact, split_message
 from drupe.errors import ConfigError
-from drupe.streaming.listeners.channel_text import redact, split_message
 from tests.channels.conftest import ENV
 
 words = st.lists(st.text(alphabet="abcdefghij", min_size=1, max_size=12), min_size=1, max_size=400)

@@ -10,7 +10,7 @@ import pytest
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime
-from drupe.streaming.listeners.channel import ChatDelivery
+from drupe.channels.delivery_listener import ChatDelivery
 from drupe.testing.fake_telegram import FakeTelegram
 from tests.channels.conftest import (
     ALICE,

@@ -7,6 +7,8 @@ conversation sees (``drupe.cluster.cluster_conversations``).
   owner's first chunk reached the log), or at any later moment up to just after the end,
   follows the answer: never a 204, and what it rebuilds equals the stored row and the owner's
   client (also under a CPU hog).
+* A command routed to the owner carries its caller, and the owner's own access policy decides
+  again (a caller the owner hides the conversation from stops nothing).
 """
 
 from __future__ import annotations
@@ -21,6 +23,9 @@ import anyio
 import httpx
 import pytest
 
+from drupe.admission.access import Action
+from drupe.admission.principal import Principal
+from drupe.cluster.cluster_conversations import ClusterConversations
 from drupe.errors import UnknownConversationError
 from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
 from tests.cluster.test_two_nodes import chat_body, stored_answer
@@ -163,3 +168,47 @@ async def test_attaching_on_the_other_node_at_random_moments_under_load_rebuilds
     finally:
         hog.kill()
         hog.wait()
+
+
+class _OnlyAlice:
+    """A policy that hides every conversation from everyone but alice."""
+
+    async def check(self, caller: Principal, conversation_id: str, action: Action) -> None:
+        if caller.user_id != "alice":
+            raise UnknownConversationError(conversation_id)
+
+    def owner_for_new(self, caller: Principal) -> str | None:
+        return caller.user_id
+
+    def list_filter(self, caller: Principal) -> str | None:
+        return None
+
+
+async def test_a_routed_command_carries_its_caller_and_the_owner_checks_it_again(
+    pair: Pair,
+) -> None:
+    a, b, on_a, _on_b = pair
+    speaking = anyio.Event()
+
+    async def submit() -> None:
+        body = chat_body("guarded", "go", ["scripted:lorem?words=200&rate=40"])
+        async with on_a.stream("POST", "/api/chat", json=body) as r:
+            async for chunk in r.aiter_bytes():
+                if b"text-delta" in chunk:
+                    speaking.set()
+
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(submit)
+        with anyio.fail_after(15):
+            await speaking.wait()
+        owner = a.runtime.conversations
+        assert isinstance(owner, ClusterConversations)
+        owner.local.access = _OnlyAlice()  # only the owner node is strict
+        mallory = Principal(user_id="mallory", name="mallory")
+        with pytest.raises(UnknownConversationError):
+            await b.runtime.conversations.stop(mallory, "guarded")
+        assert a.runtime.manager.is_live("guarded")  # nothing was stopped
+        assert await b.runtime.conversations.stop(
+            Principal(user_id="alice", name="alice"), "guarded"
+        )
+        tg.cancel_scope.cancel()

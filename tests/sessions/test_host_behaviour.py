@@ -326,3 +326,34 @@ async def test_context_usage_and_commands_are_published_when_they_change(env: En
     assert shown["contextUsage"] is not None
     rows = await env.rows(sid)
     assert not [p for p in rows[1].parts if p["type"].startswith("data-")]
+
+
+async def test_context_usage_is_fetched_only_when_read_and_at_most_once_per_turn(
+    env: Env,
+) -> None:
+    """Issue 23.2: a fetch may cost the runtime's provider a burst of requests (the Claude Code
+    CLI sends ~20-35 ``count_tokens``): none while nobody reads the usage, one per turn after."""
+    env.driver.context_usage = {"totalTokens": 10, "maxTokens": 100}
+    sid = await env.new_session()
+    cid = f"agent-session:{sid}"
+    for n in range(2):
+        sent = await env.submit(sid, f"turn {n}")
+        conn = await env.driver.wait_connections(1)
+        await conn.wait_sends(n + 1)
+        conn.emit_text(sent.placeholder_ids[0], ["ok"])
+        await env.manager.wait_settled(cid)
+        await env.wait_for(lambda: not env.host.is_busy(sid))
+    assert env.driver.context_usage_calls == 0  # nobody asked
+    assert await env.host.refresh_context_usage(sid) == {"totalTokens": 10, "maxTokens": 100}
+    env.driver.context_usage = {"totalTokens": 20, "maxTokens": 100}
+    assert await env.host.refresh_context_usage(sid) == {"totalTokens": 10, "maxTokens": 100}
+    assert env.driver.context_usage_calls == 1  # the second read of the same turn: cached
+    sent = await env.submit(sid, "turn 3")
+    await conn.wait_sends(3)
+    conn.emit_text(sent.placeholder_ids[0], ["ok"])
+    await env.manager.wait_settled(cid)
+    await env.wait_for(lambda: not env.host.is_busy(sid))
+    assert await env.host.refresh_context_usage(sid) == {"totalTokens": 20, "maxTokens": 100}
+    assert await env.host.refresh_context_usage(sid) == {"totalTokens": 20, "maxTokens": 100}
+    assert env.driver.context_usage_calls == 2
+    assert runtime_json(env.entry(sid))["contextUsage"] == {"totalTokens": 20, "maxTokens": 100}

@@ -142,7 +142,9 @@ class SessionMachine(RuleBasedStateMachine):
                     if reason == "buffer overflow":
                         # The turn ends visibly: an error terminal is latched, the runtime
                         # connection is closed.
-                        execution = self.state.execution
+                        execution = (
+                            self.state.waiting[-1] if self.state.waiting else self.state.execution
+                        )
                         assert isinstance(execution, TurnExec | Transition)
                         assert execution.terminal is not None
                         assert execution.terminal[0] == "error"
@@ -225,8 +227,11 @@ class SessionMachine(RuleBasedStateMachine):
 
     @rule()
     def runtime_turn(self) -> None:
-        """The runtime begins a turn by itself (same busy rules as any turn)."""
+        """The runtime begins a turn by itself, once it ended the one it was answering: at
+        once on an idle session, else it waits (buffered) and goes first once idle."""
         before = self.state
+        if _runtime_running(before):
+            return  # the runtime cannot (the driver never reports it)
         n = next(self.ids)
         turn = TurnInfo(
             turn_id=f"t{n}",
@@ -239,7 +244,11 @@ class SessionMachine(RuleBasedStateMachine):
         )
         effects = self.apply(RuntimeTurnStarted(turn))
         if is_busy(before):
-            assert self.state == before, "a runtime turn never interrupts a busy session"
+            assert self.state.waiting[-1].turn == turn or self.state.execution.turn == turn  # type: ignore[union-attr]
+            assert self.state.execution == before.execution or isinstance(before.execution, Idle), (
+                "a runtime turn never interrupts a live turn"
+            )
+            event("runtime turn waits")
             return
         assert self.state.launch == "scheduled" and self.state.launch_target == "runtime-turn"
         assert [type(e).__name__ for e in effects] == ["ScheduleLaunch"]
@@ -270,7 +279,11 @@ class SessionMachine(RuleBasedStateMachine):
     @rule(status=st.sampled_from(["success", "success", "error"]))
     def runtime_terminal(self, status: str) -> None:
         execution = self.state.execution
-        if (
+        if self.state.waiting:
+            newest = self.state.waiting[-1]
+            if newest.terminal is None:
+                self.reported[newest.turn.turn_id] = status
+        elif (
             isinstance(execution, TurnExec)
             and execution.terminal is None
             and execution.phase != "awaiting-persistence"
@@ -479,6 +492,9 @@ class SessionMachine(RuleBasedStateMachine):
         if isinstance(execution, TurnExec | Transition):
             buffered = [c["seq"] for c in execution.buffer]
             assert len(buffered) <= BUFFER_LIMIT, "a buffer grew past its bound"
+        for waiting in self.state.waiting:
+            assert len(waiting.buffer) <= BUFFER_LIMIT, "a buffer grew past its bound"
+            buffered += [c["seq"] for c in waiting.buffer]
         accounted = sorted(self.delivered + self.dropped_chunks + buffered)
         assert accounted == self.emitted, (accounted, self.emitted)
 
@@ -521,12 +537,21 @@ class SessionMachine(RuleBasedStateMachine):
             if self.state.compacting:
                 self.apply(CompactionEnded())
             execution = self.state.execution
-            if self.state.launch == "scheduled":
+            if self.state.waiting and self.state.waiting[-1].terminal is None:
+                self.runtime_terminal("success")
+            elif self.state.launch == "scheduled":
                 self.launch(True, True)
             elif self.state.launch == "running":
                 self.launch_finish(True)
             elif isinstance(execution, TurnExec) and execution.phase == "unopened":
                 self.open_stream()
+            elif (
+                isinstance(execution, TurnExec)
+                and execution.turn.turn_id not in self.closed
+                and self.state.waiting
+            ):
+                # A fresh turn raced a runtime turn: its send fails, its source raises.
+                self.closed[execution.turn.turn_id] = "error"
             elif isinstance(execution, TurnExec) and execution.turn.turn_id not in self.closed:
                 self.runtime_terminal("success")
             elif any(t not in self.confirmed for t in self.closed) or (
@@ -536,11 +561,21 @@ class SessionMachine(RuleBasedStateMachine):
             else:
                 break
         assert isinstance(self.state.execution, Idle), self.state
-        assert not self.state.queue and self.state.launch == "idle"
+        assert not self.state.queue and self.state.launch == "idle" and not self.state.waiting
         assert all(t in self.confirmed for t in self.created)
         assert all(self.closed[t] == "paused" for t in self.stopped_turns)
         self.no_follow_up_lost()
         self.chunks_once_and_in_order()
+
+
+def _runtime_running(state: SessionState) -> bool:
+    """Whether the runtime still answers a turn (it ended none since it was given or began it)."""
+    if state.waiting:
+        return state.waiting[-1].terminal is None
+    execution = state.execution
+    if isinstance(execution, TurnExec):
+        return execution.terminal is None and execution.admission == "admitted"
+    return isinstance(execution, Transition) and execution.terminal is None
 
 
 SessionMachine.TestCase.settings = settings(
@@ -638,6 +673,14 @@ def test_a_roll_source_that_ends_in_error_abandons_the_roll_and_launches_the_que
         (SessionState(launch="running", launch_target="steer-continuation"), True),
         (SessionState(execution=TurnExec(turn=_turn("t1", "u1"))), False),
         (SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=())), True),
+        # a runtime turn waits behind the closing turn: its subscribers stay for it
+        (
+            SessionState(
+                execution=TurnExec(turn=_turn("t1", "u1"), phase="awaiting-persistence"),
+                waiting=(TurnExec(turn=replace(_turn("t2", ""), runtime=True)),),
+            ),
+            True,
+        ),
     ],
 )
 def test_a_finished_stream_is_held_open_only_for_a_runtime_driven_successor(
@@ -687,6 +730,14 @@ def test_a_follow_up_is_redirected_only_into_a_live_admitted_turn_with_its_confi
         (SessionState(launch="running", launch_target="queued-turn"), True),
         (_open_turn(), True),
         (SessionState(execution=Transition(source=_turn("t1", "u1"), inputs=())), True),
+        # a runtime turn waits behind the closing turn: its subscribers stay for it
+        (
+            SessionState(
+                execution=TurnExec(turn=_turn("t1", "u1"), phase="awaiting-persistence"),
+                waiting=(TurnExec(turn=replace(_turn("t2", ""), runtime=True)),),
+            ),
+            True,
+        ),
     ],
 )
 def test_a_session_is_busy_while_anything_runs_or_waits(

@@ -111,6 +111,16 @@ def roll(**changes: Any) -> Transition:
     return Transition(**fields)
 
 
+CLOSING = ex(1, phase="awaiting-persistence", admission="admitted", terminal=("success", None))
+"""A user turn the runtime ended, while persistence is still writing it."""
+W5 = TurnExec(turn=RUNTIME, admission="admitted")
+"""The runtime's own turn t5, waiting for the session to be idle."""
+W5_ENDED = replace(W5, buffer=(c(1),), terminal=("success", None))
+RUNTIME6 = turn(6, pre_admitted=True, runtime=True)
+W6 = TurnExec(turn=RUNTIME6, admission="admitted")
+W6_ENDED = replace(W6, terminal=("success", None))
+W7 = TurnExec(turn=turn(7, pre_admitted=True, runtime=True), admission="admitted")
+
 QUEUED_RUNNING = at(queue=(fu(2), fu(3)), launch="running", launch_target="queued-turn")
 
 ENDING_LAUNCH: list[tuple[str, Event, Event]] = [
@@ -177,19 +187,33 @@ REFUSED: list[tuple[str, SessionState, Event, str]] = [
             ("not-pre-admitted", True, "running", "steer-continuation", False),
         ]
     ],
-    # the runtime starts a turn only on an idle session, and it is its own, pre-admitted
+    # a runtime turn is its own, pre-admitted
     *[
         (
             f"runtime-{name}",
-            state,
+            LIVE,
             RuntimeTurnStarted(t),
-            "a runtime-initiated turn on a busy session",
+            "not a runtime-initiated, pre-admitted turn",
         )
-        for name, state, t in [
-            ("busy", at(queue=(fu(2),)), RUNTIME),
-            ("launching", at(launch="scheduled", launch_target="queued-turn"), RUNTIME),
-            ("not-runtime", LIVE, replace(RUNTIME, runtime=False)),
-            ("not-pre-admitted", LIVE, replace(RUNTIME, pre_admitted=False)),
+        for name, t in [
+            ("not-runtime", replace(RUNTIME, runtime=False)),
+            ("not-pre-admitted", replace(RUNTIME, pre_admitted=False)),
+        ]
+    ],
+    # the runtime begins a turn only once it ended the one it was answering
+    *[
+        (
+            f"runtime-while-running-{name}",
+            state,
+            RuntimeTurnStarted(RUNTIME6),
+            "a runtime turn while the runtime's turn is running",
+        )
+        for name, state in [
+            ("open", at(execution=OPEN)),
+            ("unopened-admitted", at(execution=ex(1, admission="admitted"))),
+            ("roll", at(execution=roll())),
+            ("waiting", at(execution=CLOSING, waiting=(W5,))),
+            ("waiting-newest", at(execution=CLOSING, waiting=(W5_ENDED, W5))),
         ]
     ],
     # the runtime turn's row is saved only by its own running launch, before it opened
@@ -263,6 +287,12 @@ REFUSED: list[tuple[str, SessionState, Event, str]] = [
         "a second runtime terminal during the roll",
     ),
     ("terminal-idle", LIVE, RuntimeTerminal("success"), "a runtime terminal without a live turn"),
+    (
+        "terminal-waiting-twice",
+        at(execution=OPEN, waiting=(W5_ENDED,)),
+        RuntimeTerminal("error", E),
+        "a runtime terminal without a live turn",
+    ),
     (
         "terminal-twice",
         at(execution=ex(1, terminal=("success", None))),
@@ -444,6 +474,170 @@ ACCEPTED: list[tuple[str, SessionState, Event, SessionState, list[Effect]]] = [
             launch_target="runtime-turn",
         ),
         [ScheduleLaunch("runtime-turn")],
+    ),
+    # a runtime turn on a busy session waits, buffered, and goes first once it is idle
+    *[
+        (f"runtime-waits-{name}", state, RuntimeTurnStarted(t), replace(state, waiting=w), [])
+        for name, state, t, w in [
+            ("closing", at(execution=CLOSING), RUNTIME, (W5,)),
+            ("unopened-pending", at(execution=ex(1)), RUNTIME, (W5,)),
+            (
+                "latched",
+                at(execution=ex(1, admission="admitted", terminal=("success", None))),
+                RUNTIME,
+                (W5,),
+            ),
+            (
+                "roll-ended",
+                at(execution=roll(terminal=("success", None)), queue=(fu(4),)),
+                RUNTIME,
+                (W5,),
+            ),
+            (
+                "launching",
+                at(queue=(fu(2),), launch="scheduled", launch_target="queued-turn"),
+                RUNTIME,
+                (W5,),
+            ),
+            ("compacting", at(compacting=True), RUNTIME, (W5,)),
+            ("behind", at(execution=CLOSING, waiting=(W5_ENDED,)), RUNTIME6, (W5_ENDED, W6)),
+        ]
+    ],
+    (
+        "runtime-ahead-of-queue",
+        at(queue=(fu(2),)),
+        RuntimeTurnStarted(RUNTIME),
+        at(execution=W5, queue=(fu(2),), launch="scheduled", launch_target="runtime-turn"),
+        [ScheduleLaunch("runtime-turn")],
+    ),
+    (
+        "waiting-chunk",
+        at(execution=CLOSING, waiting=(W5_ENDED, replace(W6, buffer=(c(1),)))),
+        RuntimeChunk(c(2)),
+        at(execution=CLOSING, waiting=(W5_ENDED, replace(W6, buffer=(c(1), c(2))))),
+        [],
+    ),
+    (
+        "waiting-chunk-first",
+        at(execution=OPEN, waiting=(W5,)),
+        RuntimeChunk(c(1)),
+        at(execution=OPEN, waiting=(replace(W5, buffer=(c(1),)),)),
+        [],
+    ),
+    (
+        "waiting-chunk-overflow",
+        at(execution=CLOSING, waiting=(W5_ENDED, replace(W6, buffer=(c(1), c(2), c(3))))),
+        RuntimeChunk(c(4)),
+        at(
+            execution=CLOSING,
+            waiting=(
+                W5_ENDED,
+                replace(W6, buffer=(c(1), c(2), c(3)), terminal=("error", OVERFLOW)),
+            ),
+            connection="disconnected",
+        ),
+        [DropBuffer((c(4),), "buffer overflow"), CloseConnection("buffer overflow")],
+    ),
+    (
+        "waiting-chunk-overflow-third",  # only the newest waiting turn ends
+        at(execution=CLOSING, waiting=(W5_ENDED, W6_ENDED, replace(W7, buffer=(c(1), c(2), c(3))))),
+        RuntimeChunk(c(4)),
+        at(
+            execution=CLOSING,
+            waiting=(
+                W5_ENDED,
+                W6_ENDED,
+                replace(W7, buffer=(c(1), c(2), c(3)), terminal=("error", OVERFLOW)),
+            ),
+            connection="disconnected",
+        ),
+        [DropBuffer((c(4),), "buffer overflow"), CloseConnection("buffer overflow")],
+    ),
+    (
+        "waiting-chunk-ended",
+        at(execution=OPEN, waiting=(W5_ENDED,)),
+        RuntimeChunk(c(4)),
+        at(execution=OPEN, waiting=(W5_ENDED,)),
+        [DropBuffer((c(4),), "no live turn")],
+    ),
+    (
+        "waiting-terminal",
+        at(execution=OPEN, waiting=(W5_ENDED, replace(W6, buffer=(c(2),)))),
+        RuntimeTerminal("error", E),
+        at(
+            execution=OPEN,
+            waiting=(W5_ENDED, replace(W6, buffer=(c(2),), terminal=("error", E))),
+        ),
+        [],
+    ),
+    (
+        "waiting-terminal-only",
+        at(execution=CLOSING, waiting=(W5,)),
+        RuntimeTerminal("success"),
+        at(execution=CLOSING, waiting=(replace(W5, terminal=("success", None)),)),
+        [],
+    ),
+    (
+        "confirmed-waiting-first",
+        at(execution=CLOSING, waiting=(W5_ENDED, W6), queue=(fu(2),)),
+        TurnTerminal("t1", "success"),
+        at(
+            execution=W5_ENDED,
+            waiting=(W6,),
+            queue=(fu(2),),
+            launch="scheduled",
+            launch_target="runtime-turn",
+            last_terminal="success",
+        ),
+        [ScheduleLaunch("runtime-turn")],
+    ),
+    (
+        "confirmed-waiting-compacting",
+        at(execution=CLOSING, waiting=(W5_ENDED,), compacting=True),
+        TurnTerminal("t1", "success"),
+        at(waiting=(W5_ENDED,), compacting=True, last_terminal="success"),
+        [],
+    ),
+    (
+        "compaction-ended-waiting",
+        at(waiting=(W5_ENDED,), compacting=True, queue=(fu(2),)),
+        CompactionEnded(),
+        at(
+            execution=W5_ENDED,
+            queue=(fu(2),),
+            launch="scheduled",
+            launch_target="runtime-turn",
+        ),
+        [ScheduleLaunch("runtime-turn")],
+    ),
+    (
+        "failed-clear-queue-waiting",
+        at(launch="running", launch_target="queued-turn", queue=(fu(2),), waiting=(W5_ENDED,)),
+        LaunchFailed("queued-turn", True, E),
+        at(
+            execution=W5_ENDED,
+            launch="scheduled",
+            launch_target="runtime-turn",
+            last_terminal="error",
+        ),
+        [TerminateHeld(E), DropQueued((fu(2),), "launch failed"), ScheduleLaunch("runtime-turn")],
+    ),
+    (
+        "failed-continuation-waiting",
+        replace(CONTINUING, waiting=(W5_ENDED,)),
+        LaunchFailed("steer-continuation", False, E),
+        at(
+            execution=W5_ENDED,
+            launch="scheduled",
+            launch_target="runtime-turn",
+            last_terminal="error",
+        ),
+        [
+            TerminateHeld(E),
+            DropBuffer((c(1),), "continuation failed to launch"),
+            DropQueued((fu(2), fu(3), fu(4)), "continuation failed to launch"),
+            ScheduleLaunch("runtime-turn"),
+        ],
     ),
     (
         "runtime-created",
@@ -1159,6 +1353,14 @@ STOPS: list[tuple[str, SessionState, bool, SessionState, list[Effect]]] = [
             connection="disconnected",
         ),
         [STOP],
+    ),
+    (
+        "waiting-runtime-turns",
+        at(execution=CLOSING, waiting=(W5_ENDED, W6, replace(W6, buffer=(c(2), c(3))))),
+        False,
+        # runtime turns not begun yet end with the runtime: their buffers are dropped visibly
+        at(execution=CLOSING, connection="disconnected"),
+        [STOP, DropBuffer((c(1),), "stopped"), DropBuffer((c(2), c(3)), "stopped")],
     ),
     (
         "roll-plain",

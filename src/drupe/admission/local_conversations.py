@@ -43,7 +43,7 @@ from drupe.ids import is_session_conversation, session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
+from drupe.streaming.listeners.sse import MultiplexListener, SseListener, seq_after
 from drupe.streaming.manager import StatusRecord, StreamManager
 
 if TYPE_CHECKING:
@@ -195,8 +195,7 @@ class LocalConversations:
         if stream is None:
             await self.known(caller, conversation_id, "read")
             return None
-        parsed = parse_cursor(cursor)
-        after = parsed[1] if parsed is not None and parsed[0] == stream.turn_id else None
+        after = seq_after(cursor, stream.turn_id)
         if not stream.is_live:
             # Ended within the grace period, or waiting for a tool approval: replay the finished
             # message (exactly after the cursor when one is given) and its end.
@@ -269,8 +268,7 @@ class LocalConversations:
         )
         stream = manager.get(conversation_id)
         if chunks and stream is not None and stream.is_live:
-            parsed = parse_cursor(cursor)
-            after = parsed[1] if parsed is not None and parsed[0] == stream.turn_id else None
+            after = seq_after(cursor, stream.turn_id)
             try:
                 manager.attach(conversation_id, listener, after=after)
             except BaseException:

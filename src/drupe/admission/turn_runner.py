@@ -3,7 +3,7 @@
 * ``TurnRunner``: ``TurnSpec`` (streaming's view of a turn) -> ``TurnRequest`` (the agent
   loop's). Tools come from the registry and the MCP catalog's cache through ``prepare_tools``
   (never a connect on the turn path), with the cost gate applied for the model's context
-  window.
+  window; then the conversation's client-declared tools (``ClientToolBoard``: AG-UI), if any.
 * ``ModelValidator``: refuses an unknown or unusable model id before anything is written.
 """
 
@@ -18,6 +18,7 @@ from drupe.agent.request import TurnRequest
 from drupe.agent.runner import AgentRunner
 from drupe.chunks.types import Chunk
 from drupe.errors import ConfigError, ValidationError
+from drupe.tools.client_tools import ClientToolBoard
 from drupe.tools.registry import ToolRegistry
 from drupe.tools.request import ToolRequest, prepare_tools
 
@@ -46,8 +47,10 @@ class TurnRunner:
         tools: ToolRegistry | None = None,
         catalog: McpCatalog | None = None,
         context_window: Callable[[str], int | None] = lambda model_id: None,
+        client_tools: ClientToolBoard | None = None,
     ) -> None:
         self.agent = agent
+        self.client_tools = client_tools
         self.tools = tools if tools is not None else ToolRegistry()
         self.catalog = catalog
         self.context_window = context_window
@@ -64,11 +67,15 @@ class TurnRunner:
             model_id=spec.model_id,
             messages=list(spec.messages),
             system=exposition.prompt_section,
-            tools=exposition.advertised,
+            tools=[*exposition.advertised, *self._client_tools(spec.conversation_id)],
             steer_pending=spec.steer_pending,
             wrap_last_user_as_steer=spec.is_steer,
         )
         return self.agent.stream(request)
+
+    def _client_tools(self, conversation_id: str) -> list[Any]:
+        board = self.client_tools
+        return board.entries(conversation_id) if board is not None else []
 
 
 def model_validator(models: ModelRegistry) -> ModelValidator:

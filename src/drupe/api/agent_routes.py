@@ -327,6 +327,9 @@ async def get_session(session_id: str, request: Request) -> dict[str, Any]:
     """A session, its conversation id and the host's runtime state."""
     runtime = get_runtime(request)
     record = await _session(runtime, session_id)
+    if runtime.sessions is not None:
+        # Fetched on this read only (at most once per turn): nobody asks, nothing is fetched.
+        await runtime.sessions.refresh_context_usage(session_id)
     return _session_json(runtime, get_board(request), record)
 
 

@@ -43,12 +43,14 @@ from drupe.api import (
 )
 from drupe.api.static_ui import StaticUI
 from drupe.api.titles import Titler
+from drupe.gateway.access import GatewayAccess
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
 from drupe.http.guards import BodyLimit, OriginCheck
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
+from drupe.protocols.routes import REFUSAL_BODIES, build_protocol_routers
 from drupe.settings import Settings
 
 if TYPE_CHECKING:
@@ -131,7 +133,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
-    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes)
+    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes, refusals=REFUSAL_BODIES)
     return app
 
 
@@ -151,13 +153,16 @@ def install_runtime(
     ]
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
-    gateway = build_router(runtime)
+    access = GatewayAccess(runtime)  # one key cache and budget for /v1 and the protocols
+    gateway = build_router(runtime, access=access)
     app.state.close_gateway = getattr(gateway, "aclose", None)
     app.include_router(gateway)
     # Early in line: the router tries its routes in order, and ~50 /api routes in front
     # of /v1/chat/completions cost more CPU than the pass-through's own work.
     routes = app.router.routes
     routes.insert(app.state.gateway_slot, routes.pop())
+    for router in build_protocol_routers(runtime, access):  # AG-UI, A2A
+        app.include_router(router)
     for router in extra_routers:
         app.include_router(router)
     app.openapi_schema = None

@@ -9,7 +9,7 @@ several apps (tests) can live in one process.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -18,18 +18,21 @@ from prometheus_client.registry import Collector
 
 from drupe.http.state import get_board, get_runtime
 
-if TYPE_CHECKING:
-    from drupe.streaming.manager import StreamManager
-
 __all__ = ["ManagerCollector", "metrics_registry", "router"]
 
 router = APIRouter(tags=["system"])
 
 
+class StreamStatistics(Protocol):
+    """What the metrics read: the stream manager's ``statistics()``."""
+
+    def statistics(self) -> dict[str, Any]: ...
+
+
 class ManagerCollector(Collector):
     """Prometheus view of one stream manager's statistics."""
 
-    def __init__(self, manager: StreamManager) -> None:
+    def __init__(self, manager: StreamStatistics) -> None:
         self.manager = manager
 
     def collect(self) -> Iterator[Any]:
@@ -67,7 +70,7 @@ class ManagerCollector(Collector):
         yield outcomes
 
 
-def metrics_registry(manager: StreamManager) -> CollectorRegistry:
+def metrics_registry(manager: StreamStatistics) -> CollectorRegistry:
     registry = CollectorRegistry(auto_describe=False)
     registry.register(ManagerCollector(manager))
     return registry

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+from collections.abc import Sequence
 from contextlib import AsyncExitStack
 from typing import TYPE_CHECKING
 
@@ -31,7 +32,9 @@ from drupe.sessions.drivers.inprocess.driver import InProcessDriver
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import DEFAULT_IDLE_TTL, AgentSessionHost
 from drupe.settings import Settings
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
+from drupe.tools.base import ToolEntry
 
 if TYPE_CHECKING:
     from drupe.cluster.node import ClusterNode
@@ -43,10 +46,14 @@ log = logging.getLogger(__name__)
 
 
 def session_host(
-    manager: StreamManager, drivers: DriverRegistry, db: Database, ownership: Ownership
+    manager: StreamManager,
+    drivers: DriverRegistry,
+    db: Database,
+    ownership: Ownership,
+    checkpointer: Checkpointer | None = None,
 ) -> AgentSessionHost:
     """The agent-session host over the manager and stores; the drivers are registered by the
-    caller (nothing registers itself)."""
+    caller (nothing registers itself). Its live answers are checkpointed by ``checkpointer``."""
     return AgentSessionHost(
         manager=manager,
         drivers=drivers,
@@ -54,6 +61,7 @@ def session_host(
         messages=db.messages,
         idle_ttl=DEFAULT_IDLE_TTL,
         fence_for=ownership.fence_for,
+        checkpointer=checkpointer,
     )
 
 
@@ -164,9 +172,14 @@ async def open_conversations(
 
 
 async def open_drivers(
-    stack: AsyncExitStack, models: ModelRegistry, agent: AgentRunner, db: Database
+    stack: AsyncExitStack,
+    models: ModelRegistry,
+    agent: AgentRunner,
+    db: Database,
+    extra_tools: Sequence[ToolEntry] = (),
 ) -> DriverRegistry:
-    """Register the agent-runtime drivers explicitly (never as an import side effect)."""
+    """Register the agent-runtime drivers explicitly (never as an import side effect);
+    ``extra_tools`` (remote A2A agents) go to the in-process driver."""
     drivers = DriverRegistry()
 
     async def load_history(session_id: str) -> list[UIMessage]:
@@ -179,6 +192,7 @@ async def open_drivers(
             load_history=load_history,
             runner=agent,
             context_window=lambda model_id: models.resolve(model_id).context_window,
+            extra_tools=extra_tools,
         )
     )
     drivers.register(inprocess)

@@ -40,6 +40,9 @@ from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier
 from drupe.tasks.service import TaskService
+from drupe.tools.a2a.config import load_remote_agents
+from drupe.tools.a2a.remote import remote_agent_tool
+from drupe.tools.client_tools import ClientToolBoard
 from drupe.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
@@ -67,6 +70,8 @@ class Runtime:
     approvals: ApprovalService
     tools: ToolRegistry
     mcp: McpCatalog | None = None
+    client_tools: ClientToolBoard | None = None
+    """Tools clients declared per conversation (AG-UI's ``RunAgentInput.tools``)."""
     drivers: DriverRegistry | None = None
     sessions: AgentSessionHost | None = None
     channels: ChannelService | None = None
@@ -94,8 +99,13 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         cluster_status = await open_cluster_status(stack, cluster, settings)
         catalog = await open_catalog(stack, config_file)
         tools = tool_registry(settings)
+        client_tools = ClientToolBoard()
         runner = turn_runner(
-            agent, tools=tools, catalog=catalog, context_window=context_window_of(models)
+            agent,
+            tools=tools,
+            catalog=catalog,
+            context_window=context_window_of(models),
+            client_tools=client_tools,
         )
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
@@ -106,8 +116,11 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)
-        drivers = await open_drivers(stack, models, agent, db)
-        host = session_host(manager, drivers, db, streams.ownership or LocalOwnership())
+        remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
+        drivers = await open_drivers(stack, models, agent, db, remotes)
+        host = session_host(
+            manager, drivers, db, streams.ownership or LocalOwnership(), streams.checkpointer
+        )
         stack.push_async_callback(host.aclose)
         local = admission(models, db, streams, runner, host, drivers, reconciled)
         takeover, conversations = await open_conversations(
@@ -125,6 +138,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             approvals=local.approvals,
             tools=tools,
             mcp=catalog,
+            client_tools=client_tools,
             drivers=drivers,
             sessions=host,
             traces=streams.traces,

@@ -21,7 +21,7 @@ from drupe.tasks.service import TaskService
 
 if TYPE_CHECKING:
     from drupe.app.runtime import Runtime
-    from drupe.streaming.listeners.channel_outbox import Clock
+    from drupe.channels.outbox import Clock
 
 
 log = logging.getLogger(__name__)
@@ -83,7 +83,6 @@ def channel_service(
     enter it). The adapter registry is explicit: ``default_registry()`` unless given."""
     deps = ChannelDeps(
         conversations=runtime.conversations,
-        manager=runtime.manager,
         db=runtime.db,
         sessions=runtime.sessions,
         validate_model=model_validator(runtime.models),

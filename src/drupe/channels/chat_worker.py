@@ -47,11 +47,10 @@ if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
+    from drupe.channels.delivery_listener import ChannelListener
+    from drupe.channels.outbox import ChatOutbox, Clock
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.listeners.channel import ChannelListener
-    from drupe.streaming.listeners.channel_outbox import ChatOutbox, Clock
-    from drupe.streaming.manager import StreamManager
 
 __all__ = ["HEADLESS", "ChatContext", "ChatWorker"]
 
@@ -72,7 +71,6 @@ class ChatContext:
     outbox: ChatOutbox
     listener: ChannelListener
     conversations: Conversations
-    manager: StreamManager
     db: Database
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
@@ -299,7 +297,7 @@ class ChatWorker:
     async def _typing_loop(self, conversation_id: str) -> None:
         ctx = self.ctx
         try:
-            while ctx.manager.is_live(conversation_id) or self._session_busy(conversation_id):
+            while ctx.conversations.is_live(conversation_id) or self._session_busy(conversation_id):
                 with anyio.move_on_after(ctx.send_timeout):
                     try:
                         await ctx.adapter.typing(self.chat_id)
@@ -355,7 +353,7 @@ class ChatWorker:
         if binding is None:
             lines.append("No conversation yet: send a message to start one.")
             return "\n".join(lines)
-        status = ctx.manager.status(binding.conversation_id)
+        status = ctx.conversations.status(binding.conversation_id)
         lines += [
             f"Target: {binding.target}",
             f"Conversation: {binding.conversation_id}",

@@ -16,7 +16,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
-from drupe.streaming.listeners.channel_outbox import ChannelSink
+from drupe.channels.outbox import ChannelSink
 
 if TYPE_CHECKING:
     from starlette.requests import Request

@@ -15,7 +15,7 @@ import logging
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from drupe.streaming.listeners.channel_text import redact
+from drupe.channels.text_shaping import redact
 
 __all__ = ["install_secret_filter", "redact_record"]
 

@@ -35,20 +35,20 @@ import anyio.abc
 from drupe.channels.chat_commands import refusal_text
 from drupe.channels.chat_worker import HEADLESS, ChatContext, ChatWorker
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
+from drupe.channels.delivery_listener import ChannelListener
 from drupe.channels.guard import RateWindow, admitted
 from drupe.channels.logs import install_secret_filter
-from drupe.channels.receiver import ReceiverLease, serve_single_receiver
-from drupe.errors import ValidationError
-from drupe.lifetimes import TaskOwner
-from drupe.streaming.listeners.channel import ChannelListener
-from drupe.streaming.listeners.channel_outbox import (
+from drupe.channels.outbox import (
     DEFAULT_EDIT_INTERVAL,
     DEFAULT_SEND_TIMEOUT,
     ChatOutbox,
     Clock,
     MonotonicClock,
 )
-from drupe.streaming.listeners.channel_text import error_text, redact, stopped_text
+from drupe.channels.receiver import ReceiverLease, serve_single_receiver
+from drupe.channels.text_shaping import error_text, redact, stopped_text
+from drupe.errors import ValidationError
+from drupe.lifetimes import TaskOwner
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -59,7 +59,6 @@ if TYPE_CHECKING:
     from drupe.channels.registry import AdapterRegistry
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
-    from drupe.streaming.manager import StreamManager
 
 __all__ = ["ChannelDeps", "ChannelService"]
 
@@ -75,7 +74,6 @@ _REFUSALS_PER_MINUTE = 30
 @dataclass(slots=True, kw_only=True)
 class ChannelDeps:
     conversations: Conversations
-    manager: StreamManager
     db: Database
     sessions: AgentSessionHost | None
     validate_model: Callable[[str], None]
@@ -222,7 +220,6 @@ class ChannelRuntime:
                 outbox=self.outbox(chat_id),
                 listener=self.listener(chat_id),
                 conversations=deps.conversations,
-                manager=deps.manager,
                 db=deps.db,
                 sessions=deps.sessions,
                 validate_model=deps.validate_model,

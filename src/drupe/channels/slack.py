@@ -33,7 +33,7 @@ from starlette.responses import JSONResponse, Response
 
 from drupe.channels.config import ChannelConfig
 from drupe.channels.contract import ButtonPress, Inbound, Inbox
-from drupe.streaming.listeners.channel_outbox import Button, RateLimited
+from drupe.channels.outbox import Button, RateLimited
 
 __all__ = ["SlackAdapter"]
 

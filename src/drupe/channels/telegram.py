@@ -42,7 +42,7 @@ from telegram.request import HTTPXRequest
 from drupe.channels.chat_commands import COMMANDS
 from drupe.channels.config import ChannelConfig
 from drupe.channels.contract import Attachment, ButtonPress, Inbound, Inbox
-from drupe.streaming.listeners.channel_outbox import Button, RateLimited
+from drupe.channels.outbox import Button, RateLimited
 
 __all__ = ["TelegramAdapter"]
 

@@ -33,8 +33,8 @@ from starlette.responses import JSONResponse, Response
 
 from drupe.channels.config import ChannelConfig
 from drupe.channels.contract import Attachment, ButtonPress, Inbound, Inbox
+from drupe.channels.outbox import Button, RateLimited
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
-from drupe.streaming.listeners.channel_outbox import Button, RateLimited
 
 __all__ = ["WebhookAdapter"]
 

@@ -36,7 +36,12 @@ from drupe.errors import AdmissionError, NotOwnerError
 from drupe.ids import session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.sse import MultiplexListener, SseListener, parse_cursor
+from drupe.streaming.listeners.sse import (
+    MultiplexListener,
+    SseListener,
+    parse_cursor,
+    seq_after,
+)
 from drupe.streaming.manager import StatusRecord
 
 if TYPE_CHECKING:
@@ -80,7 +85,7 @@ class ClusterConversations:
                 await self._here(request, subscribers),
                 detach_listener=lambda listener_id: manager.detach(conversation_id, listener_id),
             )
-        result = await self.chat.dispatch(request)
+        result = await self.chat.dispatch(request, caller)
         admitted = Admitted(result)
         if listener is None:
             return admitted
@@ -117,8 +122,8 @@ class ClusterConversations:
             await self.local.known(caller, conversation_id, "read")
             return None
         turn_id, _announced_ms = latest
+        after = seq_after(cursor, turn_id)
         parsed = parse_cursor(cursor)
-        after = parsed[1] if parsed is not None and parsed[0] == turn_id else None
         log = self.node.log
         if parsed is not None and after is None:
             # A cursor of an earlier turn whose answer was lost and is being answered again
@@ -166,8 +171,7 @@ class ClusterConversations:
             subscription.add(follower.close)
             latest = await self.chat.latest_turn(conversation_id)
             if latest is not None:
-                parsed = parse_cursor(cursor)
-                after = parsed[1] if parsed is not None and parsed[0] == latest[0] else None
+                after = seq_after(cursor, latest[0])
                 await follower.follow_turn(latest[0], after=after)
             await follower.follow_next(latest[0] if latest is not None else None)
         except BaseException:
@@ -197,12 +201,12 @@ class ClusterConversations:
         await self.local.access.check(caller, conversation_id, "write")
         if not self.local.manager.is_live(conversation_id):
             await self.local.known(caller, conversation_id, "write")
-        return await self.chat.stop(conversation_id, reason=reason)
+        return await self.chat.stop(conversation_id, reason=reason, caller=caller)
 
     async def close_session(self, caller: Principal, session_id: str) -> None:
         conversation_id = session_conversation_id(session_id)
         await self.local.access.check(caller, conversation_id, "write")
-        await self.chat.stop(conversation_id)  # the owner stops the turn, wherever it runs
+        await self.chat.stop(conversation_id, caller=caller)  # the owner stops it, wherever
         await self.local.close_session_here(session_id)
 
     async def approve(
@@ -216,11 +220,11 @@ class ClusterConversations:
     ) -> ApprovalOutcome:
         # Subscribers follow the continuation from the log (``follow_turns``), on any node.
         await self.local.known(caller, conversation_id, "write")
-        return await self.chat.approvals(conversation_id, list(decisions))
+        return await self.chat.approvals(conversation_id, list(decisions), caller)
 
     async def delete(self, caller: Principal, conversation_id: str) -> None:
         await self.local.known(caller, conversation_id, "write")
-        await self.chat.delete(conversation_id)
+        await self.chat.delete(conversation_id, caller)
         self.local.manager.forget(conversation_id)
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:

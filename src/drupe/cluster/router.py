@@ -12,7 +12,8 @@ Contract (``docs/lifecycles/cluster.md``):
 * ``stop``, ``approvals`` and ``delete`` follow the same rule (a stop with no owner anywhere
   stops nothing); on the owner they run the local port's ``*_here`` methods.
 * A routed command's payload is the request's own dataclass, dumped and validated by pydantic
-  (never built by hand).
+  (never built by hand), with its caller (a ``Principal``): the owner node asks its own access
+  policy again before it runs the command.
 * ``follower(conversation, listener)``: subscribers on every node read the chunk log
   (``LogFollower``); ``latest_turn`` finds what a resume should follow.
 """
@@ -33,6 +34,7 @@ from drupe.admission.approval_service import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.dispatch import Dispatcher, DispatchResult
 from drupe.admission.local_conversations import LocalConversations
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.cluster.command_bus import CommandBus, NodeGone
 from drupe.cluster.follower import FollowingListener, LogFollower
 from drupe.cluster.log_writer import turns_key
@@ -53,6 +55,7 @@ _REGENERATE: TypeAdapter[Regenerate] = TypeAdapter(Regenerate)
 _RESULT: TypeAdapter[DispatchResult] = TypeAdapter(DispatchResult)
 _DECISIONS: TypeAdapter[list[Decision]] = TypeAdapter(list[Decision])
 _OUTCOME: TypeAdapter[ApprovalOutcome] = TypeAdapter(ApprovalOutcome)
+_PRINCIPAL: TypeAdapter[Principal] = TypeAdapter(Principal)
 
 
 class ClusterRouter(TaskOwner):
@@ -94,9 +97,12 @@ class ClusterRouter(TaskOwner):
 
     # --- commands ------------------------------------------------------------------------------
 
-    async def dispatch(self, request: Submit | Regenerate) -> DispatchResult:
+    async def dispatch(
+        self, request: Submit | Regenerate, caller: Principal = LOCAL_ADMIN
+    ) -> DispatchResult:
         return await self._routed(
             request.conversation_id,
+            caller,
             lambda: self.dispatch_here(request),
             "dispatch",
             {"request": _request_json(request)},
@@ -112,28 +118,35 @@ class ClusterRouter(TaskOwner):
             await self.announce(request.conversation_id, result.turn_id)
         return result
 
-    async def stop(self, conversation_id: str, *, reason: str = "user-stop") -> bool:
+    async def stop(
+        self, conversation_id: str, *, reason: str = "user-stop", caller: Principal = LOCAL_ADMIN
+    ) -> bool:
         return await self._routed(
             conversation_id,
+            caller,
             lambda: self.local.stop_here(conversation_id, reason=reason),
             "stop",
             {"conversation": conversation_id, "reason": reason},
             lambda data: bool(data["stopped"]),
         )
 
-    async def approvals(self, conversation_id: str, decisions: list[Decision]) -> ApprovalOutcome:
+    async def approvals(
+        self, conversation_id: str, decisions: list[Decision], caller: Principal = LOCAL_ADMIN
+    ) -> ApprovalOutcome:
         return await self._routed(
             conversation_id,
+            caller,
             lambda: self.local.approve_here(conversation_id, decisions),
             "approvals",
             {"conversation": conversation_id, "decisions": [asdict(d) for d in decisions]},
             lambda data: _OUTCOME.validate_python(data),
         )
 
-    async def delete(self, conversation_id: str) -> None:
+    async def delete(self, conversation_id: str, caller: Principal = LOCAL_ADMIN) -> None:
         """The owner stops the live answer (its partial persisted) and deletes the rows."""
         await self._routed(
             conversation_id,
+            caller,
             lambda: self.local.delete_here(conversation_id),
             "delete",
             {"conversation": conversation_id},
@@ -143,11 +156,13 @@ class ClusterRouter(TaskOwner):
     async def _routed(
         self,
         conversation_id: str,
+        caller: Principal,
         local: Callable[[], Awaitable[T]],
         kind: str,
         payload: dict[str, Any],
         decode: Callable[[dict[str, Any]], T],
     ) -> T:
+        payload = {**payload, "caller": _caller_json(caller)}
         deadline = time.monotonic() + self.wait_for_takeover
         while True:
             try:
@@ -174,22 +189,31 @@ class ClusterRouter(TaskOwner):
         # A node that no longer owns it raises NotOwnerError (the ownership port): the caller
         # re-resolves the owner.
         request = _request_from_json(payload["request"])
+        await self._check(payload, request.conversation_id)
         result = await self.dispatch_here(request)
         return asdict(result)
 
     async def _on_stop(self, payload: dict[str, Any]) -> dict[str, Any]:
         reason = str(payload.get("reason") or "user-stop")
+        await self._check(payload, str(payload["conversation"]))
         stopped = await self.local.stop_here(str(payload["conversation"]), reason=reason)
         return {"stopped": stopped}
 
     async def _on_approvals(self, payload: dict[str, Any]) -> dict[str, Any]:
         decisions = _DECISIONS.validate_python(payload["decisions"])
+        await self._check(payload, str(payload["conversation"]))
         outcome = await self.local.approve_here(str(payload["conversation"]), decisions)
         return asdict(outcome)
 
     async def _on_delete(self, payload: dict[str, Any]) -> dict[str, Any]:
+        await self._check(payload, str(payload["conversation"]))
         await self.local.delete_here(str(payload["conversation"]))
         return {"deleted": True}
+
+    async def _check(self, payload: dict[str, Any], conversation_id: str) -> None:
+        """The owner asks its own access policy again for the routed command's caller."""
+        caller = _PRINCIPAL.validate_python(payload.get("caller") or _caller_json(LOCAL_ADMIN))
+        await self.local.access.check(caller, conversation_id, "write")
 
     # --- subscriptions -------------------------------------------------------------------------
 
@@ -210,6 +234,11 @@ class ClusterRouter(TaskOwner):
         turn = fields.get(b"e", fields.get("e"))
         turn = turn.decode() if isinstance(turn, bytes) else str(turn)
         return turn, int(text.split("-")[0])
+
+
+def _caller_json(caller: Principal) -> dict[str, Any]:
+    scopes = sorted(caller.scopes) if caller.scopes is not None else None
+    return {**asdict(caller), "scopes": scopes}
 
 
 def _request_json(request: Submit | Regenerate) -> dict[str, Any]:

@@ -27,8 +27,8 @@ from starlette.responses import Response
 from drupe.agent.request import TurnRequest
 from drupe.chunks.types import Chunk, UIMessage
 from drupe.errors import ToolError
+from drupe.streaming.contracts import ExecutionSpec, SendInput
 from drupe.streaming.listeners.base import BaseListener, StreamEvent, TerminalResult
-from drupe.streaming.manager import ExecutionSpec, SendInput
 from drupe.tools.base import ToolContext, ToolEntry
 
 if TYPE_CHECKING:

@@ -138,6 +138,17 @@ def build_router(
         return await openai_auth(request)
 
     either_key = Depends(either_auth)
+    _add_model_routes(router, runtime, either_key)
+    _add_completion_routes(router, runtime, access, fast, openai_key, anthropic_key)
+    _add_agent_routes(router, runtime, openai_key)
+    responses.add_routes(router, runtime, access, openai_key)
+    mcp_proxy.add_routes(router, runtime, openai_key)
+    return router
+
+
+def _add_model_routes(router: GatewayRouter, runtime: Runtime, either_key: Any) -> None:
+    """``GET /v1/models`` and ``/v1/models/{id}`` (the OpenAI shape, or the Anthropic one when
+    the client sends ``anthropic-version``)."""
 
     @router.get(
         "/v1/models",
@@ -168,6 +179,18 @@ def build_router(
         if anthropic:
             return json_response(200, anthropic_model_object(model_id, labels.get(model_id)))
         return json_response(200, model_object(model_id))
+
+
+def _add_completion_routes(
+    router: GatewayRouter,
+    runtime: Runtime,
+    access: GatewayAccess,
+    fast: Passthrough,
+    openai_key: Any,
+    anthropic_key: Any,
+) -> None:
+    """Chat Completions (with the pass-through) and Anthropic Messages (also pinned to one
+    provider)."""
 
     @router.post(
         "/v1/chat/completions",
@@ -227,6 +250,10 @@ def build_router(
     ) -> Response:
         return await anthropic_messages(request, key, provider)
 
+
+def _add_agent_routes(router: GatewayRouter, runtime: Runtime, openai_key: Any) -> None:
+    """``GET /v1/agents``: the agents a key may drive (as models ``agent:<id>``)."""
+
     @router.get("/v1/agents", summary="List the agents this key may drive")
     async def list_agents(key: ApiKeyRecord | None = openai_key) -> Response:
         records = await runtime.db.agents.list_agents()
@@ -244,10 +271,6 @@ def build_router(
             if check_agent_scope(key, record.id) is None
         ]
         return json_response(200, {"object": "list", "data": data})
-
-    responses.add_routes(router, runtime, access, openai_key)
-    mcp_proxy.add_routes(router, runtime, openai_key)
-    return router
 
 
 def _pinned(provider: str | None, model: str, error_body: ErrorBody) -> str:

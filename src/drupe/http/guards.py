@@ -8,12 +8,15 @@
   refused with 403. Requests without ``Origin`` (curl, the CLI, server-to-server) pass: the
   check is against cross-site pages driving a user's browser, not an authentication.
 
-Both answer ``{"detail": "..."}`` like every other error (the wording lives in ``errors``).
+Both answer ``{"detail": "..."}`` like every other error (the wording lives in ``errors``),
+except under a path prefix given a body of its own (``BodyLimit(refusals=...)``: the protocol
+routes answer in their protocol's error shape, a JSON-RPC error or an AG-UI ``RUN_ERROR``).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 import orjson
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
@@ -21,8 +24,12 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 __all__ = ["BodyLimit", "OriginCheck", "is_same_origin"]
 
 
-async def _reject(send: Send, status: int, detail: str) -> None:
-    body = orjson.dumps({"detail": detail})
+RefusalBody = Callable[[int, str], Mapping[str, Any]]
+"""``(status, message)`` -> the JSON body of a refusal under one path prefix."""
+
+
+async def _reject(send: Send, status: int, detail: str, shape: RefusalBody | None = None) -> None:
+    body = orjson.dumps(shape(status, detail) if shape is not None else {"detail": detail})
     await send(
         {
             "type": "http.response.start",
@@ -46,9 +53,20 @@ def _header(scope: Scope, name: bytes) -> str | None:
 class BodyLimit:
     """Refuse request bodies over ``max_bytes`` with 413."""
 
-    def __init__(self, app: ASGIApp, *, max_bytes: int) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        *,
+        max_bytes: int,
+        refusals: Iterable[tuple[str, RefusalBody]] = (),
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.refusals = tuple(refusals)
+
+    def _shape(self, scope: Scope) -> RefusalBody | None:
+        path = scope.get("path", "")
+        return next((shape for prefix, shape in self.refusals if path.startswith(prefix)), None)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
@@ -57,7 +75,7 @@ class BodyLimit:
         too_large = f"request body is larger than the {self.max_bytes}-byte limit"
         length = _header(scope, b"content-length")
         if length is not None and length.isdigit() and int(length) > self.max_bytes:
-            await _reject(send, 413, too_large)
+            await _reject(send, 413, too_large, self._shape(scope))
             return
         chunks: list[bytes] = []
         size = 0
@@ -68,7 +86,7 @@ class BodyLimit:
             chunk = message.get("body", b"")
             size += len(chunk)
             if size > self.max_bytes:
-                await _reject(send, 413, too_large)
+                await _reject(send, 413, too_large, self._shape(scope))
                 return
             chunks.append(chunk)
             if not message.get("more_body", False):

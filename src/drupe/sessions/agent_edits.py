@@ -9,20 +9,31 @@ an idle session; otherwise the next fresh turn reconciles and reconnects.
 from __future__ import annotations
 
 import logging
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from drupe.sessions.drivers.base import ConnectTarget
 from drupe.sessions.state import Transition, is_busy
 
 if TYPE_CHECKING:
-    from drupe.sessions.host import AgentSessionHost
+    from drupe.sessions.connections import ConnectionKeeper
+    from drupe.sessions.host import SessionEntry
+    from drupe.sessions.lookup import SessionLookup
 
 __all__ = ["apply_agent_update"]
 
 log = logging.getLogger(__name__)
 
 
-async def apply_agent_update(host: AgentSessionHost, agent_id: str) -> None:
+async def apply_agent_update(
+    entries: Iterable[SessionEntry],
+    agent_id: str,
+    *,
+    lookup: SessionLookup,
+    connections: ConnectionKeeper,
+    abort: Callable[[str, str], bool],
+    runtime_failed: Callable[[SessionEntry, Mapping[str, Any]], None],
+) -> None:
     """Push an agent edit to its live sessions (reference §6.7 "Push").
 
     Model removed: pause the live turn (``agent-model-cleared``) and close the session.
@@ -30,15 +41,15 @@ async def apply_agent_update(host: AgentSessionHost, agent_id: str) -> None:
     (else the next fresh turn reconnects); ``failed`` (or a raise) pauses the live turn and
     closes the connection but keeps the queued turns; ``invalid`` closes the session.
     """
-    for entry in [e for e in host.entries.values() if e.info.agent_id == agent_id]:
-        info = await host.lookup.load(entry.session_id)
+    for entry in [e for e in entries if e.info.agent_id == agent_id]:
+        info = await lookup.load(entry.session_id)
         if info is None:
             continue
         entry.info = info
-        connection = host.connections.current(entry)
+        connection = connections.current(entry)
         if not info.model_id:
-            host.manager.abort(entry.conversation_id, "agent-model-cleared")
-            await host.connections.close_now(entry, "agent model cleared")
+            abort(entry.conversation_id, "agent-model-cleared")
+            await connections.close_now(entry, "agent model cleared")
             continue
         if connection is None:
             continue
@@ -47,17 +58,17 @@ async def apply_agent_update(host: AgentSessionHost, agent_id: str) -> None:
         except Exception:  # isolation boundary: a throwing reconcile counts as failed
             log.exception("reconcile of session %r raised", entry.session_id)
             verdict = "failed"
-        if host.connections.current(entry) is not connection:
+        if connections.current(entry) is not connection:
             continue
         if verdict == "failed":
             entry.keep_queue_on_stop = True
-            if not host.manager.abort(entry.conversation_id, "agent-policy-update-failed"):
+            if not abort(entry.conversation_id, "agent-policy-update-failed"):
                 entry.keep_queue_on_stop = False
-            await host.connections.close_now(entry, "policy update failed")
+            await connections.close_now(entry, "policy update failed")
             if isinstance(entry.state.execution, Transition):
                 # A roll cannot continue without its runtime: A2 ends ``error``.
-                host.runtime_failed(
+                runtime_failed(
                     entry, {"name": "AgentPolicyUpdateFailed", "message": "reconcile failed"}
                 )
         elif verdict == "invalid" or (verdict == "rebuild" and not is_busy(entry.state)):
-            await host.connections.close_now(entry, f"agent update: {verdict}")
+            await connections.close_now(entry, f"agent update: {verdict}")

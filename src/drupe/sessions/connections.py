@@ -69,7 +69,10 @@ from drupe.sessions.state import (
 from drupe.streaming.listeners.base import serialize_error
 
 if TYPE_CHECKING:
-    from drupe.sessions.host import AgentSessionHost, SessionEntry
+    from drupe.sessions.drivers.registry import DriverRegistry
+    from drupe.sessions.host import SessionEntry
+    from drupe.sessions.lookup import SessionLookup
+    from drupe.sessions.seams import HostSteps
 
 __all__ = ["ConnectionKeeper", "anchor_chunk"]
 
@@ -100,8 +103,10 @@ def anchor_chunk(anchor: CompactionAnchor, seq: int) -> Chunk:
 
 
 class ConnectionKeeper:
-    def __init__(self, host: AgentSessionHost) -> None:
-        self.host = host
+    def __init__(self, steps: HostSteps, *, drivers: DriverRegistry, lookup: SessionLookup) -> None:
+        self.steps = steps
+        self.drivers = drivers
+        self.lookup = lookup
         self._links: dict[str, _Link] = {}
         self._connecting: dict[str, anyio.Event] = {}
         self._closing: dict[str, list[anyio.Event]] = {}
@@ -120,7 +125,7 @@ class ConnectionKeeper:
         """Return a connection fit for a turn with ``model_id`` (see the module contract)."""
         sid = entry.session_id
         for _ in range(_MAX_ROUNDS):
-            if self.host.entries.get(sid) is not entry:
+            if not self.steps.is_current(entry):
                 raise DriverError(f"agent session {sid!r} was closed")
             link = self._links.get(sid)
             if link is not None:
@@ -152,14 +157,14 @@ class ConnectionKeeper:
         done = self._connecting[sid] = anyio.Event()
         self._attempts += 1
         attempt = self._attempts
-        self.host.apply(entry, ConnectionStarted(attempt))
+        self.steps.apply(entry, ConnectionStarted(attempt))
         try:
             # Never two runtimes for one session: the previous one must have exited first.
             await self.wait_closed(sid)
             if entry.last_resume_token is None and not entry.token_hydrated:
-                entry.last_resume_token = await self.host.lookup.latest_resume_token(sid)
+                entry.last_resume_token = await self.lookup.latest_resume_token(sid)
             entry.token_hydrated = True
-            driver = self.host.drivers.get(entry.info.driver_type)
+            driver = self.drivers.get(entry.info.driver_type)
             info = replace(entry.info, model_id=model_id)
             self.connects += 1
             connection = await driver.connect(
@@ -174,20 +179,20 @@ class ConnectionKeeper:
                 )
             )
         except BaseException as err:
-            self.host.apply(entry, ConnectionLost(attempt))
+            self.steps.apply(entry, ConnectionLost(attempt))
             if isinstance(err, Exception) and not isinstance(err, DrupeError):
                 raise DriverError(f"connecting agent session {sid!r} failed: {err}") from err
             raise
         finally:
             done.set()
             self._connecting.pop(sid, None)
-        if self.host.entries.get(sid) is not entry or entry.state.attempt != attempt:
+        if not self.steps.is_current(entry) or entry.state.attempt != attempt:
             with anyio.move_on_after(_CLOSE_TIMEOUT, shield=True):
                 await connection.close()
             return
         link = self._links[sid] = _Link(connection, attempt)
-        self.host.apply(entry, ConnectionOpened(attempt))
-        self.host.task_group.start_soon(self._read, entry, link)
+        self.steps.apply(entry, ConnectionOpened(attempt))
+        self.steps.spawn(self._read, entry, link)
 
     # --- closing ----------------------------------------------------------------------------
 
@@ -197,7 +202,7 @@ class ConnectionKeeper:
         if link is not None:
             log.info("closing the connection of session %r (%s)", entry.session_id, reason)
             closed = self._closing_event(entry.session_id)
-            self.host.task_group.start_soon(self._close_detached, entry, link, closed)
+            self.steps.spawn(self._close_detached, entry, link, closed)
 
     async def _close_detached(self, entry: SessionEntry, link: _Link, closed: anyio.Event) -> None:
         try:
@@ -205,7 +210,7 @@ class ConnectionKeeper:
         finally:
             self._closed(entry.session_id, closed)
         if entry.session_id not in self._links:
-            self.host.settle_compaction(entry, "the connection closed")
+            self.steps.settle_compaction(entry, "the connection closed")
 
     async def close_now(self, entry: SessionEntry, reason: str) -> None:
         link = self._links.pop(entry.session_id, None)
@@ -213,8 +218,8 @@ class ConnectionKeeper:
             return
         log.info("closing the connection of session %r (%s)", entry.session_id, reason)
         closed = self._closing_event(entry.session_id)
-        self.host.apply(entry, ConnectionLost(link.attempt))
-        self.host.settle_compaction(entry, "the connection closed")
+        self.steps.apply(entry, ConnectionLost(link.attempt))
+        self.steps.settle_compaction(entry, "the connection closed")
         try:
             await _close(link.connection)
         finally:
@@ -257,9 +262,9 @@ class ConnectionKeeper:
         finally:
             if self._links.get(entry.session_id) is link:
                 del self._links[entry.session_id]
-                self.host.apply(entry, ConnectionLost(link.attempt))
-                self.host.settle_compaction(entry, "the connection ended")
-                self.host.runtime_failed(entry, failure)
+                self.steps.apply(entry, ConnectionLost(link.attempt))
+                self.steps.settle_compaction(entry, "the connection ended")
+                self.steps.runtime_failed(entry, failure)
                 closed = self._closing_event(entry.session_id)
                 try:
                     await _close(link.connection)
@@ -267,37 +272,39 @@ class ConnectionKeeper:
                     self._closed(entry.session_id, closed)
 
     def route_chunk(self, entry: SessionEntry, chunk: Chunk) -> None:
-        self.host.apply(entry, RuntimeChunk(chunk))
+        self.steps.apply(entry, RuntimeChunk(chunk))
 
     async def _on_event(self, entry: SessionEntry, link: _Link, event: RuntimeEvent) -> None:
-        host = self.host
+        steps = self.steps
         match event:
             case ChunkEvent(chunk=runtime_chunk):
-                host.apply(entry, RuntimeChunk(runtime_chunk))
+                steps.apply(entry, RuntimeChunk(runtime_chunk))
             case ResumeToken(token=token):
                 entry.last_resume_token = token
                 entry.token_hydrated = True
             case TurnComplete():
-                host.settle_compaction(entry, "the turn ended")
-                host.apply(entry, RuntimeTerminal("success"))
+                entry.turns_ended += 1
+                steps.settle_compaction(entry, "the turn ended")
+                steps.apply(entry, RuntimeTerminal("success"))
             case ErrorEvent(error=error):
-                host.settle_compaction(entry, "the turn failed")
-                host.apply(entry, RuntimeTerminal("error", dict(error)))
+                entry.turns_ended += 1
+                steps.settle_compaction(entry, "the turn failed")
+                steps.apply(entry, RuntimeTerminal("error", dict(error)))
             case SteerUndelivered(inputs=inputs):
-                host.apply(entry, SteerUndeliveredInputs(tuple(i.message["id"] for i in inputs)))
+                steps.apply(entry, SteerUndeliveredInputs(tuple(i.message["id"] for i in inputs)))
             case SteerBoundary(inputs=inputs):
-                host.apply(entry, SteerBoundaryReached(tuple(i.message["id"] for i in inputs)))
+                steps.apply(entry, SteerBoundaryReached(tuple(i.message["id"] for i in inputs)))
             case CompactionStart():
-                host.apply(entry, CompactionStarted())
+                steps.apply(entry, CompactionStarted())
             case CompactionComplete(anchor=anchor):
                 marker: Chunk | None = None
                 if anchor is not None:
                     self._anchors += 1
                     marker = anchor_chunk(anchor, self._anchors)
-                host.apply(entry, CompactionEnded(marker))
+                steps.apply(entry, CompactionEnded(marker))
             case CompactionError(error=error):
                 log.warning("compaction of session %r failed: %s", entry.session_id, error)
-                host.apply(entry, CompactionEnded(None))
+                steps.apply(entry, CompactionEnded(None))
             case ContextUsage(usage=usage):
                 if dict(usage) != entry.context_usage:
                     entry.context_usage = dict(usage)
@@ -310,7 +317,7 @@ class ConnectionKeeper:
                     data = {"commands": list(commands)}
                     self.route_chunk(entry, _state_chunk("data-session-commands", data))
             case RuntimeTurnStart():
-                host.runtime_turn_started(entry)
+                steps.runtime_turn_started(entry)
             case UsageEvent() | ApiRetry():
                 pass
 

@@ -20,25 +20,33 @@ Contract:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
-from dataclasses import dataclass, field, replace
-from typing import TYPE_CHECKING, Any, Literal
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping, Sequence
+from dataclasses import replace
+from typing import TYPE_CHECKING, Any, Literal, cast
 
 import anyio
 import anyio.abc
-from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
 from drupe.ids import new_message_id, next_turn_id, session_conversation_id, session_id_of
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
-from drupe.sessions.drivers.base import SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.base import (
+    Capabilities,
+    ContextUsageConnection,
+    IdleHookDriver,
+    SessionInfo,
+    SteerableConnection,
+    UserInput,
+)
 from drupe.sessions.drivers.registry import DriverRegistry
+from drupe.sessions.entry import SessionEntry, TurnItem, forgettable, runtime_turn_known
 from drupe.sessions.launch import Launcher
 from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
 from drupe.sessions.lookup import SessionLookup
 from drupe.sessions.reducer import reduce
+from drupe.sessions.seams import HostSteps
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,
@@ -59,7 +67,6 @@ from drupe.sessions.state import (
     RuntimeTurnStarted,
     ScheduleLaunch,
     SessionOnIdle,
-    SessionState,
     SteerUndeliveredInputs,
     Stopped,
     TerminateHeld,
@@ -75,9 +82,10 @@ from drupe.sessions.state import (
     turn_config,
     will_continue,
 )
+from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.listeners.persistence import PersistenceListener
-from drupe.streaming.manager import ExecutionSpec, StreamManager
+from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
@@ -107,36 +115,6 @@ _STOP_CLOSE_BOUND_S = 20.0
 """How long ``stop`` waits for the stopped runtime's connection to close."""
 DEFAULT_COMPACTION_BOUND = 600.0
 """Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
-_Item = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
-
-
-@dataclass(eq=False, slots=True, kw_only=True)
-class SessionEntry:
-    """The host's record of one session: reducer state plus what the shell owns."""
-
-    session_id: str
-    conversation_id: str
-    info: SessionInfo
-    state: SessionState = field(default_factory=SessionState)
-    channels: dict[str, MemoryObjectSendStream[_Item]] = field(default_factory=dict)
-    overflowed: set[str] = field(default_factory=set)
-    """Turns whose stream overflowed (they end ``error``)."""
-    last_resume_token: str | None = None
-    token_hydrated: bool = False
-    idle_scope: anyio.CancelScope | None = None
-    compaction_scope: anyio.CancelScope | None = None
-    """The running compaction's time bound (``DEFAULT_COMPACTION_BOUND``)."""
-    approvals: dict[str, tuple[str, bool]] = field(default_factory=dict)
-    """approval id -> (tool call id, headless turn)."""
-    context_usage: Mapping[str, Any] | None = None
-    commands: tuple[str, ...] = ()
-    keep_queue_on_stop: bool = False
-    log: list[str] = field(default_factory=list)
-    """Invalid transitions and drops, newest last (bounded; for tests and diagnostics)."""
-    waiting: list[Listener] = field(default_factory=list)
-    """Subscribers of a queued follow-up that had no stream to join; the next launch gets them."""
-    changed: anyio.Event = field(default_factory=anyio.Event)
-    """Set (and replaced) after every reducer step: ``await entry.changed.wait()``."""
 
 
 class AgentSessionHost:
@@ -154,6 +132,7 @@ class AgentSessionHost:
         compaction_bound: float = DEFAULT_COMPACTION_BOUND,
         sleep: Callable[[float], Awaitable[None]] = anyio.sleep,
         fence_for: Callable[[str], int | None] = lambda conversation_id: None,
+        checkpointer: Checkpointer | None = None,
     ) -> None:
         self.manager = manager
         self.drivers = drivers
@@ -165,19 +144,50 @@ class AgentSessionHost:
         self.compaction_bound = compaction_bound
         self._sleep = sleep
         self.fence_for = fence_for
+        self.checkpointer = checkpointer
+        """Saves each live answer into its ``pending`` row while it streams (None: off)."""
         """This node's fencing token for a conversation (cluster mode; None: unfenced): every
         session row the host (and its admission provider) writes carries it."""
         self.entries: dict[str, SessionEntry] = {}
         self.max_entries = MAX_ENTRIES
         self.turn_channel_limit = MAX_TURN_CHANNEL
-        self.connections = ConnectionKeeper(self)
-        self.launcher = Launcher(self)
+        steps = HostSteps(
+            apply=self.apply,
+            is_current=self._is_current,
+            spawn=self._spawn,
+            settle_compaction=self.settle_compaction,
+            runtime_failed=self.runtime_failed,
+            runtime_turn_started=self.runtime_turn_started,
+        )
+        self.connections = ConnectionKeeper(steps, drivers=drivers, lookup=self.lookup)
+        self.launcher = Launcher(
+            steps,
+            manager=manager,
+            messages=messages,
+            lookup=self.lookup,
+            fence_for=fence_for,
+            turn_request=self._turn_request,
+        )
         self._seq = 0
         manager.add_hold_policy(self.will_continue_conversation)
 
     @property
     def task_group(self) -> anyio.abc.TaskGroup:
         return self._tg if self._tg is not None else self.manager.task_group
+
+    def _spawn(self, fn: Callable[..., Coroutine[Any, Any, Any]], *args: Any) -> None:
+        self.task_group.start_soon(fn, *args)
+
+    def _is_current(self, entry: SessionEntry) -> bool:
+        return self.entries.get(entry.session_id) is entry
+
+    def _turn_request(self, entry: SessionEntry, turn: TurnInfo) -> SendInput:
+        """What starts ``turn``'s stream: its execution and its runtime listeners."""
+        return SendInput(
+            conversation_id=entry.conversation_id,
+            executions=[self.execution_spec(entry.session_id, turn)],
+            listeners=self._listeners(entry, turn),
+        )
 
     # --- queries ----------------------------------------------------------------------------
 
@@ -216,7 +226,7 @@ class AgentSessionHost:
     def _make_room(self) -> None:
         """Keep ``entries`` within ``MAX_ENTRIES`` (see its docstring)."""
         while len(self.entries) >= self.max_entries:
-            victim = next((e for e in self.entries.values() if _forgettable(e)), None)
+            victim = next((e for e in self.entries.values() if forgettable(e)), None)
             if victim is None:
                 raise DriverError(
                     f"too many active agent sessions (the limit is {self.max_entries})"
@@ -254,11 +264,12 @@ class AgentSessionHost:
         item = replace(item, seq=self._seq)
         turn_id = can_redirect(entry.state, item.config)
         connection = self.connections.current(entry)
-        if turn_id is not None and connection is not None and can_steer(connection):
+        if turn_id is not None and connection is not None and self._capabilities(entry).steer:
             # Fold first: the runtime may reach the boundary before ``redirect`` returns.
             self.apply(entry, RedirectAccepted(turn_id, item))
+            steerable = cast(SteerableConnection, connection)
             try:
-                accepted = await connection.redirect(  # type: ignore[attr-defined]
+                accepted = await steerable.redirect(
                     UserInput(message=item.message, system_reminder=True, headless=item.headless)
                 )
             except Exception:  # isolation boundary: a driver failing to steer
@@ -271,9 +282,36 @@ class AgentSessionHost:
         self.apply(entry, QueueFollowUp(item))
         return "queued"
 
+    def _capabilities(self, entry: SessionEntry) -> Capabilities:
+        return self.drivers.get(entry.info.driver_type).capabilities
+
+    async def refresh_context_usage(self, session_id: str) -> Mapping[str, Any] | None:
+        """The session's context usage, fetched from its runtime at most once per ended turn
+        (each fetch may cost the runtime provider requests), and only when someone reads it."""
+        entry = self.entries.get(session_id)
+        if entry is None:
+            return None
+        connection = self.connections.current(entry)
+        if (
+            connection is None
+            or entry.usage_fetched_at == entry.turns_ended
+            or not self._capabilities(entry).context_usage
+        ):
+            return entry.context_usage
+        async with entry.usage_lock:
+            if entry.usage_fetched_at != entry.turns_ended:
+                turns = entry.turns_ended
+                usage = await cast(ContextUsageConnection, connection).context_usage()
+                entry.usage_fetched_at = turns
+                if usage is not None:
+                    entry.context_usage = dict(usage)
+        return entry.context_usage
+
     def runtime_turn_started(self, entry: SessionEntry) -> None:
         """The runtime began a turn by itself: it gets its own assistant row (no user row),
-        streamed and persisted like any turn, under the same busy and queue rules."""
+        streamed and persisted like any turn. On a busy session it waits (buffered) and goes
+        first once the session is idle; its row follows the answer the runtime gave before it
+        (not a follow-up submitted meanwhile)."""
         model_id = entry.info.model_id
         turn = TurnInfo(
             turn_id=next_turn_id(),
@@ -284,7 +322,12 @@ class AgentSessionHost:
             pre_admitted=True,
             runtime=True,
         )
+        previous = entry.state.waiting[-1] if entry.state.waiting else entry.state.execution
+        if isinstance(previous, TurnExec):
+            entry.runtime_parents[turn.turn_id] = previous.turn.assistant_message_id
         self.apply(entry, RuntimeTurnStarted(turn))
+        for turn_id in [t for t in entry.runtime_parents if not runtime_turn_known(entry, t)]:
+            del entry.runtime_parents[turn_id]  # refused, or dropped by a stop
 
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
         entry = self.entries.get(session_id)
@@ -298,7 +341,7 @@ class AgentSessionHost:
         if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
             raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
         turn = current.turn
-        send, receive = anyio.create_memory_object_stream[_Item](self.turn_channel_limit)
+        send, receive = anyio.create_memory_object_stream[TurnItem](self.turn_channel_limit)
         entry.channels[turn_id] = send
         send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
         finished = False
@@ -404,15 +447,16 @@ class AgentSessionHost:
                     self.task_group.start_soon(self._terminate_held, entry, dict(error))
                 case DropQueued(items=items, reason=reason):
                     ids = [i.user_message_id for i in items]
-                    self._note(entry, f"dropped follow-ups {ids} ({reason})")
+                    self._note(entry, f"dropped follow-ups {ids} ({reason})", _level(reason))
                 case DropBuffer(chunks=chunks, reason=reason):
-                    self._note(entry, f"dropped {len(chunks)} chunk(s) ({reason})")
+                    text = f"dropped {len(chunks)} chunk(s) ({reason})"
+                    self._note(entry, text, _level(reason))
                 case CloseConnection(reason=reason):
                     self.connections.close_current(entry, reason)
                 case SessionOnIdle():
                     self.task_group.start_soon(self._on_idle, entry)
                 case LogInvalid(event=name, reason=reason):
-                    self._note(entry, f"invalid {name}: {reason}")
+                    self._note(entry, f"invalid {name}: {reason}", logging.WARNING)
         self._sync_idle(entry)
         self._sync_compaction_bound(entry)
         if entry.waiting and not is_busy(entry.state):
@@ -421,21 +465,24 @@ class AgentSessionHost:
         entry.changed.set()
         entry.changed = anyio.Event()
 
-    def _push(self, entry: SessionEntry, turn_id: str, item: _Item) -> None:
+    def _push(self, entry: SessionEntry, turn_id: str, item: TurnItem) -> None:
         channel = entry.channels.get(turn_id)
         if channel is None:
-            self._note(entry, f"turn {turn_id!r} has no open stream; {item[0]} dropped")
+            text = f"turn {turn_id!r} has no open stream; {item[0]} dropped"
+            self._note(entry, text, logging.WARNING)
             return
         try:
             channel.send_nowait(item)
         except anyio.WouldBlock:
-            self._note(entry, f"turn {turn_id!r} overflowed its stream; it ends in error")
+            text = f"turn {turn_id!r} overflowed its stream; it ends in error"
+            self._note(entry, text, logging.WARNING)
             entry.overflowed.add(turn_id)
             entry.channels.pop(turn_id, None)
             channel.close()
 
-    def _note(self, entry: SessionEntry, text: str) -> None:
-        log.info("session %r: %s", entry.session_id, text)
+    def _note(self, entry: SessionEntry, text: str, level: int = logging.INFO) -> None:
+        """Log ``text`` (anomalies at WARNING: they lose something) and keep it on the entry."""
+        log.log(level, "session %r: %s", entry.session_id, text)
         entry.log.append(text)
         del entry.log[:-100]
 
@@ -468,7 +515,10 @@ class AgentSessionHost:
         )
         return [
             PersistenceListener(
-                backend, model_id=turn.config.model_id, conversation_id=entry.conversation_id
+                backend,
+                model_id=turn.config.model_id,
+                conversation_id=entry.conversation_id,
+                checkpointer=self.checkpointer,
             ),
             RuntimeTerminalListener(
                 entry.session_id, turn.turn_id, backend=backend, report=self.mark_turn_terminal
@@ -479,7 +529,14 @@ class AgentSessionHost:
 
     async def agent_updated(self, agent_id: str) -> None:
         """Push an agent edit to its live sessions (see ``agent_edits.apply_agent_update``)."""
-        await apply_agent_update(self, agent_id)
+        await apply_agent_update(
+            list(self.entries.values()),
+            agent_id,
+            lookup=self.lookup,
+            connections=self.connections,
+            abort=self.manager.abort,
+            runtime_failed=self.runtime_failed,
+        )
 
     # --- approvals ----------------------------------------------------------------------------
 
@@ -548,11 +605,10 @@ class AgentSessionHost:
 
     async def _on_idle(self, entry: SessionEntry) -> None:
         driver = self.drivers.get(entry.info.driver_type)
-        hook = getattr(driver, "on_session_idle", None)
-        if hook is None or entry.last_resume_token is None:
+        if not driver.capabilities.idle_hook or entry.last_resume_token is None:
             return
         try:
-            await hook(entry.session_id)
+            await cast(IdleHookDriver, driver).on_session_idle(entry.session_id)
         except Exception:  # isolation boundary: a driver's idle hook
             log.exception("on_session_idle of session %r failed", entry.session_id)
 
@@ -586,13 +642,6 @@ class AgentSessionHost:
             await self.connections.close_now(entry, "shutdown")
 
 
-def _forgettable(entry: SessionEntry) -> bool:
-    return (
-        not is_busy(entry.state)
-        and entry.state.connection == "disconnected"
-        and not entry.channels
-        and not entry.waiting
-        and not entry.approvals
-        and entry.idle_scope is None
-        and entry.compaction_scope is None
-    )
+def _level(reason: str) -> int:
+    """A drop the user asked for (a stop) is routine; any other drop loses something."""
+    return logging.INFO if reason == "stopped" else logging.WARNING

@@ -1,6 +1,7 @@
 """The listeners the host attaches to every session turn (reference §6.3 steps 1 and 3).
 
-* ``SessionBackend``: the persistence backend of a session's assistant row. It writes the row
+* ``SessionBackend``: the persistence backend of a session's assistant row. Its live answer is
+  checkpointed like a chat answer (``checkpoint_target``). It writes the row
   AND the session's newest resume token, read lazily at persist time, whatever the status (so
   an ``error`` row still records it), and persists empty terminals (empty successes too: the
   generic persistence listener writes them). With a ``fence`` (cluster mode: the owner's
@@ -27,6 +28,7 @@ if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.records import TerminalStatus
+    from drupe.streaming.checkpoints import CheckpointSink
 
 __all__ = ["RuntimeTerminalListener", "SessionBackend"]
 
@@ -38,9 +40,6 @@ class SessionBackend:
 
     kind = "agent-session"
     persists_empty_terminal = True
-    checkpoint_target = None
-    """Session rows are not checkpointed: a crash keeps what the terminal wrote, and the boot
-    reconcile drops the session's resume token."""
 
     def __init__(
         self,
@@ -58,6 +57,14 @@ class SessionBackend:
         self.message_id = message_id
         self.resume_token = resume_token
         self.fence = fence
+        self.checkpoint_target: tuple[CheckpointSink, str] = (
+            (messages, message_id)
+            if fence is None
+            else (messages.fenced_checkpoints(fence), message_id)
+        )
+        """The live answer is checkpointed into its ``pending`` row like a chat answer (the
+        chat policy, ``streaming.checkpoints``), fenced in cluster mode: a kill -9 keeps what
+        subscribers saw; the boot reconcile then drops the session's resume token."""
 
     async def persist_assistant(
         self,

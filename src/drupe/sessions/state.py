@@ -14,6 +14,10 @@ State:
   ``steer-continuation`` or ``runtime-turn`` (a turn the runtime started by itself: its
   ``TurnExec`` exists at once, buffering, while its row is saved; single-flight: at most one
   launch per session);
+* ``waiting``: runtime turns (``TurnExec``, pre-admitted) the runtime began while the session
+  was busy (typically while the previous turn was still being persisted): their chunks and
+  terminal are buffered in them; the first becomes the execution, ahead of the queue (the
+  runtime is already answering it), as soon as the session is idle;
 * ``connection``: ``disconnected`` | ``connecting`` | ``connected`` with the attempt id;
 * ``compacting`` and ``last_terminal``.
 
@@ -163,6 +167,9 @@ class SessionState:
     queue: tuple[FollowUp, ...] = ()
     launch: Literal["idle", "scheduled", "running"] = "idle"
     launch_target: LaunchTarget | None = None
+    waiting: tuple[TurnExec, ...] = ()
+    """Runtime turns begun while the session was busy, oldest first (see the module docstring);
+    only the newest may still be receiving chunks."""
     connection: Literal["disconnected", "connecting", "connected"] = "disconnected"
     attempt: int = 0
     compacting: bool = False
@@ -417,6 +424,7 @@ def will_continue(state: SessionState) -> bool:
     return (
         state.compacting
         or bool(state.queue)
+        or bool(state.waiting)
         or state.launch != "idle"
         or isinstance(state.execution, Transition)
     )

@@ -1,4 +1,4 @@
-"""``ManualClock``: a ``Clock`` (``drupe.streaming.listeners.channel_outbox``) a test drives.
+"""``ManualClock``: a ``Clock`` (``drupe.channels.outbox``) a test drives.
 
 ``now()`` is virtual seconds; ``sleep(d)`` waits until the test has ``advance``d the clock
 past ``now + d``. ``sleepers`` counts the tasks waiting, so a test can wait (without sleeping)

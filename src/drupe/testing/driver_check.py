@@ -29,7 +29,6 @@ from drupe.sessions.drivers.base import (
     SessionInfo,
     TurnComplete,
     UserInput,
-    can_steer,
 )
 
 __all__ = ["DriverReport", "check_driver"]
@@ -64,7 +63,11 @@ async def check_driver(
     driver.validate_session(session)
     connection = await driver.connect(ConnectInput(session=session, model_id=session.model_id))
     assert isinstance(connection, Connection), f"{connection!r} is not a Connection"
-    report.steerable = can_steer(connection)
+    report.steerable = driver.capabilities.steer
+    if report.steerable:
+        assert callable(getattr(connection, "redirect", None)), "steer declared, no redirect"
+    if driver.capabilities.context_usage:
+        assert callable(getattr(connection, "context_usage", None)), "no context_usage"
     if before_send is not None:
         before_send(connection)
     try:

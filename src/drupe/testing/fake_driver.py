@@ -28,6 +28,7 @@ from drupe.chunks.types import Chunk
 from drupe.errors import DriverError, ValidationError
 from drupe.sessions.drivers.base import (
     ApprovalRequest,
+    Capabilities,
     ChunkEvent,
     ConnectInput,
     ConnectTarget,
@@ -103,6 +104,7 @@ class FakeConnection:
     """How many events the host's reader finished handling."""
     number: int = field(default_factory=lambda: next(_ids))
     on_send: Callable[[FakeConnection, UserInput], None] | None = None
+    driver: FakeDriver | None = None
 
     def __post_init__(self) -> None:
         self._send, self._receive = anyio.create_memory_object_stream[RuntimeEvent | None](math.inf)
@@ -130,6 +132,13 @@ class FakeConnection:
         if self.script:
             for event in self.script.pop(0):
                 self.emit(event)
+
+    async def context_usage(self) -> dict[str, Any] | None:
+        """The driver's scripted ``context_usage`` (counted in ``context_usage_calls``)."""
+        if self.driver is None:
+            return None
+        self.driver.context_usage_calls += 1
+        return self.driver.context_usage
 
     async def reconcile(self, target: ConnectTarget) -> ReconcileVerdict:
         self.reconciles.append(target)
@@ -255,6 +264,9 @@ class FakeDriver:
         self.headless_runs = headless_runs
         """Whether scheduled tasks and heartbeats may run on this runtime."""
         self.steerable = steerable
+        self.context_usage: dict[str, Any] | None = None
+        """What the connections' ``context_usage()`` answers (each call is counted)."""
+        self.context_usage_calls = 0
         self.require_workspace = require_workspace
         self.connect_inputs: list[ConnectInput] = []
         self.connections: list[FakeConnection] = []
@@ -271,6 +283,15 @@ class FakeDriver:
         self.sent: list[tuple[FakeConnection, UserInput]] = []
         self._last_input: dict[str, ConnectInput] = {}
         self._changed = anyio.Event()
+
+    @property
+    def capabilities(self) -> Capabilities:
+        return Capabilities(
+            steer=self.steerable,
+            context_usage=True,
+            headless_runs=self.headless_runs,
+            idle_hook=True,
+        )
 
     @property
     def connects(self) -> int:
@@ -321,6 +342,7 @@ class FakeDriver:
         connection = kind(
             connect_input, verdict=self.verdict, script=list(self.script), on_send=self._sent
         )
+        connection.driver = self
         if isinstance(connection, SteerableFakeConnection):
             connection.redirect_result = self.redirect_result
         self.connections.append(connection)

@@ -291,16 +291,93 @@ async def test_provider_retries_reach_subscribers_and_context_usage_is_published
             await env.manager.wait_settled(f"agent-session:{sid}")
         entry = env.entry(sid)
         rows = await env.rows(sid)
+        kinds = [e.chunk["type"] for e in watcher.events]
+        assert entry.context_usage is None and api.count_tokens == 0  # nobody read it yet
+        with anyio.fail_after(DEADLINE_S):
+            usage = await env.host.refresh_context_usage(sid)
 
     assert end.status == "success"
-    kinds = [e.chunk["type"] for e in watcher.events]
     retry = next(e.chunk for e in watcher.events if e.chunk["type"] == "data-retry")
     assert retry["transient"] is True and retry["data"]["statusCode"] == 429
     assert retry["data"]["attempt"] == 2
     assert kinds.index("data-retry") < kinds.index("text-delta")
-    assert entry.context_usage is not None and entry.context_usage["maxTokens"] > 0
-    assert "data-context-usage" in kinds and "data-session-commands" in kinds
+    assert "data-session-commands" in kinds and "data-context-usage" not in kinds
+    assert usage is not None and usage["maxTokens"] > 0
     assert entry.commands and "compact" in entry.commands
     # Transient state chunks never enter the stored answer.
     assert {p["type"] for p in rows[-1].parts} <= {"text", "step-start"}
     assert text_of(rows[-1]).strip() == "after the retry"
+
+
+def _all_text(body: dict[str, Any]) -> str:
+    return str(body["messages"])
+
+
+async def test_a_background_subagent_report_is_streamed_and_stored_as_its_own_row(
+    tmp_path: Path,
+) -> None:
+    """Issue 23.1 with the real CLI: the ``Agent`` tool runs in the background (the CLI's
+    default); after its result the CLI begins a turn by itself to report the subagent's
+    answer, while the host still closes the first turn. That turn is streamed to the
+    subscriber and stored as its own assistant row; nothing is refused or dropped.
+    Issue 23.2: with nobody reading the context usage, the CLI sends no ``count_tokens``; one
+    read fetches it once for the turn."""
+
+    def script(body: dict[str, Any]) -> Reply:
+        if "SUBAGENT-JOB" in str(body["messages"][0]):
+            return Reply(text="found 3 bugs")
+        if "task-notification" in _all_text(body):
+            return Reply(text="the subagent found 3 bugs")
+        if tool_results_in(body):
+            return Reply(text="started it in the background")
+        job = {
+            "description": "find bugs",
+            "prompt": "SUBAGENT-JOB find bugs",
+            "subagent_type": "general-purpose",
+        }
+        return Reply(text="launching", tool=("Agent", job))
+
+    api = FakeClaudeApi(script)
+    url = f"sqlite+aiosqlite:///{tmp_path / 'drupe.db'}"
+    async with (
+        api.serve() as base_url,
+        ClaudeCodeDriver(isolated_config(tmp_path, base_url)) as driver,
+        open_env(url, driver=driver) as env,
+    ):  # type: ignore[arg-type]
+        agent = await env.db.agents.create_agent(
+            name="coder",
+            driver_type="claude-code",
+            model_id=MODEL,
+            workspace=str(tmp_path / "workspace"),
+        )
+        sid = (await env.db.agents.create_session(agent.id)).id
+        watcher = Watcher()
+        with anyio.fail_after(DEADLINE_S * 2):
+            await env.submit(sid, "find bugs in the background", [watcher])
+            await watcher.wait_text("the subagent found 3 bugs")
+            await watcher.wait_terminals(2)
+            await env.manager.wait_settled(f"agent-session:{sid}")
+            await env.wait_for(lambda: not env.host.is_busy(sid))
+        rows = await env.rows(sid)
+        log = list(env.entry(sid).log)
+        fetched_before_read = api.count_tokens
+        with anyio.fail_after(DEADLINE_S):
+            usage = await env.host.refresh_context_usage(sid)
+            fetched_once = api.count_tokens
+            assert await env.host.refresh_context_usage(sid) == usage
+        fetched_twice = api.count_tokens
+
+    assert [(r.role, r.status) for r in rows] == [
+        ("user", "success"),
+        ("assistant", "success"),
+        ("assistant", "success"),  # the CLI's own turn, no user row above it
+    ]
+    _u1, a1, report = rows
+    assert "started it in the background" in text_of(a1)
+    assert report.parent_id == a1.id
+    assert text_of(report).strip() == "the subagent found 3 bugs"
+    assert [t.status for t in watcher.terminals] == ["success", "success"]
+    assert not [line for line in log if "invalid" in line or "dropped" in line], log
+    assert fetched_before_read == 0
+    assert usage is not None and fetched_once > 0
+    assert fetched_twice == fetched_once  # at most once per turn

@@ -4,7 +4,8 @@
 callable: it gets each request body and returns the ``Reply`` to stream (text, then at most one
 tool call). A reply may ``hold`` before its tool call: the stream pauses (``held`` is set) until
 the test sets the reply's ``release`` event, which lets a test act mid-turn (send a steer) at a
-known point. Every request body is kept in ``requests``.
+known point. Every request body is kept in ``requests``. ``POST /v1/messages/count_tokens``
+answers a fixed count and is counted in ``count_tokens`` (the CLI calls it for context usage).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import anyio
 from starlette.applications import Starlette
 from starlette.requests import Request
-from starlette.responses import Response, StreamingResponse
+from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
 from drupe.testing.fake_providers import serve_app
@@ -58,10 +59,20 @@ class FakeClaudeApi:
     def __init__(self, script: Callable[[dict[str, Any]], Reply]) -> None:
         self.script = script
         self.requests: list[dict[str, Any]] = []
+        self.count_tokens = 0
         self.url = ""
 
     def app(self) -> Starlette:
-        return Starlette(routes=[Route("/v1/messages", self._messages, methods=["POST"])])
+        return Starlette(
+            routes=[
+                Route("/v1/messages/count_tokens", self._count_tokens, methods=["POST"]),
+                Route("/v1/messages", self._messages, methods=["POST"]),
+            ]
+        )
+
+    async def _count_tokens(self, request: Request) -> Response:
+        self.count_tokens += 1
+        return JSONResponse({"input_tokens": 42})
 
     async def _messages(self, request: Request) -> Response:
         body = json.loads(await request.body())

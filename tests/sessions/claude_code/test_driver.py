@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from drupe.errors import DriverError, UsageError, ValidationError
-from drupe.sessions.drivers.base import ConnectInput, SessionInfo, UserInput, can_steer
+from drupe.sessions.drivers.base import ConnectInput, SessionInfo, UserInput
 from drupe.sessions.drivers.claude_code import (
     ClaudeCodeConfig,
     ClaudeCodeConnection,
@@ -93,8 +93,15 @@ async def test_a_cli_that_cannot_start_raises_driver_error(tmp_path: Path) -> No
             await driver.connect(ConnectInput(session=session(tmp_path / "ws"), model_id="m"))
 
 
-def test_the_connection_can_steer() -> None:
-    assert can_steer(ClaudeCodeConnection.__new__(ClaudeCodeConnection))
+def test_the_driver_declares_what_its_connections_can_do() -> None:
+    caps = ClaudeCodeDriver.capabilities
+    assert (caps.steer, caps.context_usage, caps.headless_runs, caps.idle_hook) == (
+        True,
+        True,
+        True,
+        True,
+    )
+    assert callable(ClaudeCodeConnection.redirect) and callable(ClaudeCodeConnection.context_usage)
 
 
 def test_steer_holder_takes_text_only_steers_during_a_turn() -> None:

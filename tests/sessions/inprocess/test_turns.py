@@ -19,7 +19,6 @@ from drupe.sessions.drivers.base import (
     SteerBoundary,
     TurnComplete,
     UsageEvent,
-    can_steer,
 )
 from drupe.testing.driver_check import check_driver
 from tests.sessions.inprocess.support import (
@@ -47,7 +46,8 @@ async def test_a_text_turn_streams_chunks_without_framing_then_turn_complete(
     async with driver_for(context_window=lambda model: 200) as driver:
         assert isinstance(driver, Driver) and driver.type == "inprocess"
         connection = await connect(driver, session(tmp_path / "ws", model_id))
-        assert can_steer(connection)
+        assert driver.capabilities.steer and driver.capabilities.context_usage
+        assert callable(connection.redirect)
         assert await connection.context_usage() is None
         reader = Reader(connection)
         await connection.send(said("hi"))

@@ -11,7 +11,10 @@ Contract:
   chunks, then ``turn-complete`` or ``error``. A turn the runtime starts by itself (no ``send``)
   is announced by ``runtime-turn-start`` before its chunks.
 * ``send`` starts a turn with one user input; the host calls it at most once per turn.
-* Steering capability is the presence of ``redirect``: ``await redirect(input)`` returns True when
+* A driver declares what its connections can do beyond this contract in ``capabilities``
+  (``Capabilities``); the host checks it and never probes a connection for a method.
+* Steering (``capabilities.steer``; the connections are ``SteerableConnection``s):
+  ``await redirect(input)`` returns True when
   the runtime folded the message into the running turn (it will later emit ``steer-boundary``
   before the content that answers it, or ``steer-undelivered`` if the turn ended first), False
   when it cannot take it now (the host then queues it as the next turn).
@@ -19,8 +22,12 @@ Contract:
   verdict; it must not close the connection itself.
 * ``respond_approval`` resolves an in-place approval the driver holds (agent approvals).
 * ``close`` is idempotent and never raises.
-* A driver that can run turns no human watches (scheduled tasks, heartbeats) sets
-  ``headless_runs = True`` (``runs_headless``); approvals in such turns are denied at once.
+* Context usage (``capabilities.context_usage``): ``await context_usage()`` returns the
+  session's context-window usage on request (the host asks at most once per turn, and only
+  when someone reads it); a driver whose usage is free may also emit ``context-usage`` events.
+* A driver that can run turns no human watches (scheduled tasks, heartbeats) declares
+  ``capabilities.headless_runs`` (``runs_headless``); approvals in such turns are denied at once.
+* ``capabilities.idle_hook``: the driver has ``on_session_idle(session_id)`` (e.g. a prewarm).
 Drivers are registered explicitly (``registry.DriverRegistry``), never as an import side effect.
 """
 
@@ -35,8 +42,10 @@ from drupe.chunks.types import Chunk, UIMessage
 
 __all__ = [
     "ApiRetry",
+    "Capabilities",
+    "ContextUsageConnection",
+    "IdleHookDriver",
     "SteerableConnection",
-    "can_steer",
     "runs_headless",
     "ApprovalRequest",
     "ChunkEvent",
@@ -269,6 +278,20 @@ RuntimeEvent = (
 # --- protocols -----------------------------------------------------------------------------
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Capabilities:
+    """What a driver's connections can do beyond the base contract (declared, never probed)."""
+
+    steer: bool = False
+    """Connections take a steer into a running turn (``SteerableConnection.redirect``)."""
+    context_usage: bool = False
+    """Connections answer ``context_usage()`` (``ContextUsageConnection``)."""
+    headless_runs: bool = False
+    """Turns no human watches (scheduled tasks, heartbeats) may run on this runtime."""
+    idle_hook: bool = False
+    """The driver has ``on_session_idle`` (``IdleHookDriver``)."""
+
+
 @runtime_checkable
 class Connection(Protocol):
     """One live link to an agent runtime for one session."""
@@ -304,11 +327,20 @@ class SteerableConnection(Connection, Protocol):
         ...
 
 
+class ContextUsageConnection(Connection, Protocol):
+    """A connection that reports the session's context-window usage on request."""
+
+    async def context_usage(self) -> dict[str, Any] | None:
+        """The usage (at least ``totalTokens``), or None when unavailable."""
+        ...
+
+
 @runtime_checkable
 class Driver(Protocol):
     """An agent runtime kind (``claude-code``, ``inprocess``)."""
 
     type: str
+    capabilities: Capabilities
 
     def validate_session(self, session: SessionInfo) -> None:
         """Raise ``ValidationError`` when the session cannot run (e.g. no usable workspace)."""
@@ -319,11 +351,12 @@ class Driver(Protocol):
         ...
 
 
-def can_steer(connection: Connection) -> bool:
-    """Whether ``connection`` implements ``redirect`` (the steering capability)."""
-    return callable(getattr(connection, "redirect", None))
+class IdleHookDriver(Driver, Protocol):
+    """A driver told when a session's connection was closed for idleness."""
+
+    async def on_session_idle(self, session_id: str) -> None: ...
 
 
 def runs_headless(driver: Driver) -> bool:
-    """Whether ``driver`` declares ``headless_runs = True`` (scheduled tasks may use it)."""
-    return getattr(driver, "headless_runs", False) is True
+    """Whether ``driver`` declares ``capabilities.headless_runs`` (scheduled tasks may use it)."""
+    return driver.capabilities.headless_runs

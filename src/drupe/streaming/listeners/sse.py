@@ -75,6 +75,13 @@ def parse_cursor(value: str | None) -> tuple[str, int] | None:
     return turn_id, int(seq)
 
 
+def seq_after(cursor: str | None, turn_id: str) -> int | None:
+    """The seq a resume continues after: the cursor's, when it names ``turn_id``; else None
+    (from the turn's start)."""
+    parsed = parse_cursor(cursor)
+    return parsed[1] if parsed is not None and parsed[0] == turn_id else None
+
+
 class FrameBuffer:
     """A bounded queue of encoded frames drained as one coalesced write per wake-up."""
 

@@ -48,12 +48,10 @@ from drupe.sessions.drivers.base import (
     ApprovalRequest,
     ChunkEvent,
     ConnectTarget,
-    ContextUsage,
     ErrorEvent,
     ReconcileVerdict,
     RuntimeEvent,
     ToolApprovalRequest,
-    TurnComplete,
     UserInput,
 )
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
@@ -66,7 +64,7 @@ __all__ = ["ClaudeCodeConnection"]
 log = logging.getLogger(__name__)
 
 _TOOL_READY_TIMEOUT_S = 5.0
-_CONTEXT_USAGE_TIMEOUT_S = 2.0
+_CONTEXT_USAGE_TIMEOUT_S = 5.0
 _MAX_COMMANDS = 64
 """Client calls queued for the owning task at once (each caller waits for its own)."""
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
@@ -191,14 +189,8 @@ class ClaudeCodeConnection:
         try:
             async for message in client.receive_messages():
                 events = self.translator.feed(message)
-                ends = [i for i, e in enumerate(events) if isinstance(e, TurnComplete)]
-                if ends:
-                    # The session's context usage, published before the turn's end.
-                    self._emit_all(events[: ends[0]])
-                    usage = await self._fetch_context_usage(client)
-                    if usage is not None:
-                        self._emit_all([ContextUsage(usage)])
-                    events = events[ends[0] :]
+                # Context usage is fetched only on request (``context_usage``): each fetch
+                # makes the CLI send a burst of ``count_tokens`` requests to the provider.
                 self._emit_all(events)
                 if not self.translator.turn_active:
                     self._turn_changed.set()
@@ -340,27 +332,24 @@ class ClaudeCodeConnection:
                 return "failed"
             return "patched" if patched else "current"
 
-    async def _fetch_context_usage(self, client: ClaudeSDKClient) -> dict[str, Any] | None:
-        with anyio.move_on_after(_CONTEXT_USAGE_TIMEOUT_S):
-            try:
-                return dict(await client.get_context_usage() or {})
-            except Exception as exc:
-                log.debug("claude-code context usage unavailable: %s", exc)
-        return None
-
     async def context_usage(self) -> dict[str, Any] | None:
-        """The CLI's context-window breakdown (``get_context_usage``); None when unavailable."""
+        """The CLI's context-window breakdown (``get_context_usage``); None when unavailable.
+
+        Costly: the CLI counts each part with a ``count_tokens`` request (about 20-35 of
+        them), so the host asks at most once per turn, and only when someone reads it."""
         box: dict[str, Any] = {}
 
         async def call(client: ClaudeSDKClient) -> None:
             box["usage"] = await client.get_context_usage()
 
-        try:
-            await self._call(call)
-        except Exception as exc:
-            log.debug("claude-code context usage unavailable: %s", exc)
-            return None
-        return dict(box.get("usage") or {})
+        with anyio.move_on_after(_CONTEXT_USAGE_TIMEOUT_S):
+            try:
+                await self._call(call)
+            except Exception as exc:
+                log.debug("claude-code context usage unavailable: %s", exc)
+                return None
+            return dict(box.get("usage") or {})
+        return None
 
     async def respond_approval(
         self, approval_id: str, *, approved: bool, reason: str | None = None

@@ -38,7 +38,7 @@ from anyio.abc import TaskStatus
 
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.lifetimes import TaskOwner
-from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
+from drupe.sessions.drivers.base import Capabilities, ConnectInput, ConnectTarget, SessionInfo
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode
 from drupe.sessions.drivers.claude_code.warm import WarmPool, signature
 from drupe.tools.mcp.config import McpServerConfig
@@ -163,7 +163,7 @@ def _workspace_problem(workspace: Path | None) -> str | None:
 class ClaudeCodeDriver(TaskOwner):
     """The ``claude-code`` driver (see the module docstring)."""
 
-    headless_runs = True
+    capabilities = Capabilities(steer=True, context_usage=True, headless_runs=True, idle_hook=True)
     """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
 
     def __init__(self, config: ClaudeCodeConfig | None = None) -> None:

@@ -24,6 +24,8 @@ imports persistence.
   empty, filters them by name; ``settings["shell"]`` turns the shell on (approval-gated unless the
   permission mode is ``bypass``; ``settings["shell_timeout_s"]`` bounds it); permission mode
   ``plan`` keeps only the reading tools. MCP servers are not offered by this runtime.
+  ``extra_tools`` (the composition root's: remote A2A agents, ``drupe.tools.a2a``) are offered
+  only to a session whose ``tools`` selection names them, never in ``plan`` mode.
 
 Must never: register itself, or touch files outside a session's workspace through its tools.
 """
@@ -31,7 +33,7 @@ Must never: register itself, or touch files outside a session's workspace throug
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -42,7 +44,7 @@ from drupe.agent.runner import AgentRunner
 from drupe.chunks.types import UIMessage
 from drupe.errors import DriverError, UsageError, ValidationError
 from drupe.lifetimes import TaskOwner
-from drupe.sessions.drivers.base import ConnectInput, ConnectTarget, SessionInfo
+from drupe.sessions.drivers.base import Capabilities, ConnectInput, ConnectTarget, SessionInfo
 from drupe.sessions.drivers.inprocess.connection import InProcessConnection
 from drupe.sessions.drivers.inprocess.workspace_tools import (
     WorkspaceToolOptions,
@@ -75,7 +77,10 @@ def ensure_workspace(session: SessionInfo) -> Path:
 
 
 def session_tools(
-    workspace: Path, settings: Mapping[str, Any], target: ConnectTarget
+    workspace: Path,
+    settings: Mapping[str, Any],
+    target: ConnectTarget,
+    extra: Sequence[ToolEntry] = (),
 ) -> list[ToolEntry]:
     """The tools a turn with ``target`` gets in ``workspace`` (rules in the module docstring)."""
     options = WorkspaceToolOptions(
@@ -88,13 +93,15 @@ def session_tools(
     if target.tools:
         wanted = set(target.tools)
         entries = [entry for entry in entries if entry.name in wanted]
+        if not options.read_only:
+            entries += [entry for entry in extra if entry.name in wanted]
     return entries
 
 
 class InProcessDriver(TaskOwner):
     """The ``inprocess`` driver (see the module docstring)."""
 
-    headless_runs = True
+    capabilities = Capabilities(steer=True, context_usage=True, headless_runs=True)
     """Runs without a human (scheduled tasks, heartbeats): approvals are denied at once."""
 
     def __init__(
@@ -106,8 +113,10 @@ class InProcessDriver(TaskOwner):
         close_timeout_s: float = 5.0,
         emit_approval_chunks: bool = False,
         context_window: Callable[[str], int | None] | None = None,
+        extra_tools: Sequence[ToolEntry] = (),
     ) -> None:
         self.type = "inprocess"
+        self._extra_tools = tuple(extra_tools)
         self._emit_approval_chunks = emit_approval_chunks
         self._context_window = context_window
         self._resolve_model = resolve_model
@@ -169,7 +178,7 @@ class InProcessDriver(TaskOwner):
             session_id=session.session_id,
             target=target,
             history=history,
-            build_tools=lambda t: session_tools(workspace, settings, t),
+            build_tools=lambda t: session_tools(workspace, settings, t, self._extra_tools),
             check_model=self.check_model,
             task_group=self._owned_group,
             resume_token=token,

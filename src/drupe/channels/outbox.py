@@ -34,7 +34,7 @@ from typing import Final, Protocol
 
 import anyio
 
-from drupe.streaming.listeners.channel_text import preview, split_message
+from drupe.channels.text_shaping import preview, split_message
 
 __all__ = [
     "Button",

@@ -24,9 +24,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
+from drupe.channels.outbox import Button, ChatOutbox
+from drupe.channels.text_shaping import error_text, stopped_text
 from drupe.streaming.listeners.base import BaseListener, Listener, StreamEvent, TerminalResult
-from drupe.streaming.listeners.channel_outbox import Button, ChatOutbox
-from drupe.streaming.listeners.channel_text import error_text, stopped_text
 
 __all__ = ["ChannelListener", "ChatDelivery", "channel_listener_id"]
 

@@ -1,0 +1,389 @@
+"""``POST /ag-ui/{target}``: an AG-UI run as a Drupe turn (the thin shell over ``translate``).
+
+* ``target``: a model id (the thread is the conversation ``threadId``, created when unknown),
+  ``agent:<id>`` (the thread is that agent's session ``threadId``, created on first use) or
+  ``agent-session:<id>`` (that session; ``threadId`` is only echoed).
+* The turn is submitted through the ``Conversations`` port with a listener that follows its
+  answer; the answer's chunks become AG-UI events (``translate.AguiRun``) encoded by the
+  package's ``EventEncoder`` (SSE). A submit into a live thread follows the double-text
+  strategy (``forwardedProps.strategy``, default ``enqueue``: the run streams the answer to
+  this message, after the running one).
+* Approvals: the run ends ``RUN_FINISHED`` with an ``interrupt`` outcome; the next run's
+  ``resume`` entries answer them and stream the continuation.
+* Reconnect: ``POST /ag-ui/connect/{target}`` (AG-UI's ``connect``): the thread's live answer
+  from its start, 204 when nothing is live.
+* Stop: ``POST /api/chat/{conversation}/stop`` (the run ends ``RUN_FINISHED`` ``cancelled``,
+  its partial answer stored). Closing the connection only detaches: the answer goes on.
+* Bad input (a body that is no ``RunAgentInput``, an unknown model, agent or session, a
+  refused strategy) is a 4xx whose JSON body is a ``RUN_ERROR`` event; nothing is stored.
+  The same bearer gateway keys as ``/v1`` are required when ``require_gateway_keys`` is on.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from typing import TYPE_CHECKING, Any, cast
+
+import pydantic
+from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent
+from ag_ui.encoder import EventEncoder
+from fastapi import Depends, Request, Response
+from fastapi.responses import StreamingResponse
+
+from drupe.admission.base import Submit
+from drupe.admission.conversations import Subscription
+from drupe.admission.principal import Principal
+from drupe.errors import ConfigError, DrupeError
+from drupe.gateway.access import GatewayAccess
+from drupe.gateway.dialect_routes import GatewayRoute, read_json
+from drupe.gateway.limits import AGENT_PREFIX, check_agent_scope, check_scope
+from drupe.gateway.prompt import GatewayError, GatewayFailure
+from drupe.http.errors import status_for
+from drupe.http.state import get_caller
+from drupe.ids import SESSION_PREFIX, session_conversation_id
+from drupe.persistence.records import ApiKeyRecord
+from drupe.protocols.agui.request import (
+    Approvals,
+    BadRunInput,
+    RunPlan,
+    ToolResults,
+    client_tools,
+    plan_run,
+)
+from drupe.protocols.agui.translate import AguiRun
+from drupe.protocols.follower import AnswerFollower
+from drupe.streaming.approval_rules import Decision
+from drupe.streaming.listeners.base import TerminalResult
+
+if TYPE_CHECKING:
+    from fastapi import APIRouter
+
+    from drupe.app import Runtime
+
+__all__ = ["build_agui_router", "run_error_body"]
+
+_IDLE_PING = 15.0
+"""Seconds without an event before an SSE comment keeps the connection open."""
+_MAX_ID = 256
+
+
+def run_error_body(failure: GatewayFailure) -> dict[str, Any]:
+    """A refusal in AG-UI's shape: the ``RUN_ERROR`` event as the JSON body."""
+    event = RunErrorEvent(message=failure.message, code=failure.kind)
+    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
+
+
+def _refuse(status: int, kind: str, message: str) -> GatewayError:
+    return GatewayError(GatewayFailure(status, kind, message), run_error_body)  # type: ignore[arg-type]
+
+
+def _bad(err: BadRunInput) -> GatewayError:
+    failure = GatewayFailure(err.status, "invalid_request", err.message)
+    return GatewayError(failure, lambda f: {**run_error_body(f), "code": err.code})
+
+
+async def _conversation_of(
+    runtime: Runtime, target: str, thread_id: str
+) -> tuple[str, list[str], str | None]:
+    """The conversation and the model ids a run on ``target`` in ``thread_id`` submits to, and
+    the session it created for the thread (None: it existed, or the target is a model)."""
+    if not 0 < len(thread_id) <= _MAX_ID:
+        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
+    agents = runtime.db.agents
+    if target.startswith(AGENT_PREFIX):
+        agent_id = target[len(AGENT_PREFIX) :]
+        if not 0 < len(agent_id) <= _MAX_ID or await agents.get_agent(agent_id) is None:
+            raise _refuse(404, "not_found", f"unknown agent {agent_id!r}")
+        session = await agents.get_session(thread_id)
+        created = None
+        if session is None:
+            session = await agents.create_session(
+                agent_id, title="ag-ui", settings={}, session_id=thread_id
+            )
+            created = session.id
+        elif session.agent_id != agent_id:
+            raise _refuse(
+                409, "conflict", f"thread {thread_id!r} is a session of agent {session.agent_id!r}"
+            )
+        return session_conversation_id(session.id), [], created
+    if target.startswith(SESSION_PREFIX):
+        session_id = target[len(SESSION_PREFIX) :]
+        found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
+        if found is None:
+            raise _refuse(404, "not_found", f"unknown agent session {session_id!r}")
+        return session_conversation_id(found.id), [], None
+    try:
+        runtime.models.resolve(target)
+    except ConfigError as err:
+        raise _refuse(404, "not_found", f"unknown model {target!r}: {err}") from None
+    if thread_id.startswith((SESSION_PREFIX, "gateway:")):
+        raise _refuse(400, "invalid_request", "threadId: that prefix names agent sessions")
+    return thread_id, [target], None
+
+
+_KINDS = {
+    404: "not_found",
+    409: "conflict",
+    413: "too_large",
+    429: "rate_limit",
+    503: "unavailable",
+}
+
+
+async def _existing_conversation(runtime: Runtime, target: str, thread_id: str) -> str:
+    """The conversation a thread of ``target`` already has (404 when it has none)."""
+    agents = runtime.db.agents
+    for prefix in (AGENT_PREFIX, SESSION_PREFIX):
+        if target.startswith(prefix):
+            session_id = thread_id if prefix == AGENT_PREFIX else target[len(prefix) :]
+            found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
+            if found is None or (
+                prefix == AGENT_PREFIX and found.agent_id != target[len(AGENT_PREFIX) :]
+            ):
+                raise _refuse(404, "not_found", f"no thread {thread_id!r} of {target!r}")
+            return session_conversation_id(found.id)
+    if not 0 < len(thread_id) <= _MAX_ID:
+        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
+    return thread_id
+
+
+async def _events(
+    run: AguiRun, listener: AnswerFollower, hold: Subscription | None, first: list[BaseEvent]
+) -> AsyncIterator[str]:
+    """The run's SSE body; ``hold`` (None: nothing to follow) is let go of at the end."""
+    encoder = EventEncoder()
+    try:
+        for event in [*run.started(), *first]:
+            yield encoder.encode(event)
+        if hold is None:
+            return
+        while True:
+            items = await listener.take(_IDLE_PING)
+            if items is None:
+                yield ": ping\n\n"
+                continue
+            if listener.overflowed:
+                for event in run.failed("the client read too slowly", "slow_client"):
+                    yield encoder.encode(event)
+                return
+            for item in items:
+                if isinstance(item, TerminalResult):
+                    reason = item.reason
+                    error = (item.error or {}).get("message") if item.error else None
+                    for event in run.finished(item.status, reason=reason, error=error):
+                        yield encoder.encode(event)
+                    return
+                for event in run.feed(item.chunk):
+                    yield encoder.encode(event)
+    finally:
+        listener.closed = True
+        if hold is not None:
+            hold.close()  # detach only: the answer goes on
+
+
+async def _client_results(
+    runtime: Runtime, caller: Principal, conversation_id: str, results: list[tuple[str, str]]
+) -> list[Decision]:
+    """The approvals that let the pending client-side tool calls take the client's results."""
+    pending: dict[str, str] = {}
+    # An unknown conversation, or one the caller may not see: 404.
+    for row in await runtime.conversations.messages(caller, conversation_id):
+        for part in row.parts if row.role == "assistant" else ():
+            approval = part.get("approval")
+            if part.get("state") == "approval-requested" and isinstance(approval, dict):
+                pending[str(part.get("toolCallId"))] = str(approval.get("id"))
+    missing = [call for call, _ in results if call not in pending]
+    if missing:
+        raise _refuse(409, "conflict", f"no pending client-side tool call {missing} in this thread")
+    return [Decision(approval_id=pending[call], approved=True) for call, _ in results]
+
+
+async def _admit(
+    runtime: Runtime,
+    caller: Principal,
+    plan: RunPlan,
+    conversation_id: str,
+    models: list[str],
+    listener: AnswerFollower,
+    run: AguiRun,
+    decisions: list[Decision],
+) -> tuple[Subscription | None, list[BaseEvent]]:
+    """Submit the run's message, or answer its approvals / client tool calls; returns what the
+    listener's hold is (None: nothing to follow) and the events to send before following."""
+    conversations = runtime.conversations
+    first: list[BaseEvent] = []
+    hold: Subscription | None = None
+    if isinstance(plan, Approvals | ToolResults):
+        listener.follow_any()  # only this run's continuation carries it
+        outcome = await conversations.approve(
+            caller, conversation_id, decisions, subscribers=[listener]
+        )
+        if not outcome.ok:
+            raise _refuse(409, "conflict", outcome.reason or "the approvals were refused")
+        if outcome.continued:
+            # The continuation carries the listener; closing it lets the manager drop
+            # it at its next fan-out.
+            hold = Subscription()
+        else:  # other approvals still wait: the run ends interrupted by them
+            for row in await conversations.messages(caller, conversation_id):
+                for part in row.parts if row.role == "assistant" else ():
+                    approval = part.get("approval")
+                    if part.get("state") == "approval-requested" and approval:
+                        run.awaits_approval(str(approval["id"]), str(part["toolCallId"]))
+            first = run.finished("success")
+    else:
+        submit = Submit(
+            conversation_id=conversation_id,
+            parts=plan.parts,
+            model_ids=models,
+            strategy=plan.strategy,
+        )
+        admitted = await conversations.submit(caller, submit, listener=listener)
+        hold = admitted.subscription
+        steer = admitted.result.steer
+        if steer in ("drop", "queue-and-hold"):
+            admitted.close()
+            hold = None
+            first = run.failed(
+                "the message was stored but not answered: "
+                + (
+                    "the running answer ended first"
+                    if steer == "drop"
+                    else "it is answered once the pending tool approvals are decided"
+                ),
+                f"steer_{steer.replace('-', '_')}",
+            )
+    return hold, first
+
+
+def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> APIRouter:
+    from fastapi import APIRouter
+
+    router = APIRouter(route_class=GatewayRoute, tags=["ag-ui"])
+    access = access or GatewayAccess(runtime)
+    key_dep = Depends(access.auth(run_error_body, allow_x_api_key=False))
+
+    @router.post(
+        "/ag-ui/connect/{target:path}",
+        summary="Reconnect to a thread's live run (AG-UI events from the answer's start)",
+        response_class=Response,
+    )
+    async def connect(
+        target: str, request: Request, key: ApiKeyRecord | None = key_dep
+    ) -> Response:
+        """An AG-UI ``connect``: the live (or just ended) answer of the thread, from its start;
+        204 when nothing is live."""
+        body = await read_json(request, runtime, run_error_body)
+        try:
+            run_input = RunAgentInput.model_validate(body)
+        except pydantic.ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(p) for p in detail["loc"]) or "body"
+            raise _refuse(
+                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
+            ) from None
+        conversation_id = await _existing_conversation(runtime, target, run_input.thread_id)
+        listener = AnswerFollower(f"ag-ui-connect:{uuid.uuid4().hex}")
+        try:
+            subscription = await runtime.conversations.resume(
+                get_caller(request), conversation_id, cast(Any, listener), None
+            )
+        except DrupeError as err:
+            status = status_for(err)
+            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        if subscription is None:
+            return Response(status_code=204)
+        run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
+        return StreamingResponse(
+            _events(run, listener, subscription, []),
+            media_type=EventEncoder().get_content_type(),
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    @router.post(
+        "/ag-ui/{target:path}",
+        summary="Run an AG-UI agent (RunAgentInput in, AG-UI events out as SSE)",
+        response_class=Response,
+    )
+    async def run_agent(
+        target: str, request: Request, key: ApiKeyRecord | None = key_dep
+    ) -> Response:
+        body = await read_json(request, runtime, run_error_body)
+        try:
+            run_input = RunAgentInput.model_validate(body)
+        except pydantic.ValidationError as err:
+            detail = err.errors()[0]
+            where = ".".join(str(p) for p in detail["loc"]) or "body"
+            raise _refuse(
+                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
+            ) from None
+        try:
+            plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
+            tools = client_tools(run_input)
+        except BadRunInput as err:
+            raise _bad(err) from None
+        if tools and target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+            raise _refuse(
+                422,
+                "invalid_request",
+                "client-side tools are offered to model targets (an agent has its own tools)",
+            )
+        if target.startswith(AGENT_PREFIX):
+            refusal = check_agent_scope(key, target[len(AGENT_PREFIX) :])
+        elif target.startswith(SESSION_PREFIX):
+            refusal = None  # the session's agent is checked by the key's agent scope below
+            agent_id = await access.agent_of(target)
+            if agent_id:
+                refusal = check_agent_scope(key, agent_id)
+        else:
+            refusal = check_scope(key, target)
+        if refusal is not None:
+            raise _refuse(403, "forbidden", refusal)
+        access.check_budget(key, run_error_body)
+        conversation_id, models, created = await _conversation_of(
+            runtime, target, run_input.thread_id
+        )
+        caller = get_caller(request)
+        board = runtime.client_tools
+        listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
+        decisions: list[Decision] = []
+        try:
+            if isinstance(plan, ToolResults):
+                decisions = await _client_results(runtime, caller, conversation_id, plan.results)
+            elif isinstance(plan, Approvals):
+                decisions = [
+                    Decision(approval_id=a, approved=ok, reason=why)
+                    for a, ok, why in plan.decisions
+                ]
+            if board is not None and not target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+                board.declare(conversation_id, tools)
+                if isinstance(plan, ToolResults):
+                    for call, output in plan.results:
+                        board.provide(conversation_id, call, output)
+            run = AguiRun(
+                thread_id=run_input.thread_id,
+                run_id=run_input.run_id,
+                client_tools=board.names(conversation_id) if board is not None else frozenset(),
+                client_results=frozenset(
+                    call for call, _ in (plan.results if isinstance(plan, ToolResults) else ())
+                ),
+                continuation=isinstance(plan, Approvals | ToolResults),
+            )
+            hold, first = await _admit(
+                runtime, caller, plan, conversation_id, models, listener, run, decisions
+            )
+        except (GatewayError, DrupeError) as err:
+            if created is not None:  # refused: the session made for the thread goes too
+                await runtime.db.agents.delete_session(created)
+            if isinstance(err, GatewayError):
+                raise
+            status = status_for(err)
+            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        return StreamingResponse(
+            _events(run, listener, hold, first),
+            media_type=EventEncoder().get_content_type(),
+            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+        )
+
+    return router
