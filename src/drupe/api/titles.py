@@ -25,7 +25,7 @@ from drupe.errors import DrupeError
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
-    from drupe.streaming.manager import StatusRecord
+    from drupe.streaming.contracts import StatusRecord
 
 __all__ = ["MAX_TITLE_CHARS", "MAX_TITLE_WORDS", "Titler", "title_from_parts", "title_from_text"]
 
