@@ -42,7 +42,6 @@ from drupe.api import (
     usage_routes,
 )
 from drupe.api.static_ui import StaticUI
-from drupe.api.titles import Titler
 from drupe.gateway.access import GatewayAccess
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
@@ -149,7 +148,6 @@ def install_runtime(
     removers = [
         runtime.manager.add_status_observer(board.observe),
         runtime.conversations.add_remote_observer(board.observe_remote),  # other nodes'
-        runtime.manager.add_status_observer(Titler(runtime).observe),
     ]
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
