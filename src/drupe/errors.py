@@ -67,8 +67,8 @@ class UnknownConversationError(ValidationError):
 class NotFoundError(ValidationError):
     """An id names nothing of its kind (a schedule, a task run, ...)."""
 
-    def __init__(self, kind: str, item_id: str) -> None:
-        super().__init__(f"unknown {kind} {item_id!r}")
+    def __init__(self, kind: str, item_id: str, message: str | None = None) -> None:
+        super().__init__(message or f"unknown {kind} {item_id!r}")
         self.kind = kind
         self.item_id = item_id
 

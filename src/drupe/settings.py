@@ -11,13 +11,15 @@ gateway requires API keys, no code-execution tool.
 
 from __future__ import annotations
 
+import tomllib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Final, Literal
 
 import platformdirs
 
+from drupe.agent.models.config import config_path as default_config_path
 from drupe.errors import ConfigError
 from drupe.settings_env import read_environment
 from drupe.streaming.checkpoints import CheckpointPolicy
@@ -34,7 +36,9 @@ class Limits:
     """Explicit caps of the HTTP edge."""
 
     max_body_bytes: int = 2 * 1024 * 1024
-    """Largest accepted request body."""
+    """Largest accepted request body on the browser API and the protocol routes."""
+    max_gateway_body_bytes: int = 20 * 1024 * 1024
+    """Largest accepted request body on the LLM gateway's dialects (``/v1``: images as base64)."""
     max_message_chars: int = 200_000
     """Largest user message text."""
     max_page_size: int = 200
@@ -100,6 +104,35 @@ class Settings:
     """Server processes ``drupe serve`` starts on one listening socket (more than 1 needs cluster
     mode: the processes share rows through PostgreSQL and live streams through Redis)."""
 
+    def with_file_limits(self) -> Settings:
+        """These settings with the ``[limits]`` table of the config file under them: a key of
+        the file replaces the default, a ``DRUPE_MAX_*`` variable wins over the file."""
+        path = self.config_path or default_config_path()
+        if not path.is_file():
+            return self
+        try:
+            table = tomllib.loads(path.read_text()).get("limits", {})
+        except (OSError, tomllib.TOMLDecodeError) as err:
+            raise ConfigError(f"{path}: cannot read [limits]: {err}") from err
+        if not isinstance(table, dict) or not table:
+            return self
+        known = {f.name for f in fields(Limits)}
+        unknown = sorted(set(table) - known)
+        if unknown:
+            raise ConfigError(
+                f"{path}: [limits] has no key {unknown[0]!r} (known: {sorted(known)})"
+            )
+        bad = [
+            k for k, v in table.items() if not isinstance(v, int) or isinstance(v, bool) or v < 1
+        ]
+        if bad:
+            raise ConfigError(f"{path}: [limits] {bad[0]} must be a positive whole number")
+        env = read_environment()
+        given_by_env = _given(
+            max_body_bytes=env.MAX_BODY_BYTES, max_gateway_body_bytes=env.MAX_GATEWAY_BODY_BYTES
+        )
+        return replace(self, limits=replace(self.limits, **{**table, **given_by_env}))
+
     def check(self) -> None:
         """Refuse settings that cannot work together (``ConfigError`` says what to change).
 
@@ -154,6 +187,11 @@ class Settings:
             schedule_poll=e.SCHEDULE_POLL,
             workers=e.WORKERS,
         )
+        limits = _given(
+            max_body_bytes=e.MAX_BODY_BYTES, max_gateway_body_bytes=e.MAX_GATEWAY_BODY_BYTES
+        )
+        if limits:
+            kwargs["limits"] = Limits(**limits)
         if e.ALLOWED_ORIGINS:
             origins = (o.strip() for o in e.ALLOWED_ORIGINS.split(","))
             kwargs["allowed_origins"] = tuple(o for o in origins if o)

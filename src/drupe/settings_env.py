@@ -50,6 +50,12 @@ class DrupeEnvironment(BaseSettings):
         ge=1,
         description="Server processes on one socket (more than 1 needs cluster mode).",
     )
+    MAX_BODY_BYTES: int | None = Field(
+        default=None, ge=1024, description="Largest request body on /api and the protocols (2 MiB)."
+    )
+    MAX_GATEWAY_BODY_BYTES: int | None = Field(
+        default=None, ge=1024, description="Largest request body on the /v1 gateway (20 MiB)."
+    )
     # Features
     CODE_EXECUTION: bool | None = Field(
         default=None, description="Offer the python_exec tool (off; it is not a sandbox)."

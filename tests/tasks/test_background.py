@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import pytest
 
 from drupe.app import Runtime
 from drupe.chunks.accumulate import accumulate
@@ -94,7 +95,7 @@ async def test_a_background_run_finishes_with_its_whole_result(
 
 async def test_bad_background_runs_are_4xx(runtime: Runtime, http: httpx.AsyncClient) -> None:
     missing = await http.post("/api/agents/nope/runs", json={"prompt": "go"})
-    assert missing.status_code == 422 and "Agent not found" in missing.json()["detail"]
+    assert missing.status_code == 404 and "Agent not found" in missing.json()["detail"]
     empty = await http.post("/api/agents/nope/runs", json={"prompt": ""})
     assert empty.status_code == 422
     assert (await http.get("/api/runs/run_nope")).status_code == 404
@@ -132,3 +133,26 @@ async def test_a_background_chat_turn_continues_after_the_client_disconnects(
     second = await http.post("/api/chat", json={**busy_body, "id": "c-bg2"})
     assert second.status_code == 409
     await http.post("/api/chat/c-bg2/stop")
+
+
+async def test_a_background_run_row_has_its_session_from_the_start(
+    runtime: Runtime, http: httpx.AsyncClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 23.14: the row is written with its session (docs/lifecycles/tasks.md)."""
+    store = runtime.tasks.store if runtime.tasks is not None else None
+    assert store is not None
+    written: list[object] = []
+    start_run = store.start_run
+
+    async def recording(**kwargs: object) -> object:
+        record = await start_run(**kwargs)  # type: ignore[arg-type]
+        written.append(record)
+        return record
+
+    monkeypatch.setattr(store, "start_run", recording)
+    agent = (await http.post("/api/agents", json={"name": "a", "modelId": "scripted:echo"})).json()
+    response = await http.post(f"/api/agents/{agent['id']}/runs", json={"prompt": "go"})
+    assert response.status_code == 202
+    [first] = written
+    assert first.session_id == response.json()["sessionId"]  # type: ignore[attr-defined]
+    assert first.conversation_id == f"agent-session:{first.session_id}"  # type: ignore[attr-defined]

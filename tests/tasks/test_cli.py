@@ -63,3 +63,10 @@ def test_create_list_run_pause_resume_delete(served: str) -> None:
     assert code == 0
     code, out = task(served, "show", schedule_id)
     assert code == 1 and "HTTP 404" in out
+    # Issue 23.14: the deleted task's run history is kept and reachable.
+    kept = httpx.get(f"{served}/api/schedules/{schedule_id}/runs", timeout=20)
+    assert kept.status_code == 200 and [r["id"] for r in kept.json()["items"]] == [run_id]
+    code, out = task(served, "status", run_id)
+    assert code == 0, out
+    nothing = httpx.get(f"{served}/api/schedules/sch_nosuch/runs", timeout=20)
+    assert nothing.status_code == 404

@@ -43,6 +43,7 @@ from drupe.api import (
 )
 from drupe.api.static_ui import StaticUI
 from drupe.gateway.access import GatewayAccess
+from drupe.gateway.refusals import dialect_refusal, is_gateway_path
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
 from drupe.http.guards import BodyLimit, OriginCheck
@@ -132,7 +133,14 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
-    app.add_middleware(BodyLimit, max_bytes=settings.limits.max_body_bytes, refusals=REFUSAL_BODIES)
+    app.add_middleware(
+        BodyLimit,
+        max_bytes=settings.limits.max_body_bytes,
+        refusals=REFUSAL_BODIES,
+        wider=is_gateway_path,
+        wider_max_bytes=settings.limits.max_gateway_body_bytes,
+        shape_of=dialect_refusal,
+    )
     return app
 
 
@@ -191,7 +199,7 @@ def create_app_with_lifespan(
     """An app that opens the runtime on startup and closes it on shutdown."""
     from drupe.app import open_runtime
 
-    settings = settings or Settings.from_env()
+    settings = (settings or Settings.from_env()).with_file_limits()
     routers = list(extra_routers)
 
     @asynccontextmanager

@@ -7,7 +7,9 @@ routers are included in (the OpenAI/Anthropic router may arrive in the lifespan)
   immutable``; so is ``/<client route>/assets/*``, which a relative ``./assets/`` URL in
   ``index.html`` resolves to on a deep client route;
 * any other existing file is served as is; ``index.html`` with ``no-cache``;
-* an unknown path under ``/api/``, ``/v1/`` or with a file extension is a JSON 404; any other
+* an unknown path under ``/v1`` (or a provider-pinned Messages path) is a 404 in the dialect's
+  own error shape (``drupe.gateway.refusals``); under ``/api/`` or with a file extension a
+  JSON 404; any other
   GET is a client-side route and gets ``index.html`` (SPA fallback).
 """
 
@@ -18,6 +20,8 @@ from pathlib import Path
 import orjson
 from starlette.responses import FileResponse, Response
 from starlette.types import Receive, Scope, Send
+
+from drupe.gateway.refusals import dialect_refusal
 
 __all__ = ["STATIC_DIR", "StaticUI"]
 
@@ -54,7 +58,13 @@ class StaticUI:
             return
         path: str = scope["path"]
         response: Response
-        if path.startswith(_API_PREFIXES) or path in ("/api", "/v1"):
+        dialect = dialect_refusal(path)
+        if dialect is not None:  # an LLM client reads its own dialect's error shape
+            message = f"no route {scope['method']} {path}"
+            response = Response(
+                orjson.dumps(dialect(404, message)), status_code=404, media_type="application/json"
+            )
+        elif path.startswith(_API_PREFIXES) or path == "/api":
             response = _not_found(f"no route {scope['method']} {path}")
         elif scope["method"] not in ("GET", "HEAD"):
             response = _not_found(f"method {scope['method']} is not allowed on {path}", 405)

@@ -45,6 +45,7 @@ _ERROR_TYPES: Final[Mapping[str, str]] = {
     "authentication": "authentication_error",
     "forbidden": "permission_error",
     "not_found": "not_found_error",
+    "model_not_found": "not_found_error",
     "conflict": "invalid_request_error",
     "too_large": "request_too_large",
     "rate_limit": "rate_limit_error",

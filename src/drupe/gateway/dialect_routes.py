@@ -3,7 +3,7 @@ and building the response of a prompt.
 
 * ``GatewayRoute``: an ``APIRoute`` that renders a raised ``GatewayError`` in its dialect's
   error shape (so the gateway needs no app-level exception handler);
-* ``read_json``: the body under ``limits.max_body_bytes`` (413) and valid JSON (400);
+* ``read_json``: the body under ``limits.max_gateway_body_bytes`` (413) and valid JSON (400);
 * ``refusal(error_body)``: the 400 builder the dialect parsers call;
 * ``check_model``: 404 for a model id the registry cannot resolve (agent models are resolved
   with their session);
@@ -64,7 +64,7 @@ def refusal(error_body: ErrorBody) -> Callable[[str], GatewayError]:
 
 
 async def read_json(request: Request, runtime: Runtime, error_body: ErrorBody) -> Any:
-    limit = runtime.settings.limits.max_body_bytes
+    limit = runtime.settings.limits.max_gateway_body_bytes
     too_large = GatewayError(
         GatewayFailure(413, "too_large", f"the request body is larger than {limit} bytes"),
         error_body,
@@ -88,7 +88,7 @@ def check_model(runtime: Runtime, model_id: str, error_body: ErrorBody) -> None:
     try:
         runtime.models.resolve(model_id)
     except ConfigError as err:
-        raise GatewayError(GatewayFailure(404, "not_found", str(err)), error_body) from None
+        raise GatewayError(GatewayFailure(404, "model_not_found", str(err)), error_body) from None
 
 
 async def respond(

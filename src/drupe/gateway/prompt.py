@@ -53,6 +53,7 @@ ErrorKind = Literal[
     "authentication",
     "forbidden",
     "not_found",
+    "model_not_found",
     "conflict",
     "too_large",
     "rate_limit",

@@ -10,6 +10,8 @@ A request runs on the same non-persisting prompt path as the other dialects
 * ``previous_response_id``: the stored response (of the SAME key; another key's is a 404) lends
   its input items and its output items as the head of the new input. Its ``instructions`` are
   not carried over.
+* ``GET /v1/responses/{id}/input_items``: the stored input items as OpenAI's cursor page
+  (``input_items.list``: ``after``, ``limit``, ``order``);
 * ``GET /v1/responses/{id}`` returns the stored response object; ``DELETE`` removes it
   (``{"id", "object": "response.deleted", "deleted": true}``). Unknown or another key's: 404.
 
@@ -20,9 +22,9 @@ in this dialect; a chain there is refused (the session keeps the history).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Final
+from typing import TYPE_CHECKING, Any, Final, Literal
 
-from fastapi import APIRouter, Request, Response
+from fastapi import APIRouter, Query, Request, Response
 
 from drupe.gateway.agent_turns import is_agent_model
 from drupe.gateway.dialect_routes import check_model, read_json, refusal, respond
@@ -73,6 +75,37 @@ _RESPONSES_BODY: Final = {
         },
     }
 }
+
+
+def input_items_page(
+    items: list[dict[str, Any]], after: str | None, limit: int, order: str
+) -> dict[str, Any]:
+    """OpenAI's cursor page of input items: each item with its id (``msg_<n>`` for an item the
+    client sent without one: stable, by position), newest first unless ``order`` is ``asc``,
+    ``limit`` items after the cursor ``after``."""
+    listed = [
+        {"id": f"msg_{index:04d}", **item} if "id" not in item else dict(item)
+        for index, item in enumerate(items)
+    ]
+    for item in listed:
+        if item.get("type", "message") == "message":
+            item.setdefault("type", "message")
+            item.setdefault("status", "completed")
+            content = item.get("content")
+            if isinstance(content, str):
+                item["content"] = [{"type": "input_text", "text": content}]
+    if order == "desc":
+        listed.reverse()
+    ids = [item["id"] for item in listed]
+    start = ids.index(after) + 1 if after in ids else 0
+    page = listed[start : start + limit]
+    return {
+        "object": "list",
+        "data": page,
+        "first_id": page[0]["id"] if page else None,
+        "last_id": page[-1]["id"] if page else None,
+        "has_more": start + limit < len(listed),
+    }
 
 
 def _not_found(response_id: str) -> GatewayError:
@@ -155,6 +188,26 @@ def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_d
         if found is None:
             raise _not_found(response_id)
         return json_response(200, found.body)
+
+    @router.get(
+        "/v1/responses/{response_id}/input_items",
+        summary="List a stored response's input items (OpenAI input_items.list)",
+    )
+    async def list_input_items(
+        response_id: str,
+        key: ApiKeyRecord | None = key_dep,
+        after: str | None = Query(default=None, max_length=256),
+        limit: int = Query(default=20, ge=1, le=100),
+        order: Literal["asc", "desc"] = Query(default="desc"),
+    ) -> Response:
+        found = (
+            await store.get(response_id, key.id if key is not None else None)
+            if len(response_id) <= _ID_MAX
+            else None
+        )
+        if found is None:
+            raise _not_found(response_id)
+        return json_response(200, input_items_page(found.input_items, after, limit, order))
 
     @router.delete("/v1/responses/{response_id}", summary="Delete a stored response")
     async def delete_response(response_id: str, key: ApiKeyRecord | None = key_dep) -> Response:

@@ -405,7 +405,8 @@ class ResponsesDialect:
         return frames
 
     def body(self) -> dict[str, Any]:
-        body: dict[str, Any] = self._final_response().model_dump(mode="json")
+        # By alias: the wire's field names (``async``, never the SDK's Python name ``async_``).
+        body: dict[str, Any] = self._final_response().model_dump(mode="json", by_alias=True)
         return body
 
     def error_body(self, failure: GatewayFailure) -> dict[str, Any]:

@@ -8,7 +8,10 @@ Routes (all behind bearer API keys unless ``settings.require_gateway_keys`` is f
 * ``POST /v1/messages``: Anthropic Messages, streaming or not (``x-api-key`` also accepted);
 * ``POST /{provider}/v1/messages``: Anthropic Messages pinned to one provider (the ``model``
   is the id without its ``provider:`` prefix, as an Anthropic client sends it);
-* ``POST /v1/responses``, ``GET``/``DELETE /v1/responses/{id}``: the OpenAI Responses API
+* ``POST /v1/messages/count_tokens`` (and pinned): the request's input tokens as its model
+  counts them (exact for scripted models; the provider's own count where it has one);
+* ``POST /v1/responses``, ``GET``/``DELETE /v1/responses/{id}``,
+  ``GET /v1/responses/{id}/input_items``: the OpenAI Responses API
   (``drupe.gateway.responses``);
 * ``GET /v1/agents``: the agents a key may drive. The model ``agent:<agentId>`` (a new
   session) or ``agent-session:<sessionId>`` runs a turn on an agent session through Chat
@@ -62,6 +65,7 @@ from drupe.gateway.passthrough import Passthrough
 from drupe.gateway.prompt import (
     GatewayError,
     GatewayFailure,
+    PromptSpec,
     json_response,
 )
 from drupe.persistence.records import ApiKeyRecord
@@ -155,7 +159,8 @@ def _add_model_routes(router: GatewayRouter, runtime: Runtime, either_key: Any) 
         summary="List models (OpenAI shape; Anthropic shape with an anthropic-version header)",
     )
     async def list_models(request: Request, key: ApiKeyRecord | None = either_key) -> Response:
-        models = [m for m in runtime.models.list_models() if check_scope(key, m.id) is None]
+        # Only what can answer (GET /api/models says why the others cannot).
+        models = [m for m in runtime.models.answerable_models() if check_scope(key, m.id) is None]
         if _is_anthropic(request):
             return json_response(200, anthropic_models_body(models))
         return json_response(200, models_body(models))
@@ -232,6 +237,46 @@ def _add_completion_routes(
             on_end=access.charge(key),
         )
 
+    async def count_tokens(
+        request: Request, key: ApiKeyRecord | None, provider: str | None
+    ) -> Response:
+        body = await read_json(request, runtime, anthropic_error_body)
+        if isinstance(body, dict):
+            body = {"max_tokens": 1, **body}  # a count names no output budget
+        parsed = parse_messages_request(body, refusal(anthropic_error_body))
+        model_id = _pinned(provider, parsed.model, anthropic_error_body)
+        check_model(runtime, model_id, anthropic_error_body)
+        refused = check_scope(key, model_id)
+        if refused is not None:
+            raise GatewayError(GatewayFailure(403, "forbidden", refused), anthropic_error_body)
+        tokens = await count_input_tokens(runtime, replace(parsed.spec, model_id=model_id))
+        if tokens is None:
+            message = f"model {model_id!r} has no token count (its provider offers none)"
+            raise GatewayError(
+                GatewayFailure(400, "invalid_request", message), anthropic_error_body
+            )
+        return json_response(200, {"input_tokens": tokens})
+
+    @router.post(
+        "/v1/messages/count_tokens",
+        openapi_extra=_MESSAGES_BODY,
+        summary="Count a Messages request's input tokens (Anthropic messages.count_tokens)",
+    )
+    async def messages_count_tokens(
+        request: Request, key: ApiKeyRecord | None = anthropic_key
+    ) -> Response:
+        return await count_tokens(request, key, None)
+
+    @router.post(
+        "/{provider}/v1/messages/count_tokens",
+        openapi_extra=_MESSAGES_BODY,
+        summary="Count a Messages request's input tokens, pinned to one provider",
+    )
+    async def provider_count_tokens(
+        request: Request, provider: str, key: ApiKeyRecord | None = anthropic_key
+    ) -> Response:
+        return await count_tokens(request, key, provider)
+
     @router.post(
         "/v1/messages",
         openapi_extra=_MESSAGES_BODY,
@@ -271,6 +316,24 @@ def _add_agent_routes(router: GatewayRouter, runtime: Runtime, openai_key: Any) 
             if check_agent_scope(key, record.id) is None
         ]
         return json_response(200, {"object": "list", "data": data})
+
+
+async def count_input_tokens(runtime: Runtime, spec: PromptSpec) -> int | None:
+    """The input tokens of ``spec`` as its model counts them: exact for the scripted models
+    (the usage a request reports), the provider's own count where pydantic-ai's model has one
+    (Anthropic, Google, OpenAI Responses, Bedrock); None when the model has no count."""
+    from pydantic_ai.models import ModelRequestParameters
+
+    from drupe.agent.convert import to_model_messages
+
+    model = runtime.models.resolve(spec.model_id).model
+    try:
+        usage = await model.count_tokens(
+            to_model_messages(spec.messages), None, ModelRequestParameters()
+        )
+    except NotImplementedError:
+        return None
+    return usage.input_tokens
 
 
 def _pinned(provider: str | None, model: str, error_body: ErrorBody) -> str:

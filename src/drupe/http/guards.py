@@ -1,8 +1,9 @@
 """ASGI guards in front of every route: the request body cap and the browser ``Origin`` check.
 
-* ``BodyLimit``: a body larger than ``Limits.max_body_bytes`` is refused with 413 before any
-  route runs (by ``Content-Length`` when given, else while reading). The body is read here, in
-  full, and handed on unchanged; later ``receive`` calls go to the server (disconnects).
+* ``BodyLimit``: a body larger than ``Limits.max_body_bytes`` (``max_gateway_body_bytes`` on the
+  LLM gateway's dialect paths) is refused with 413 before any route runs (by ``Content-Length``
+  when given, else while reading). The body is read here, in full, and handed on unchanged; later
+  ``receive`` calls go to the server (disconnects).
 * ``OriginCheck``: on browser routes (``/api/``) a request whose ``Origin`` is present and is
   neither the server's own origin (scheme + ``Host``) nor in ``Settings.allowed_origins`` is
   refused with 403. Requests without ``Origin`` (curl, the CLI, server-to-server) pass: the
@@ -59,22 +60,39 @@ class BodyLimit:
         *,
         max_bytes: int,
         refusals: Iterable[tuple[str, RefusalBody]] = (),
+        wider: Callable[[str], bool] | None = None,
+        wider_max_bytes: int | None = None,
+        shape_of: Callable[[str], RefusalBody | None] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.refusals = tuple(refusals)
+        self.wider = wider
+        """Paths with a limit of their own (``wider_max_bytes``: the LLM gateway's dialects)."""
+        self.wider_max_bytes = wider_max_bytes
+        self.shape_of = shape_of
 
     def _shape(self, scope: Scope) -> RefusalBody | None:
         path = scope.get("path", "")
-        return next((shape for prefix, shape in self.refusals if path.startswith(prefix)), None)
+        shape = next((s for prefix, s in self.refusals if path.startswith(prefix)), None)
+        if shape is None and self.shape_of is not None:
+            shape = self.shape_of(path)
+        return shape
+
+    def _limit(self, scope: Scope) -> int:
+        wider, limit = self.wider, self.wider_max_bytes
+        if wider is not None and limit is not None and wider(scope.get("path", "")):
+            return limit
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope["method"] in ("GET", "HEAD", "OPTIONS"):
             await self.app(scope, receive, send)
             return
-        too_large = f"request body is larger than the {self.max_bytes}-byte limit"
+        limit = self._limit(scope)
+        too_large = f"request body is larger than the {limit}-byte limit"
         length = _header(scope, b"content-length")
-        if length is not None and length.isdigit() and int(length) > self.max_bytes:
+        if length is not None and length.isdigit() and int(length) > limit:
             await _reject(send, 413, too_large, self._shape(scope))
             return
         chunks: list[bytes] = []
@@ -85,7 +103,7 @@ class BodyLimit:
                 return
             chunk = message.get("body", b"")
             size += len(chunk)
-            if size > self.max_bytes:
+            if size > limit:
                 await _reject(send, 413, too_large, self._shape(scope))
                 return
             chunks.append(chunk)

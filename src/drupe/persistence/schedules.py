@@ -272,6 +272,7 @@ class ScheduleStore:
         row = TaskRunRow(
             id=run_id or f"run_{uuid.uuid4().hex}",
             schedule_id=schedule_id,
+            task_id=schedule_id,
             kind=kind,
             agent_id=agent_id,
             session_id=session_id,
@@ -333,8 +334,8 @@ class ScheduleStore:
     ) -> builtins.list[TaskRunRecord]:
         """Newest first."""
         query = select(TaskRunRow).order_by(TaskRunRow.started_at.desc(), TaskRunRow.id.desc())
-        if schedule_id is not None:
-            query = query.where(TaskRunRow.schedule_id == schedule_id)
+        if schedule_id is not None:  # also the runs of a deleted schedule (``task_id``)
+            query = query.where(TaskRunRow.task_id == schedule_id)
         async with self._transactions.read() as db:
             return [_run(row) for row in (await db.scalars(query.limit(limit))).all()]
 

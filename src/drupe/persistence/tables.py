@@ -296,6 +296,8 @@ class TaskRunRow(Base):
     duration_ms: Mapped[int | None] = mapped_column(Integer)
     node_id: Mapped[str | None] = mapped_column(String(255))
     """The cluster node running it (None: a single-process server)."""
+    task_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The schedule it ran for, kept when the schedule is deleted (``schedule_id`` is not)."""
 
     __table_args__ = (
         CheckConstraint(

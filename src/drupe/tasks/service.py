@@ -33,6 +33,7 @@ import anyio.abc
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.principal import LOCAL_ADMIN
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
+from drupe.ids import session_conversation_id
 from drupe.lifetimes import TaskOwner
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
@@ -107,7 +108,7 @@ class TaskService(TaskOwner):
         kind: Literal["task", "heartbeat"] = "task",
     ) -> ScheduleRecord:
         if await self.deps.db.agents.get_agent(agent_id) is None:
-            raise ValidationError(f"Agent not found: {agent_id}")
+            raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
         values = _checked(
             name=name,
             prompt=prompt,
@@ -193,8 +194,11 @@ class TaskService(TaskOwner):
         return await self._start(schedule, kind="manual", scheduled_for=None)
 
     async def history(self, schedule_id: str, limit: int = 50) -> list[TaskRunRecord]:
-        await self.get_schedule(schedule_id)
-        return await self.store.list_runs(schedule_id=schedule_id, limit=limit)
+        """The task's runs, newest first; a deleted task's runs are kept and listed."""
+        runs = await self.store.list_runs(schedule_id=schedule_id, limit=limit)
+        if not runs:
+            await self.get_schedule(schedule_id)  # unknown (and never ran): 404
+        return runs
 
     async def set_heartbeat(
         self,
@@ -312,7 +316,7 @@ class TaskService(TaskOwner):
         """Start a headless run of ``agent_id`` now; returns once its turn was admitted."""
         agent = await self.deps.db.agents.get_agent(agent_id)
         if agent is None:
-            raise ValidationError(f"Agent not found: {agent_id}")
+            raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
         values = _checked(
             name=f"{agent.name} (background)",
             prompt=prompt,
@@ -323,8 +327,12 @@ class TaskService(TaskOwner):
         )
         if session_id is None:
             session_id = (await self.deps.db.agents.create_session(agent_id, title=prompt[:80])).id
-        run = await self.store.start_run(
-            kind="background", started_at=self.deps.clock.now(), agent_id=agent_id
+        run = await self.store.start_run(  # the session is on the row from its start
+            kind="background",
+            started_at=self.deps.clock.now(),
+            agent_id=agent_id,
+            session_id=session_id,
+            conversation_id=session_conversation_id(session_id),
         )
         job = TaskJob(
             run_id=run.id,

@@ -208,3 +208,25 @@ async def test_models_in_the_anthropic_shape(gateway: Gateway) -> None:
     assert "scripted:echo" in [model.id for model in page.data]
     assert one.type == "model"
     assert one.display_name == "Scripted echo (test model)"
+
+
+async def test_count_tokens_is_exact_for_a_scripted_model(gateway: Gateway) -> None:
+    """Issue 23.11: ``messages.count_tokens`` equals the input usage the same request reports;
+    a model without a count is a 400 saying so; an unknown model is a 404."""
+    request: dict[str, Any] = {
+        "model": "scripted:echo",
+        "system": "You are terse and kind.",
+        "messages": [
+            {"role": "user", "content": "first question here"},
+            {"role": "assistant", "content": "an answer of six words total"},
+            {"role": "user", "content": "and a follow up"},
+        ],
+    }
+    async with gateway.anthropic() as client:
+        counted = await client.messages.count_tokens(**request)
+        answered = await client.messages.create(max_tokens=64, **request)
+        with pytest.raises(anthropic.NotFoundError):
+            await client.messages.count_tokens(
+                model="nowhere:x", messages=[{"role": "user", "content": "hi"}]
+            )
+    assert counted.input_tokens == answered.usage.input_tokens == 5 + 3 + 6 + 4

@@ -154,6 +154,14 @@ async def test_models_lists_registry_ids(gateway: Gateway) -> None:
     assert "scripted:echo" in ids
     assert all(":" in model_id for model_id in ids)
     assert (one.id, one.owned_by) == ("scripted:echo", "scripted")
+    # Issue 23.10/23.13: only what can answer, and every scripted profile.
+    for profile in ("lorem", "tool", "reasoning", "error", "error-mid", "fail-first", "slow"):
+        assert f"scripted:{profile}" in ids
+    picker = {m.id: m for m in gateway.runtime.models.list_models()}
+    dead = [model_id for model_id, info in picker.items() if not info.available]
+    assert dead, "the registry lists providers without a key (the picker says why)"
+    assert all(picker[model_id].note for model_id in dead)
+    assert not set(dead) & set(ids)
 
 
 async def test_missing_or_bad_key_is_401_in_openai_shape(gateway: Gateway) -> None:

@@ -274,3 +274,46 @@ async def test_items_settings_and_images_reach_the_upstream(tmp_path: Path) -> N
     last = sent["messages"][-1]["content"]
     assert {"type": "text", "text": "what is this?"} in last
     assert any(part.get("image_url", {}).get("url") == image for part in last)
+
+
+async def test_wire_names_and_not_found_codes(gateway: Gateway) -> None:
+    """Issue 23.13: a non-streamed ``function_call`` item carries the wire's field names (never
+    the SDK's Python ``async_``), and an unknown response id is ``not_found``, not a model's."""
+    async with gateway.openai() as client:
+        raw = await client.responses.with_raw_response.create(
+            model="scripted:tool", input="weather in Paris?", tools=[WEATHER]
+        )
+        [item] = raw.http_response.json()["output"]
+        assert item["type"] == "function_call" and "async_" not in item
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.responses.retrieve("resp_nosuch")
+        assert err.value.code == "not_found"
+        with pytest.raises(openai.NotFoundError) as err:
+            await client.chat.completions.create(
+                model="scripted-nosuch:x", messages=[{"role": "user", "content": "hi"}]
+            )
+        assert err.value.code == "model_not_found"
+
+
+async def test_input_items_list_pages_the_stored_input(gateway: Gateway) -> None:
+    """Issue 23.11: ``client.responses.input_items.list`` (the official client's method)."""
+    async with gateway.openai() as client:
+        first = await client.responses.create(model="scripted:echo", input="alpha beta")
+        second = await client.responses.create(
+            model="scripted:echo", input="gamma", previous_response_id=first.id
+        )
+        newest_first = [item async for item in client.responses.input_items.list(second.id)]
+        oldest_first = [
+            item
+            async for item in client.responses.input_items.list(second.id, order="asc", limit=1)
+        ]
+        with pytest.raises(openai.NotFoundError):
+            await client.responses.input_items.list("resp_nosuch")
+    # The chain: alpha beta (input), its answer (output as input), then gamma.
+    assert len(newest_first) == 3
+    assert [item.id for item in oldest_first] == [item.id for item in reversed(newest_first)]
+    texts = [
+        "".join(getattr(part, "text", "") for part in getattr(item, "content", []))
+        for item in oldest_first
+    ]
+    assert texts[0] == "alpha beta" and texts[-1] == "gamma"

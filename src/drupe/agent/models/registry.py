@@ -156,6 +156,28 @@ class ModelRegistry:
         )
         return infos
 
+    def answerable_models(self) -> list[ModelInfo]:
+        """The models that can answer now (a provider with its key, the local model when it is
+        installed), then every scripted profile (``scripted:<profile>``, no parameters): what
+        the gateway's ``GET /v1/models`` lists. ``list_models`` says why the others cannot."""
+        from drupe.agent.models.scripted import known_profiles  # the scripted model, on demand
+
+        answerable = [info for info in self.list_models() if info.available]
+        listed = {info.id for info in answerable}
+        for profile in known_profiles():
+            model_id = f"{SCRIPTED_PROVIDER}:{profile}"
+            if model_id not in listed:
+                answerable.append(
+                    ModelInfo(
+                        id=model_id,
+                        provider=SCRIPTED_PROVIDER,
+                        label=f"Scripted {profile} (test model)",
+                        available=True,
+                        note="deterministic test model (docs/scripted-models.md)",
+                    )
+                )
+        return answerable
+
     def default_model_id(self) -> str:
         """The model a turn uses when none is named (see the module docstring for the order)."""
         if self._config.default_model:

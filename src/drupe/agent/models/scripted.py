@@ -269,6 +269,15 @@ class ScriptedModel(StreamOnlyModel):
     def rate(self) -> float | None:
         return self._rate
 
+    async def count_tokens(
+        self,
+        messages: list[ModelMessage],
+        model_settings: ModelSettings | None,
+        model_request_parameters: ModelRequestParameters,
+    ) -> RequestUsage:
+        """Exactly the input usage a request with ``messages`` reports (its words)."""
+        return RequestUsage(input_tokens=words_in_request(messages))
+
     @asynccontextmanager
     async def request_stream(
         self,
