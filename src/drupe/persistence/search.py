@@ -1,6 +1,6 @@
 """``SearchStore``: full-text search over conversation titles and message text.
 
-The index is built by the ``webui_0008`` migration and kept current by the database itself
+The index is built by the ``webui_0009`` migration and kept current by the database itself
 (SQLite: FTS5 tables filled by triggers; PostgreSQL: GIN expression indexes over
 ``to_tsvector('simple', ...)``), so no writer of conversations or messages has to remember it.
 

@@ -13,8 +13,8 @@ These objects are not in the ORM metadata (neither dialect's DDL can be declared
 schema check of the tests leaves out the names listed in ``SEARCH_OBJECTS`` of
 ``drupe.persistence.search``.
 
-Revision ID: webui_0008
-Revises: 0007
+Revision ID: webui_0009
+Revises: 0008
 Create Date: 2026-12-04
 """
 
@@ -24,8 +24,8 @@ from collections.abc import Sequence
 
 from alembic import op
 
-revision: str = "webui_0008"
-down_revision: str | None = "0007"
+revision: str = "webui_0009"
+down_revision: str | None = "0008"
 branch_labels: str | Sequence[str] | None = None
 depends_on: str | Sequence[str] | None = None
 
