@@ -67,6 +67,7 @@ from typing import Any
 import anyio
 
 from _common import Subscriber, consume, median, parse_args, rss_kib, run, token_deltas
+from _live_full import full, full_client_main, full_serve_main
 from _live_http import client_main, serve
 from drupe.persistence.backends import PlaceholderBackend
 from drupe.persistence.db import Database, open_database
@@ -127,6 +128,24 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         " --http always runs",
     )
     parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
+    parser.add_argument(
+        "--full",
+        action="store_true",
+        help="the full path: POST /api/chat on a real drupe serve (bench/_live_full.py)",
+    )
+    parser.add_argument(
+        "--full-rate", type=float, default=2.0, help="--full: deltas per second of an answer"
+    )
+    parser.add_argument(
+        "--ttft-streams", type=int, default=100, help="--full: submits started together (TTFT)"
+    )
+    parser.add_argument("--full-repeat", type=int, default=1, help="--full: runs of each side")
+    parser.add_argument(
+        "--profile", action="store_true", help="--full: tracemalloc of the server (25 frames)"
+    )
+    parser.add_argument(
+        "--baseline-src", default=None, help="--full: another checkout's src, run alternating"
+    )
     parser.add_argument(
         "--variant",
         choices=("both", "manager", "baseline", *PERSISTED, *HTTP_VARIANTS),
@@ -338,6 +357,8 @@ def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> d
 
 
 async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    if args.full:
+        return full(args)
     streams = args.streams or (2_000 if args.quick else 10_000)
     print(
         f"live streams: {streams} conversations, one delta every {args.interval * 1000:.0f} ms"
@@ -447,6 +468,12 @@ async def _checkpoint_cost(args: argparse.Namespace) -> dict[str, Any]:
 
 
 if __name__ == "__main__":
+    if sys.argv[1:2] == ["--full-serve"]:
+        full_serve_main(sys.argv[2:])
+        sys.exit(0)
+    if sys.argv[1:2] == ["--full-client"]:
+        full_client_main(sys.argv[2])
+        sys.exit(0)
     arguments = parse_args(__doc__.splitlines()[0], _arguments)
     if arguments.client is not None:
         anyio.run(

@@ -57,6 +57,17 @@ def test_a_bad_number_names_its_variable_and_every_bad_one_is_listed() -> None:
     assert "DRUPE_ON_OWNER_LOSS='later'" in message and "'error' or 'retry'" in message
 
 
+def test_an_empty_variable_in_the_process_environment_is_unset(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """``DRUPE_REDIS_URL=`` (empty) must not turn cluster mode on (the multi-node harness and
+    shells that clear a variable by emptying it)."""
+    monkeypatch.setenv("DRUPE_REDIS_URL", "")
+    monkeypatch.setenv("DRUPE_PORT", "")
+    settings = Settings.from_env()
+    assert not settings.cluster.enabled and settings.port == 8787
+
+
 def test_switches_and_unset_values() -> None:
     off = Settings.from_env({"DRUPE_SCHEDULER": "off", "DRUPE_TRACE_STORE": "0", "DRUPE_HOST": ""})
     assert off.run_scheduler is False and off.trace_store is False

@@ -33,6 +33,17 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         ["--http", "--streams", "20", "--interval", "0.01", "--chunks", "30", "--timeout", STALL_S],
         {"rss_per_stream_kib", "chunks_per_cpu_s", "ratio_vs_bare", "keeps_up_ratio"},
     ),
+    "live_streams_full": (
+        ["--full", "--streams", "5", "--ttft-streams", "3", "--chunks", "2", "--full-rate", "5"],
+        {
+            "full_rss_per_stream_kib",
+            "full_ttft_p50_s",
+            "full_ttft_p99_s",
+            "full_admissions_per_s",
+            "full_ttft_together_p50_s",
+            "full_frames_per_stream",
+        },
+    ),
     "fanout": (
         ["--subscribers", "20", "--deltas", "50", "--repeat", "1"],
         {"events_per_s", "baseline_events_per_s", "ratio"},
@@ -105,8 +116,8 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
 
 
 def _script(name: str) -> str:
-    """``live_streams_http`` is ``live_streams.py --http``."""
-    return name.removesuffix("_http")
+    """``live_streams_http`` is ``live_streams.py --http``, ``live_streams_full`` ``--full``."""
+    return name.removesuffix("_http").removesuffix("_full")
 
 
 def _run_all() -> dict[str, dict[str, Any]]:
@@ -146,6 +157,9 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     assert live["live_streams"] == 30
     assert live["reached_target"] is True
     assert live["overflowed_subscribers"] == 0
+    full = results["live_streams_full"]
+    assert full["live_streams"] == 5  # every answer was live when measured (or the bench fails)
+    assert full["full_frames_per_stream"] >= 3  # start, step, text-start and the first delta
     http = results["live_streams_http"]
     assert http["live_streams"] == 20
     assert http["reached_target"] is True

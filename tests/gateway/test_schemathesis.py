@@ -128,8 +128,10 @@ def test_no_input_to_the_new_gateway_routes_makes_a_server_error(
     failures, calls, statuses = fuzz_operations(
         gateway_schema, {"authorization": f"Bearer {gateway_key}"}
     )
-    assert len(calls) == 7, calls
+    assert len(calls) == 9, calls
     assert not failures, failures
     assert "POST /v1/responses" in calls, calls
+    assert "GET /v1/responses/{response_id}/input_items" in calls, calls
+    assert "POST /{provider}/v1/messages/count_tokens" in calls, calls
     assert sum(calls.values()) >= 10 * len(calls), calls
     assert {200, 400, 404} <= statuses, statuses  # the key worked: bodies reached the parsers

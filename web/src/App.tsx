@@ -112,6 +112,20 @@ export function App() {
   const [strategy, setStrategy] = usePersisted<Strategy>("drupe.strategy", "enqueue", isStrategy);
   const [firstMessage, setFirstMessage] = useState<{ id: string; text: string } | null>(null);
 
+  // Under 768 px the sidebar is a panel over the page: the ☰ button opens it, following a link
+  // (any hash change) or Escape closes it.
+  const [navOpen, setNavOpen] = useState(false);
+  useEffect(() => {
+    const close = () => setNavOpen(false);
+    const onKey = (e: KeyboardEvent) => e.key === "Escape" && close();
+    window.addEventListener("hashchange", close);
+    window.addEventListener("keydown", onKey);
+    return () => {
+      window.removeEventListener("hashchange", close);
+      window.removeEventListener("keydown", onKey);
+    };
+  }, []);
+
   useStatusPolling();
   const polled = useStatuses();
   const pollOk = useRef(polled.ok);
@@ -162,10 +176,11 @@ export function App() {
     if (known.length !== selected.length) setSelected(known);
   }, [models, selected, setSelected]);
 
-  // Reload the list when the set of live conversations changes (new ones, finished ones).
+  // Reload the list when any conversation's status changes (new ones, finished ones): a turn's
+  // start is also when the server titles a new conversation, so every tab shows the title. A
+  // poll that misses a short live phase still sees "idle" become "done".
   const liveKey = Object.entries(polled.statuses)
-    .filter(([, s]) => isLiveStatus(s))
-    .map(([k]) => k)
+    .map(([k, s]) => `${k}:${isLiveStatus(s) ? "live" : s}`)
     .sort()
     .join(",");
   const firstLive = useRef(true);
@@ -248,7 +263,18 @@ export function App() {
   };
 
   return (
-    <div className="app">
+    <div className={`app${navOpen ? " nav-open" : ""}`}>
+      <button
+        type="button"
+        className="nav-toggle"
+        data-testid="nav-toggle"
+        aria-label={navOpen ? "Hide conversations" : "Show conversations"}
+        aria-expanded={navOpen}
+        aria-controls="sidebar"
+        onClick={() => setNavOpen((open) => !open)}
+      >
+        ☰
+      </button>
       <Sidebar
         items={items.filter((i) => sessionIdOf(i.id) === null)}
         statuses={polled.statuses}
@@ -301,6 +327,7 @@ export function App() {
             key={route}
             id={route}
             firstMessage={firstMessage?.id === route ? firstMessage.text : undefined}
+            knownTitle={items.find((i) => i.id === route)?.title}
             onActivity={reloadList}
             {...pickerProps}
           />

@@ -59,9 +59,25 @@ describe("agent sessions", () => {
     expect(contextUsageText({ categories: [] })).toBeNull();
   });
 
-  it("groups sessions by agent, keeping the server's order", () => {
+  it("groups sessions by agent, keeping the server's order when activity ties", () => {
     const grouped = sessionsByAgent([session("a", "x"), session("b", "y"), session("c", "x")]);
     expect(grouped.get("x")?.map((s) => s.id)).toEqual(["a", "c"]);
     expect(grouped.get("y")?.map((s) => s.id)).toEqual(["b"]);
+  });
+
+  it("sorts by last activity and leaves task sessions out unless open", () => {
+    const at = (id: string, when: string, fromTask = false) => ({
+      ...session(id, "x"),
+      lastActivityAt: when,
+      fromTask,
+    });
+    const sessions = [
+      at("old", "2026-12-01T10:00:00+00:00"),
+      at("new", "2026-12-03T10:00:00+00:00"),
+      at("task", "2026-12-04T10:00:00+00:00", true),
+    ];
+    expect(sessionsByAgent(sessions).get("x")?.map((s) => s.id)).toEqual(["new", "old"]);
+    const open = sessionsByAgent(sessions, sessions[2].conversationId);
+    expect(open.get("x")?.map((s) => s.id)).toEqual(["task", "new", "old"]);
   });
 });

@@ -51,6 +51,10 @@ export interface AgentSession {
   createdAt: string;
   updatedAt: string;
   runtime: SessionRuntime;
+  /** A task run created or used it (GET /api/sessions only). */
+  fromTask?: boolean;
+  /** Its conversation's last update (GET /api/sessions only). */
+  lastActivityAt?: string;
 }
 
 export interface DriverList {
@@ -139,12 +143,27 @@ export function contextUsageText(usage: Record<string, unknown> | null | undefin
 }
 
 /** Sessions grouped by agent id, oldest first (the server's order). */
-export function sessionsByAgent(sessions: AgentSession[]): Map<string, AgentSession[]> {
+/**
+ * The sidebar's sessions by agent, most recently active first. Sessions a task run created or
+ * used (`fromTask`) are left to the task's run list, unless one is the open conversation.
+ */
+export function sessionsByAgent(
+  sessions: AgentSession[],
+  activeConversationId: string | null = null,
+): Map<string, AgentSession[]> {
+  const shown = sessions
+    .filter((s) => !s.fromTask || s.conversationId === activeConversationId)
+    .sort((a, b) => lastActivity(b).localeCompare(lastActivity(a)));
   const out = new Map<string, AgentSession[]>();
-  for (const s of sessions) {
+  for (const s of shown) {
     const list = out.get(s.agentId);
     if (list) list.push(s);
     else out.set(s.agentId, [s]);
   }
   return out;
+}
+
+/** When a session was last active (ISO 8601, UTC: sorts as text). */
+export function lastActivity(s: AgentSession): string {
+  return s.lastActivityAt ?? s.updatedAt;
 }

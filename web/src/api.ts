@@ -21,6 +21,21 @@ export interface ConversationSummary {
   updatedAt: string;
 }
 
+/** Where a conversation downloads as Markdown (the shown branch) or JSON (the whole tree). */
+export function exportUrl(conversationId: string, format: "markdown" | "json"): string {
+  return `/api/conversations/${encodeURIComponent(conversationId)}/export?format=${format}`;
+}
+
+/** One search hit: a title (`messageId` null) or a message; `snippet` marks the matches. */
+export interface SearchHit {
+  conversationId: string;
+  title: string | null;
+  messageId: string | null;
+  role: UIMessage["role"] | null;
+  snippet: { text: string; match: boolean }[];
+  at: string;
+}
+
 export interface ConversationPage {
   items: ConversationSummary[];
   nextCursor: string | null;
@@ -43,6 +58,8 @@ export interface ConversationDetail {
   title: string | null;
   status: ConversationStatus;
   messages: ServerMessage[];
+  /** The branch chosen on the server (PUT .../branch); null: the newest message's branch. */
+  branchLeafId?: string | null;
 }
 
 export interface ModelInfo {
@@ -121,6 +138,15 @@ async function request<T>(method: string, url: string, body?: unknown): Promise<
 const enc = encodeURIComponent;
 
 export const api = {
+  /** Show the branch through `messageId` (kept on the server; a new turn resets it). */
+  setBranch(conversationId: string, messageId: string): Promise<{ leafId: string }> {
+    return request("PUT", `/api/conversations/${encodeURIComponent(conversationId)}/branch`, { messageId });
+  },
+  /** Full-text search over titles and message text (every word, each as a prefix). */
+  search(q: string, limit = 20): Promise<{ items: SearchHit[] }> {
+    const params = new URLSearchParams({ q, limit: String(limit) });
+    return request("GET", `/api/search?${params}`);
+  },
   listConversations(before?: string | null, limit = 50): Promise<ConversationPage> {
     const q = new URLSearchParams({ limit: String(limit) });
     if (before) q.set("before", before);
@@ -178,6 +204,8 @@ export interface ChatRequestBody {
   messages: UIMessage[];
   trigger: "submit-message" | "regenerate-message";
   messageId?: string;
+  /** Submit only: the message the new user message follows (edit and resend: a new branch). */
+  parentId?: string;
   models?: string[];
   strategy?: Strategy;
 }

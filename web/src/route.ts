@@ -1,4 +1,5 @@
-// Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation,
+// Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation (`?m=<message id>`
+// scrolls to one message),
 // `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
 // conversation's trace.
 
@@ -31,6 +32,18 @@ export function parsePage(hash: string): Page {
 
 export function conversationHash(id: string | null): string {
   return id ? `#/c/${encodeURIComponent(id)}` : "#/";
+}
+
+/** `#/c/<conversation>?m=<message>`: a conversation scrolled to one of its messages. */
+export function messageHash(conversationId: string, messageId: string | null): string {
+  const base = conversationHash(conversationId);
+  return messageId ? `${base}?m=${encodeURIComponent(messageId)}` : base;
+}
+
+/** The message a conversation hash asks to show (`?m=`), if any. */
+export function parseFocus(hash: string): string | null {
+  const m = /^#\/c\/[^/?#]+\?(?:.*&)?m=([^&#]+)/.exec(hash);
+  return m ? decoded(m[1]) : null;
 }
 
 export function traceHash(id: string): string {

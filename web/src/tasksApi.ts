@@ -39,11 +39,18 @@ export interface TaskRun {
   durationMs: number | null;
 }
 
-export interface NewSchedule {
-  agentId: string;
+export interface ScheduleOptions {
   name: string;
   prompt: string;
   trigger: Trigger;
+  timeoutMinutes?: number;
+  sessionMode?: "fresh" | "sticky";
+  missedPolicy?: "skip" | "run-once";
+  deliverTo?: { channel: string; chat: string }[];
+}
+
+export interface NewSchedule extends ScheduleOptions {
+  agentId: string;
 }
 
 export interface TraceSpan {
@@ -83,6 +90,9 @@ export const tasksApi = {
   },
   create(body: NewSchedule): Promise<Schedule> {
     return request("POST", "/api/schedules", body);
+  },
+  update(id: string, body: Partial<ScheduleOptions>): Promise<Schedule> {
+    return request("PATCH", `/api/schedules/${enc(id)}`, body);
   },
   runNow(id: string): Promise<TaskRun> {
     return request("POST", `/api/schedules/${enc(id)}/run`);

@@ -3,6 +3,7 @@ import { describe, expect, it } from "vitest";
 import type { ServerMessage } from "./api";
 import {
   arrangeForDisplay,
+  branchSiblings,
   currentPath,
   groupForDisplay,
   hasPendingAnswer,
@@ -222,5 +223,28 @@ describe("arrangeForDisplay with live columns", () => {
       "u2",
       "live-columns",
     ]);
+  });
+});
+
+describe("branches", () => {
+  const tree = [
+    msg("u1", null, "user"),
+    msg("a1", "u1", "assistant"),
+    msg("u2", "a1", "user"),
+    msg("a2", "u2", "assistant"),
+    msg("u3", "a1", "user"),
+    msg("a3", "u3", "assistant"),
+    msg("g1", "u3", "assistant", { siblingsGroupId: 7 }),
+  ];
+  it("follows the chosen leaf, else the newest message", () => {
+    expect(currentPath(tree, "a2").map((m) => m.id)).toEqual(["u1", "a1", "u2", "a2"]);
+    expect(currentPath(tree).map((m) => m.id)).toEqual(["u1", "a1", "u3", "g1"]);
+    expect(currentPath(tree, "unknown").map((m) => m.id)).toEqual(["u1", "a1", "u3", "g1"]);
+  });
+  it("lists edits and regenerations as siblings, not multi-model columns", () => {
+    expect(branchSiblings(tree[2], tree)).toEqual({ ids: ["u2", "u3"], index: 0 });
+    expect(branchSiblings(tree[4], tree)).toEqual({ ids: ["u2", "u3"], index: 1 });
+    expect(branchSiblings(tree[5], tree)).toEqual({ ids: ["a3"], index: 0 });
+    expect(branchSiblings(tree[6], tree)).toEqual({ ids: ["g1"], index: 0 });
   });
 });

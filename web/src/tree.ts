@@ -4,15 +4,16 @@ import type { UIMessage } from "ai";
 import type { ServerMessage } from "./api";
 
 /**
- * The current path: from the root to the most recently created message (the latest branch),
- * following `parentId`. `messages` is in creation order. Unknown parents end the walk.
+ * The current path: from the root to `leafId` (the branch chosen on the server), or else to the
+ * most recently created message (the latest branch), following `parentId`. `messages` is in
+ * creation order. Unknown parents end the walk.
  */
-export function currentPath(messages: ServerMessage[]): ServerMessage[] {
+export function currentPath(messages: ServerMessage[], leafId: string | null = null): ServerMessage[] {
   if (messages.length === 0) return [];
   const byId = new Map(messages.map((m) => [m.id, m]));
   const path: ServerMessage[] = [];
   const seen = new Set<string>();
-  let node: ServerMessage | undefined = messages[messages.length - 1];
+  let node: ServerMessage | undefined = (leafId ? byId.get(leafId) : undefined) ?? messages[messages.length - 1];
   while (node && !seen.has(node.id)) {
     seen.add(node.id);
     path.push(node);
@@ -37,10 +38,10 @@ export function siblingsOf(message: ServerMessage, messages: ServerMessage[]): S
  * is expanded to all its siblings (in creation order). `pending` assistant messages (the live
  * ones) are kept so they hold their place; `toUIMessages` turns them into empty placeholders.
  */
-export function visibleMessages(messages: ServerMessage[]): ServerMessage[] {
+export function visibleMessages(messages: ServerMessage[], leafId: string | null = null): ServerMessage[] {
   const out: ServerMessage[] = [];
   const added = new Set<string>();
-  for (const node of currentPath(messages)) {
+  for (const node of currentPath(messages, leafId)) {
     for (const m of siblingsOf(node, messages)) {
       if (added.has(m.id)) continue;
       added.add(m.id);
@@ -286,4 +287,20 @@ export function mergeLocalLive(
       m.parts.length > 0,
   );
   return [...merged, ...live.slice(0, open)];
+}
+
+/**
+ * The alternatives of a message on the shown path: the messages with the same parent and role
+ * (edits of a user message, regenerations of an answer), in creation order, and this message's
+ * index among them. Multi-model columns are not navigated (they are shown side by side).
+ */
+export function branchSiblings(
+  message: ServerMessage,
+  messages: ServerMessage[],
+): { ids: string[]; index: number } {
+  if (message.siblingsGroupId != null) return { ids: [message.id], index: 0 };
+  const ids = messages
+    .filter((m) => m.parentId === message.parentId && m.role === message.role && m.siblingsGroupId == null)
+    .map((m) => m.id);
+  return { ids, index: ids.indexOf(message.id) };
 }

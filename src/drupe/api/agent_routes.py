@@ -300,11 +300,26 @@ async def list_sessions(
     request: Request,
     agent_id: str | None = Query(default=None, alias="agentId", max_length=_ID_MAX),
 ) -> dict[str, Any]:
-    """Every session (or one agent's), oldest first, with their runtime state."""
+    """Every session (or one agent's), oldest first, with their runtime state.
+
+    Each also says ``fromTask`` (a task run created or used it, so the sidebar leaves it to the
+    task's run list) and ``lastActivityAt`` (its conversation's last update)."""
     runtime = get_runtime(request)
     board = get_board(request)
     records = await runtime.db.agents.list_sessions(agent_id)
-    return {"items": [_session_json(runtime, board, r) for r in records]}
+    from_tasks = await runtime.db.schedules.task_session_ids([r.id for r in records])
+    items = []
+    for record in records:
+        conversation = await runtime.db.conversations.get(record.conversation_id)
+        active = conversation.updated_at if conversation is not None else record.updated_at
+        items.append(
+            {
+                **_session_json(runtime, board, record),
+                "fromTask": record.id in from_tasks,
+                "lastActivityAt": max(active, record.updated_at).isoformat(),
+            }
+        )
+    return {"items": items}
 
 
 @router.get("/api/sessions/{session_id}")

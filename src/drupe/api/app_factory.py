@@ -29,9 +29,13 @@ from starlette.types import Receive, Scope, Send
 
 from drupe.api import (
     agent_routes,
+    branches,
     channel_routes,
     chat_routes,
     conversation_routes,
+    export_routes,
+    limits_routes,
+    search_routes,
     system_routes,
     task_routes,
     trace_routes,
@@ -119,6 +123,10 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(system_routes.router)
     app.include_router(chat_routes.router)
     app.include_router(conversation_routes.router)
+    app.include_router(search_routes.router)
+    app.include_router(export_routes.router)
+    app.include_router(branches.router)
+    app.include_router(limits_routes.router)
     app.include_router(agent_routes.router)
     app.include_router(task_routes.router)
     app.include_router(trace_routes.router)

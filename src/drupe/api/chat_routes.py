@@ -32,6 +32,7 @@ from pydantic import BaseModel
 from drupe.admission.base import Regenerate, Submit
 from drupe.api.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.api.task_routes import run_json
+from drupe.api.titles import title_if_untitled
 from drupe.errors import ConfigError, ValidationError
 from drupe.http.errors import PayloadTooLarge
 from drupe.http.sse_response import SseResponse
@@ -130,6 +131,7 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
         dispatch = Submit(
             conversation_id=conversation_id,
             parts=parts,
+            parent_id=body.parentId,
             model_ids=models,
             strategy=body.strategy,
         )
@@ -145,9 +147,13 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
         if runtime.tasks is None:
             raise RuntimeError("the task service is not running")
         run = await runtime.tasks.start_chat_run(dispatch)
+        if isinstance(dispatch, Submit):
+            await title_if_untitled(runtime, conversation_id, dispatch.parts)
         return JSONResponse(run_json(run), status_code=202)
     listener = _new_listener()
     admitted = await conversations.submit(caller, dispatch, listener=listener)
+    if isinstance(dispatch, Submit):
+        await title_if_untitled(runtime, conversation_id, dispatch.parts)
     if admitted.result.steer == "drop":
         listener.close_with_error(
             "the message was stored but not answered: the running turn ended first"

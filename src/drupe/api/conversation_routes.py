@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Header, Query, Request, Response
 
+from drupe.api.branches import shown_leaf
 from drupe.api.schemas import (
     CreateConversation,
     RenameConversation,
@@ -110,7 +111,11 @@ async def get_conversation(conversation_id: str, request: Request) -> dict[str, 
     if record is None:  # ephemeral: in memory only
         return _ephemeral_json(runtime, conversation_id, status)
     rows = await runtime.conversations.messages(caller, conversation_id)
-    return {**conversation_json(record, status), "messages": [message_json(r) for r in rows]}
+    return {
+        **conversation_json(record, status),
+        "messages": [message_json(r) for r in rows],
+        "branchLeafId": shown_leaf(record.metadata, rows[-1].id if rows else None),
+    }
 
 
 @router.patch("/api/conversations/{conversation_id}")

@@ -55,6 +55,14 @@ class ChatRequest(BaseModel):
     )
     trigger: Literal["submit-message", "regenerate-message"] = "submit-message"
     messageId: str | None = Field(default=None, max_length=256)
+    parentId: str | None = Field(
+        default=None,
+        max_length=256,
+        description=(
+            "Submit only: the message the new user message follows (edit and resend: the edited "
+            "message's parent, which starts a new branch); default: the newest message."
+        ),
+    )
     models: list[str] | None = Field(
         default=None, max_length=64, description="Model ids; several make a multi-model turn."
     )

@@ -143,7 +143,8 @@ def build_router(
 
     either_key = Depends(either_auth)
     _add_model_routes(router, runtime, either_key)
-    _add_completion_routes(router, runtime, access, fast, openai_key, anthropic_key)
+    _add_completion_routes(router, runtime, access, fast, openai_key)
+    _add_messages_routes(router, runtime, access, anthropic_key)
     _add_agent_routes(router, runtime, openai_key)
     responses.add_routes(router, runtime, access, openai_key)
     mcp_proxy.add_routes(router, runtime, openai_key)
@@ -192,10 +193,8 @@ def _add_completion_routes(
     access: GatewayAccess,
     fast: Passthrough,
     openai_key: Any,
-    anthropic_key: Any,
 ) -> None:
-    """Chat Completions (with the pass-through) and Anthropic Messages (also pinned to one
-    provider)."""
+    """Chat Completions (with the pass-through to OpenAI-wire providers)."""
 
     @router.post(
         "/v1/chat/completions",
@@ -218,6 +217,12 @@ def _add_completion_routes(
             stream=chat.stream,
             on_end=access.charge(key),
         )
+
+
+def _add_messages_routes(
+    router: GatewayRouter, runtime: Runtime, access: GatewayAccess, anthropic_key: Any
+) -> None:
+    """Anthropic Messages and ``messages.count_tokens`` (also pinned to one provider)."""
 
     async def anthropic_messages(
         request: Request, key: ApiKeyRecord | None, provider: str | None

@@ -139,6 +139,35 @@ class ConversationStore:
         """Set the title (``None`` clears it) and bump ``updated_at``."""
         return await self._update(conversation_id, title=title, updated_at=utc_now())
 
+    async def title_if_untitled(self, conversation_id: str, title: str) -> bool:
+        """Set the title only if there is none yet (a rename wins); ``True`` if it was set.
+
+        ``updated_at`` stays: a title is not activity."""
+        async with self._transactions.write() as db:
+            result = await db.execute(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id, ConversationRow.title.is_(None))
+                .values(title=title)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
+    async def set_metadata_key(
+        self, conversation_id: str, key: str, value: Any
+    ) -> ConversationRecord:
+        """Set one key of the conversation's metadata (``None`` removes it); the rest stays."""
+        async with self._transactions.write() as db:
+            row = await db.get(ConversationRow, conversation_id, with_for_update=True)
+            if row is None:
+                raise UnknownConversationError(conversation_id)
+            meta = dict(row.meta)
+            if value is None:
+                meta.pop(key, None)
+            else:
+                meta[key] = value
+            row.meta = meta
+            await db.flush()
+            return _record(row)
+
     async def touch(self, conversation_id: str) -> ConversationRecord:
         """Bump ``updated_at`` to now (the conversation moves to the top of the list)."""
         return await self._update(conversation_id, updated_at=utc_now())

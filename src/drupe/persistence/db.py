@@ -35,6 +35,7 @@ from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.schedules import ScheduleStore
+from drupe.persistence.search import SearchStore
 from drupe.persistence.transaction import Sessions, Transactions
 from drupe.persistence.usage import UsageStore
 
@@ -66,6 +67,7 @@ class Database:
     channels: ChannelStore
     schedules: ScheduleStore
     usage: UsageStore
+    search: SearchStore
 
     @property
     def dialect(self) -> str:
@@ -182,6 +184,7 @@ async def open_database(
             channels=ChannelStore(transactions),
             schedules=ScheduleStore(transactions),
             usage=UsageStore(transactions),
+            search=SearchStore(transactions, dialect=dialect),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

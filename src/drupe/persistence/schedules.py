@@ -137,6 +137,18 @@ class ScheduleStore:
         self.node_id: str | None = None
         """The cluster node this process is (set once at boot): written on every run it starts."""
 
+    async def task_session_ids(self, session_ids: Collection[str]) -> set[str]:
+        """Those of ``session_ids`` that a task run created or used (not opened by a person)."""
+        if not session_ids:
+            return set()
+        query = (
+            select(TaskRunRow.session_id)
+            .where(TaskRunRow.session_id.in_(list(session_ids)))
+            .distinct()
+        )
+        async with self._transactions.read() as db:
+            return {sid for sid in (await db.scalars(query)).all() if sid is not None}
+
     # -- schedules ---------------------------------------------------------------------------
 
     async def create(self, *, agent_id: str, **values: Any) -> ScheduleRecord:

@@ -9,6 +9,7 @@ import {
   agentsApi,
   type DriverList,
   type NewAgent,
+  lastActivity,
   sessionsByAgent,
 } from "../agentsApi";
 import { conversationHash } from "../route";
@@ -60,7 +61,7 @@ export function AgentsSection({
     }
   }, [activeId, sessions, reload]);
 
-  const grouped = sessionsByAgent(sessions);
+  const grouped = sessionsByAgent(sessions, activeId);
 
   const onCreate = async (body: NewAgent): Promise<boolean> => {
     try {
@@ -283,6 +284,7 @@ function AgentItem({
                 className="ghost small"
                 data-testid="new-session"
                 title="New session"
+                aria-label="New session"
                 onClick={() => onNewSession(agent.id)}
               >
                 +
@@ -292,6 +294,7 @@ function AgentItem({
                 className="ghost small"
                 data-testid="delete-agent"
                 title="Delete agent"
+                aria-label="Delete agent"
                 onClick={() => setConfirming(true)}
               >
                 ✕
@@ -315,6 +318,9 @@ function AgentItem({
             >
               <a href={conversationHash(s.conversationId)} className="conversation-link" title={title}>
                 <span className="conversation-title">{title}</span>
+                <time className="muted small session-date" dateTime={lastActivity(s)} data-testid="session-date">
+                  {shortDate(lastActivity(s))}
+                </time>
                 <StatusBadge status={statuses[s.conversationId] ?? s.status} />
               </a>
               <span className="item-actions">
@@ -323,6 +329,7 @@ function AgentItem({
                   className="ghost small"
                   data-testid="delete-session"
                   title="Delete session"
+                aria-label="Delete session"
                   onClick={() => onDeleteSession(s)}
                 >
                   ✕
@@ -334,4 +341,15 @@ function AgentItem({
       </ul>
     </li>
   );
+}
+
+/** "14:05" today, "3 Dec" this year, "3 Dec 2025" before. */
+function shortDate(iso: string): string {
+  const d = new Date(iso);
+  const now = new Date();
+  if (d.toDateString() === now.toDateString()) {
+    return d.toLocaleTimeString(undefined, { hour: "2-digit", minute: "2-digit" });
+  }
+  const sameYear = d.getFullYear() === now.getFullYear();
+  return d.toLocaleDateString(undefined, sameYear ? { day: "numeric", month: "short" } : { day: "numeric", month: "short", year: "numeric" });
 }

@@ -2,7 +2,7 @@
 // the server's tree is re-read whenever a stream ends, because the server owns history.
 // Steers and multi-model turns are posted outside useChat and followed via resume / events.
 import { Chat, useChat } from "@ai-sdk/react";
-import type { UIMessage } from "ai";
+import type { FileUIPart, UIMessage } from "ai";
 import { useCallback, useEffect, useMemo, useRef, useState } from "react";
 import {
   api,
@@ -18,6 +18,7 @@ import {
 import { setStatus, useStatuses } from "../statusStore";
 import {
   arrangeForDisplay,
+  branchSiblings,
   hasPendingAnswer,
   infoById,
   isPlaceholder,
@@ -31,9 +32,11 @@ import {
 } from "../tree";
 import { DrupeChatTransport } from "../transport";
 import { useConversationEvents } from "../useConversationEvents";
+import { useFocusedMessage } from "../useFocusedMessage";
 import { Columns, columnsFromExecutions } from "./Columns";
 import { Composer } from "./Composer";
 import { type ApprovalHandlers, errorPartText } from "./MessageParts";
+import { ExportLinks } from "./ExportLinks";
 import { EmptyLine, MessageView, statusNote } from "./MessageView";
 import { QueuedSteers, type Steer, unresolvedSteers } from "./Steers";
 import { StatusBadge } from "./StatusBadge";
@@ -53,6 +56,7 @@ export function ChatView({
   approve,
   pickers,
   canRegenerate: regenerateAllowed = true,
+  knownTitle,
 }: {
   detail: ConversationDetail;
   models: ModelInfo[];
@@ -69,6 +73,8 @@ export function ChatView({
   pickers?: boolean;
   /** Offer regenerate (default true; agent sessions take new messages only). */
   canRegenerate?: boolean;
+  /** The title the conversation list knows (set by the server's titler after the first turn). */
+  knownTitle?: string | null;
 }) {
   const id = detail.id;
   const [info, setInfo] = useState<Map<string, MessageInfo>>(() => infoById(detail.messages));
@@ -78,7 +84,12 @@ export function ChatView({
   const [error, setError] = useState<string | null>(null);
   const [steers, setSteers] = useState<Steer[]>([]);
   const [decided, setDecided] = useState<Map<string, boolean>>(new Map());
-  const initialMessages = useMemo(() => toUIMessages(visibleMessages(detail.messages)), [detail]);
+  const initialMessages = useMemo(
+    () => toUIMessages(visibleMessages(detail.messages, detail.branchLeafId ?? null)),
+    [detail],
+  );
+  // The whole tree and the branch chosen on the server (sibling navigation, edit, send).
+  const [tree, setTree] = useState({ messages: detail.messages, leaf: detail.branchLeafId ?? null });
 
   const syncRef = useRef<() => Promise<void>>(async () => undefined);
   const onChatErrorRef = useRef<(e: Error) => void>(() => undefined);
@@ -183,7 +194,8 @@ export function ChatView({
       return;
     }
     needsSync.current = false;
-    const visible = visibleMessages(d.messages);
+    const visible = visibleMessages(d.messages, d.branchLeafId ?? null);
+    setTree({ messages: d.messages, leaf: d.branchLeafId ?? null });
     const nextInfo = infoById(d.messages);
     setMessages(mergeLocalLive(toUIMessages(visible), chatObject.messages, infoRef.current));
     infoRef.current = nextInfo;
@@ -240,9 +252,11 @@ export function ChatView({
 
   const modelsForRequest = selectedModels.length ? selectedModels : undefined;
 
-  async function submit(text: string): Promise<boolean> {
+  async function submit(text: string, files: FileUIPart[] = []): Promise<boolean> {
     setError(null);
-    const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+    const parts: UIMessage["parts"] = [...files];
+    if (text) parts.push({ type: "text", text });
+    const userMessage: UIMessage = { id: newId(), role: "user", parts };
     if (busy) {
       // A steer: the server queues / interrupts / rejects / rolls back per the strategy.
       const key = newId();
@@ -284,9 +298,53 @@ export function ChatView({
       void sync();
       return true;
     }
-    await sendMessage(userMessage, { body: { models: modelsForRequest, strategy } });
+    // On a chosen (older) branch the message continues it, not the newest message.
+    const parentId = tree.leaf ?? undefined;
+    await sendMessage(userMessage, { body: { models: modelsForRequest, strategy, parentId } });
     return true;
   }
+
+  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch
+  async function editAndResend(originalId: string, text: string): Promise<boolean> {
+    const parentId = info.get(originalId)?.parentId;
+    if (!parentId || busy) return false;
+    setError(null);
+    const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
+    try {
+      await api.submitDetached({
+        id,
+        messages: [userMessage],
+        trigger: "submit-message",
+        strategy,
+        models: modelsForRequest,
+        parentId,
+      });
+    } catch (e) {
+      setError(errorMessage(e));
+      return false;
+    }
+    void sync();
+    return true;
+  }
+
+  // ---- ‹ 2/3 ›: show another sibling's branch (kept on the server), then re-read the tree
+  async function pickBranch(messageId: string) {
+    try {
+      await api.setBranch(id, messageId);
+    } catch (e) {
+      setError(errorMessage(e));
+      return;
+    }
+    await sync();
+  }
+  const treeById = useMemo(() => new Map(tree.messages.map((m) => [m.id, m])), [tree]);
+  const branchOf = (messageId: string) => {
+    const stored = treeById.get(messageId);
+    if (!stored || busy) return undefined;
+    const { ids, index } = branchSiblings(stored, tree.messages);
+    if (ids.length < 2 || index < 0) return undefined;
+    return { index, count: ids.length, onPick: (i: number) => void pickBranch(ids[i]) };
+  };
 
   async function onStop() {
     try {
@@ -364,12 +422,24 @@ export function ChatView({
     const el = listRef.current;
     if (el && stick.current) el.scrollTop = el.scrollHeight;
   });
+  // ---- `#/c/<id>?m=<message>` (a search hit): scroll to that message and mark it
+  const focusId = useFocusedMessage();
+  const messageCount = messages.length;
+  useEffect(() => {
+    if (!focusId || messageCount === 0) return;
+    const target = listRef.current?.querySelector(`[data-message-id="${CSS.escape(focusId)}"]`);
+    if (!target) return;
+    stick.current = false;
+    target.scrollIntoView({ block: "center" });
+    target.classList.add("found");
+  }, [focusId, messageCount]);
 
   return (
     <section className="chat" data-conversation-id={id}>
       <header className="chat-head">
-        <h1 className="chat-title">{title || "Untitled"}</h1>
+        <h1 className="chat-title">{knownTitle || title || "Untitled"}</h1>
         <StatusBadge status={serverStatus} />
+        <ExportLinks conversationId={id} />
       </header>
       <div
         className="message-list"
@@ -412,6 +482,12 @@ export function ChatView({
               models={models}
               approvals={approvals}
               streaming={isStreaming(item.message)}
+              branch={branchOf(item.message.id)}
+              onEdit={
+                item.message.role === "user" && !busy && info.get(item.message.id)?.parentId
+                  ? (text) => editAndResend(item.message.id, text)
+                  : undefined
+              }
             />
           ),
         )}
@@ -425,7 +501,7 @@ export function ChatView({
       {error && (
         <div className="notice error chat-error" role="alert" data-testid="chat-error">
           <span>{error}</span>
-          <button type="button" className="ghost small" onClick={() => setError(null)} aria-label="Dismiss">
+          <button type="button" className="ghost small" onClick={() => setError(null)} aria-label="Dismiss the error">
             ✕
           </button>
         </div>
@@ -439,6 +515,7 @@ export function ChatView({
         strategy={strategy}
         onStrategy={onStrategy}
         onSend={submit}
+        attachments
         onStop={onStop}
         canRegenerate={canRegenerate}
         onRegenerate={onRegenerate}

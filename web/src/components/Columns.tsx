@@ -41,6 +41,9 @@ export function Columns({
       className="multi-model-columns"
       data-testid="multi-model-columns"
       data-live={live ? "true" : "false"}
+      role="region"
+      aria-label="Answers by model (scrolls sideways on narrow screens)"
+      tabIndex={0}
       style={{ gridTemplateColumns: `repeat(${columns.length}, minmax(240px, 1fr))` }}
     >
       {columns.map((c) => (

@@ -1,6 +1,10 @@
 // The message box. It stays enabled while an answer streams: sending then is a steer, handled
-// per the strategy picker. Enter sends, Shift+Enter adds a line.
-import { useState } from "react";
+// per the strategy picker. Enter sends, Shift+Enter adds a line, Escape stops a running answer.
+// With `attachments`, files dropped on it, pasted into it or picked with "Attach" go with the
+// message as file parts; a file over the server's budget is refused by the field, unsent.
+import type { FileUIPart } from "ai";
+import { useEffect, useId, useRef, useState } from "react";
+import { attachmentProblem, fetchLimits, formatBytes, readAsPart } from "../attachments";
 import { type ModelInfo, STRATEGIES, type Strategy } from "../api";
 import { ModelPicker, selectedNotes } from "./ModelPicker";
 
@@ -25,6 +29,7 @@ export function Composer({
   onRegenerate,
   disabled,
   pickers = true,
+  attachments = false,
 }: {
   busy: boolean;
   models: ModelInfo[];
@@ -33,23 +38,62 @@ export function Composer({
   defaultModel: string;
   strategy: Strategy;
   onStrategy: (s: Strategy) => void;
-  onSend: (text: string) => Promise<boolean>;
+  onSend: (text: string, files: FileUIPart[]) => Promise<boolean>;
   onStop?: () => void;
   canRegenerate?: boolean;
   onRegenerate?: () => void;
   disabled?: boolean;
   /** Show the model and strategy pickers. */
   pickers?: boolean;
+  /** Accept files (drag-and-drop, paste, the Attach button). */
+  attachments?: boolean;
 }) {
   const [text, setText] = useState("");
+  const [files, setFiles] = useState<{ part: FileUIPart; size: number }[]>([]);
+  const [fileError, setFileError] = useState<string | null>(null);
+  const [budget, setBudget] = useState<number | null>(null);
+  const [dragging, setDragging] = useState(false);
+  const picker = useRef<HTMLInputElement>(null);
+  const hintId = useId();
+  useEffect(() => {
+    if (!attachments) return;
+    fetchLimits()
+      .then((l) => setBudget(l.maxAttachmentBytes))
+      .catch(() => setBudget(null));
+  }, [attachments]);
+
+  const addFiles = async (list: FileList | File[]) => {
+    const chosen = Array.from(list);
+    if (!attachments || chosen.length === 0) return;
+    if (budget === null) {
+      setFileError("The server's size limit is not known yet; try again in a moment.");
+      return;
+    }
+    const already = files.reduce((sum, f) => sum + f.size, 0);
+    const problem = attachmentProblem(chosen, already, budget);
+    setFileError(problem);
+    if (problem) return;
+    try {
+      const parts = await Promise.all(chosen.map(readAsPart));
+      setFiles((old) => [...old, ...parts.map((part, i) => ({ part, size: chosen[i].size }))]);
+    } catch (e) {
+      setFileError(e instanceof Error ? e.message : String(e));
+    }
+  };
   const notes = selectedNotes(models, selectedModels, defaultModel);
 
   const send = async () => {
     const value = text.trim();
-    if (!value || disabled) return;
+    const sending = files;
+    if ((!value && sending.length === 0) || disabled) return;
     setText("");
-    const ok = await onSend(value);
-    if (!ok) setText((current) => current || value); // give the text back on failure
+    setFiles([]);
+    setFileError(null);
+    const ok = await onSend(value, sending.map((f) => f.part));
+    if (!ok) {
+      setText((current) => current || value); // give the text and the files back on failure
+      setFiles((current) => (current.length ? current : sending));
+    }
   };
 
   return (
@@ -60,10 +104,23 @@ export function Composer({
         </div>
       ))}
       <form
-        className="composer-form"
+        className={`composer-form${dragging ? " dragging" : ""}`}
+        data-testid="composer-form"
         onSubmit={(e) => {
           e.preventDefault();
           void send();
+        }}
+        onDragOver={(e) => {
+          if (!attachments || !e.dataTransfer.types.includes("Files")) return;
+          e.preventDefault();
+          setDragging(true);
+        }}
+        onDragLeave={() => setDragging(false)}
+        onDrop={(e) => {
+          if (!attachments) return;
+          e.preventDefault();
+          setDragging(false);
+          void addFiles(e.dataTransfer.files);
         }}
       >
         <textarea
@@ -72,13 +129,74 @@ export function Composer({
           value={text}
           placeholder={busy ? `Steer the answer (${STRATEGY_HELP[strategy]})…` : "Message Drupe…"}
           onChange={(e) => setText(e.target.value)}
+          aria-label={busy ? "Steer the answer" : "Message"}
+          aria-describedby={attachments ? hintId : undefined}
+          onPaste={(e) => {
+            if (attachments && e.clipboardData.files.length > 0) {
+              e.preventDefault();
+              void addFiles(e.clipboardData.files);
+            }
+          }}
           onKeyDown={(e) => {
             if (e.key === "Enter" && !e.shiftKey && !e.nativeEvent.isComposing) {
               e.preventDefault();
               void send();
+            } else if (e.key === "Escape" && busy && onStop) {
+              e.preventDefault();
+              onStop();
             }
           }}
         />
+        {attachments && (
+          <div className="attachments">
+            {files.length > 0 && (
+              <ul className="attachment-list" data-testid="attachment-list">
+                {files.map((f, i) => (
+                  <li key={i} className="attachment" data-testid="attachment">
+                    {f.part.mediaType.startsWith("image/") ? (
+                      <img src={f.part.url} alt="" className="attachment-thumb" />
+                    ) : null}
+                    <span className="small">
+                      {f.part.filename} · {formatBytes(f.size)}
+                    </span>
+                    <button
+                      type="button"
+                      className="ghost small"
+                      aria-label={`Remove ${f.part.filename ?? "attachment"}`}
+                      onClick={() => setFiles((old) => old.filter((_, j) => j !== i))}
+                    >
+                      ✕
+                    </button>
+                  </li>
+                ))}
+              </ul>
+            )}
+            {fileError && (
+              <div className="notice error small" role="alert" data-testid="attachment-error">
+                {fileError}
+              </div>
+            )}
+            <div className="muted small" id={hintId} data-testid="attachment-hint">
+              Drop or paste images and files, or{" "}
+              <button type="button" className="link-button" onClick={() => picker.current?.click()}>
+                attach
+              </button>
+              {budget !== null ? ` (up to ${formatBytes(budget)} per message).` : "."}
+            </div>
+            <input
+              ref={picker}
+              type="file"
+              multiple
+              hidden
+              data-testid="attachment-input"
+              aria-label="Attach files"
+              onChange={(e) => {
+                if (e.target.files) void addFiles(e.target.files);
+                e.target.value = "";
+              }}
+            />
+          </div>
+        )}
         <div className="composer-bar">
           {pickers && (
             <>
@@ -119,7 +237,7 @@ export function Composer({
             type="submit"
             className="primary"
             data-testid="send-button"
-            disabled={disabled || !text.trim()}
+            disabled={disabled || (!text.trim() && files.length === 0)}
             title={busy ? `Send as a steer (${strategy})` : "Send"}
           >
             {busy ? "Steer" : "Send"}

@@ -1,9 +1,10 @@
 // The scheduled-tasks page (#/schedules): each schedule with its next fire time, run now, pause
-// and resume, and its run history; a small form creates a schedule for an agent.
+// and resume, edit and delete, and its run history; a form creates a schedule for an agent.
 import { useCallback, useEffect, useState } from "react";
 import { errorMessage } from "../api";
 import { agentsApi, type Agent } from "../agentsApi";
-import { describeTrigger, formatDuration, type Schedule, type TaskRun, tasksApi, type Trigger } from "../tasksApi";
+import { describeTrigger, formatDuration, type Schedule, type TaskRun, tasksApi } from "../tasksApi";
+import { ScheduleForm } from "./ScheduleForm";
 
 function when(iso: string | null): string {
   return iso ? new Date(iso).toLocaleString() : "–";
@@ -60,74 +61,13 @@ function History({ scheduleId, version }: { scheduleId: string; version: number 
   );
 }
 
-function CreateForm({ agents, onCreated }: { agents: Agent[]; onCreated: () => void }) {
-  const [agentId, setAgentId] = useState("");
-  const [name, setName] = useState("");
-  const [prompt, setPrompt] = useState("");
-  const [kind, setKind] = useState<"cron" | "interval">("cron");
-  const [expr, setExpr] = useState("0 9 * * *");
-  const [timezone, setTimezone] = useState(() => Intl.DateTimeFormat().resolvedOptions().timeZone || "UTC");
-  const [minutes, setMinutes] = useState(60);
-  const [error, setError] = useState<string | null>(null);
-  const submit = async (e: React.FormEvent) => {
-    e.preventDefault();
-    const trigger: Trigger = kind === "cron" ? { kind, expr, timezone } : { kind, seconds: minutes * 60 };
-    try {
-      await tasksApi.create({ agentId: agentId || agents[0]?.id || "", name, prompt, trigger });
-      setName("");
-      setPrompt("");
-      setError(null);
-      onCreated();
-    } catch (err) {
-      setError(errorMessage(err));
-    }
-  };
-  return (
-    <form className="schedule-form" data-testid="schedule-form" onSubmit={submit}>
-      <select value={agentId} onChange={(e) => setAgentId(e.target.value)} data-testid="schedule-agent">
-        {agents.map((a) => (
-          <option key={a.id} value={a.id}>
-            {a.name}
-          </option>
-        ))}
-      </select>
-      <input placeholder="Name" value={name} onChange={(e) => setName(e.target.value)} data-testid="schedule-name" />
-      <input placeholder="Prompt" value={prompt} onChange={(e) => setPrompt(e.target.value)} data-testid="schedule-prompt" />
-      <select value={kind} onChange={(e) => setKind(e.target.value as "cron" | "interval")} data-testid="schedule-kind">
-        <option value="cron">cron</option>
-        <option value="interval">every N minutes</option>
-      </select>
-      {kind === "cron" ? (
-        <>
-          <input value={expr} onChange={(e) => setExpr(e.target.value)} data-testid="schedule-cron" />
-          <input value={timezone} onChange={(e) => setTimezone(e.target.value)} data-testid="schedule-tz" />
-        </>
-      ) : (
-        <input
-          type="number"
-          min={1}
-          value={minutes}
-          onChange={(e) => setMinutes(Number(e.target.value))}
-          data-testid="schedule-minutes"
-        />
-      )}
-      <button type="submit" disabled={!agents.length} data-testid="create-schedule">
-        Create
-      </button>
-      {error ? (
-        <div className="notice error" role="alert" data-testid="schedule-error">
-          {error}
-        </div>
-      ) : null}
-    </form>
-  );
-}
-
 export function SchedulesPage() {
   const [items, setItems] = useState<Schedule[]>([]);
   const [agents, setAgents] = useState<Agent[]>([]);
   const [error, setError] = useState<string | null>(null);
   const [versions, setVersions] = useState<Record<string, number>>({});
+  const [editingId, setEditingId] = useState<string | null>(null);
+  const [deletingId, setDeletingId] = useState<string | null>(null);
   const reload = useCallback(async () => {
     try {
       setItems((await tasksApi.list()).items);
@@ -160,7 +100,7 @@ export function SchedulesPage() {
           {error}
         </div>
       ) : null}
-      <CreateForm agents={agents} onCreated={() => void reload()} />
+      <ScheduleForm agents={agents} onSaved={() => void reload()} />
       {!items.length ? <p className="muted">No scheduled tasks yet.</p> : null}
       {items.map((s) => (
         <article key={s.id} className="schedule" data-testid="schedule-item" data-schedule-id={s.id} data-enabled={String(s.enabled)}>
@@ -185,7 +125,43 @@ export function SchedulesPage() {
                 Resume
               </button>
             )}
+            <button type="button" onClick={() => setEditingId(editingId === s.id ? null : s.id)} data-testid="edit">
+              Edit
+            </button>
+            {deletingId === s.id ? (
+              <>
+                <button
+                  type="button"
+                  className="danger"
+                  data-testid="confirm-delete"
+                  onClick={() => {
+                    setDeletingId(null);
+                    void act(s.id, tasksApi.remove);
+                  }}
+                >
+                  Delete {s.name}
+                </button>
+                <button type="button" className="ghost" onClick={() => setDeletingId(null)}>
+                  Keep
+                </button>
+              </>
+            ) : (
+              <button type="button" className="danger" onClick={() => setDeletingId(s.id)} data-testid="delete">
+                Delete
+              </button>
+            )}
           </div>
+          {editingId === s.id && (
+            <ScheduleForm
+              agents={agents}
+              editing={s}
+              onSaved={() => {
+                setEditingId(null);
+                void reload();
+              }}
+              onCancel={() => setEditingId(null)}
+            />
+          )}
           <History scheduleId={s.id} version={versions[s.id] ?? 0} />
         </article>
       ))}

@@ -2,6 +2,7 @@
 import { useState } from "react";
 import type { ConversationStatus, ConversationSummary } from "../api";
 import { conversationHash, USAGE_HASH } from "../route";
+import { SearchBox } from "./SearchBox";
 import { StatusBadge } from "./StatusBadge";
 
 export function Sidebar({
@@ -29,7 +30,7 @@ export function Sidebar({
   children?: React.ReactNode;
 }) {
   return (
-    <aside className="sidebar">
+    <aside className="sidebar" id="sidebar" aria-label="Conversations">
       <div className="sidebar-head">
         <a className="brand" href="#/">
           Drupe
@@ -41,6 +42,7 @@ export function Sidebar({
           + New
         </button>
       </div>
+      <SearchBox />
       {error && <div className="notice error small">{error}</div>}
       <ul className="conversation-list" data-testid="conversation-list">
         {items.map((c) => (
@@ -141,6 +143,7 @@ function ConversationItem({
               className="ghost small"
               data-testid="rename-button"
               title="Rename"
+              aria-label={`Rename ${title}`}
               onClick={() => {
                 setDraft(item.title ?? "");
                 setEditing(true);
@@ -153,6 +156,7 @@ function ConversationItem({
               className="ghost small"
               data-testid="delete-button"
               title="Delete"
+              aria-label={`Delete ${title}`}
               onClick={() => setConfirming(true)}
             >
               ✕

@@ -261,8 +261,8 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
     from fastapi import APIRouter
 
     router = APIRouter(route_class=GatewayRoute, tags=["ag-ui"])
-    access = access or GatewayAccess(runtime)
-    key_dep = Depends(access.auth(run_error_body, allow_x_api_key=False))
+    gate = access or GatewayAccess(runtime)
+    key_dep = Depends(gate.auth(run_error_body, allow_x_api_key=False))
 
     @router.post(
         "/ag-ui/connect/{target:path}",
@@ -274,32 +274,7 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
     ) -> Response:
         """An AG-UI ``connect``: the live (or just ended) answer of the thread, from its start;
         204 when nothing is live."""
-        body = await read_json(request, runtime, run_error_body)
-        try:
-            run_input = RunAgentInput.model_validate(body)
-        except pydantic.ValidationError as err:
-            detail = err.errors()[0]
-            where = ".".join(str(p) for p in detail["loc"]) or "body"
-            raise _refuse(
-                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
-            ) from None
-        conversation_id = await _existing_conversation(runtime, target, run_input.thread_id)
-        listener = AnswerFollower(f"ag-ui-connect:{uuid.uuid4().hex}")
-        try:
-            subscription = await runtime.conversations.resume(
-                get_caller(request), conversation_id, cast(Any, listener), None
-            )
-        except DrupeError as err:
-            status = status_for(err)
-            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
-        if subscription is None:
-            return Response(status_code=204)
-        run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
-        return StreamingResponse(
-            _events(run, listener, subscription, []),
-            media_type=EventEncoder().get_content_type(),
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        return await _connect(runtime, target, request)
 
     @router.post(
         "/ag-ui/{target:path}",
@@ -309,81 +284,120 @@ def build_agui_router(runtime: Runtime, access: GatewayAccess | None = None) -> 
     async def run_agent(
         target: str, request: Request, key: ApiKeyRecord | None = key_dep
     ) -> Response:
-        body = await read_json(request, runtime, run_error_body)
-        try:
-            run_input = RunAgentInput.model_validate(body)
-        except pydantic.ValidationError as err:
-            detail = err.errors()[0]
-            where = ".".join(str(p) for p in detail["loc"]) or "body"
-            raise _refuse(
-                400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
-            ) from None
-        try:
-            plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
-            tools = client_tools(run_input)
-        except BadRunInput as err:
-            raise _bad(err) from None
-        if tools and target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
-            raise _refuse(
-                422,
-                "invalid_request",
-                "client-side tools are offered to model targets (an agent has its own tools)",
-            )
-        if target.startswith(AGENT_PREFIX):
-            refusal = check_agent_scope(key, target[len(AGENT_PREFIX) :])
-        elif target.startswith(SESSION_PREFIX):
-            refusal = None  # the session's agent is checked by the key's agent scope below
-            agent_id = await access.agent_of(target)
-            if agent_id:
-                refusal = check_agent_scope(key, agent_id)
-        else:
-            refusal = check_scope(key, target)
-        if refusal is not None:
-            raise _refuse(403, "forbidden", refusal)
-        access.check_budget(key, run_error_body)
-        conversation_id, models, created = await _conversation_of(
-            runtime, target, run_input.thread_id
-        )
-        caller = get_caller(request)
-        board = runtime.client_tools
-        listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
-        decisions: list[Decision] = []
-        try:
-            if isinstance(plan, ToolResults):
-                decisions = await _client_results(runtime, caller, conversation_id, plan.results)
-            elif isinstance(plan, Approvals):
-                decisions = [
-                    Decision(approval_id=a, approved=ok, reason=why)
-                    for a, ok, why in plan.decisions
-                ]
-            if board is not None and not target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
-                board.declare(conversation_id, tools)
-                if isinstance(plan, ToolResults):
-                    for call, output in plan.results:
-                        board.provide(conversation_id, call, output)
-            run = AguiRun(
-                thread_id=run_input.thread_id,
-                run_id=run_input.run_id,
-                client_tools=board.names(conversation_id) if board is not None else frozenset(),
-                client_results=frozenset(
-                    call for call, _ in (plan.results if isinstance(plan, ToolResults) else ())
-                ),
-                continuation=isinstance(plan, Approvals | ToolResults),
-            )
-            hold, first = await _admit(
-                runtime, caller, plan, conversation_id, models, listener, run, decisions
-            )
-        except (GatewayError, DrupeError) as err:
-            if created is not None:  # refused: the session made for the thread goes too
-                await runtime.db.agents.delete_session(created)
-            if isinstance(err, GatewayError):
-                raise
-            status = status_for(err)
-            raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
-        return StreamingResponse(
-            _events(run, listener, hold, first),
-            media_type=EventEncoder().get_content_type(),
-            headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
-        )
+        return await _run_agent(runtime, gate, target, request, key)
 
     return router
+
+
+async def _run_input(runtime: Runtime, request: Request) -> RunAgentInput:
+    body = await read_json(request, runtime, run_error_body)
+    try:
+        return RunAgentInput.model_validate(body)
+    except pydantic.ValidationError as err:
+        detail = err.errors()[0]
+        where = ".".join(str(p) for p in detail["loc"]) or "body"
+        raise _refuse(
+            400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
+        ) from None
+
+
+def _events_response(events: Any) -> StreamingResponse:
+    return StreamingResponse(
+        events,
+        media_type=EventEncoder().get_content_type(),
+        headers={"cache-control": "no-cache", "x-accel-buffering": "no"},
+    )
+
+
+async def _connect(runtime: Runtime, target: str, request: Request) -> Response:
+    run_input = await _run_input(runtime, request)
+    conversation_id = await _existing_conversation(runtime, target, run_input.thread_id)
+    listener = AnswerFollower(f"ag-ui-connect:{uuid.uuid4().hex}")
+    try:
+        subscription = await runtime.conversations.resume(
+            get_caller(request), conversation_id, cast(Any, listener), None
+        )
+    except DrupeError as err:
+        status = status_for(err)
+        raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+    if subscription is None:
+        return Response(status_code=204)
+    run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
+    return _events_response(_events(run, listener, subscription, []))
+
+
+async def _check_access(
+    access: GatewayAccess, key: ApiKeyRecord | None, target: str, has_tools: bool
+) -> None:
+    """The key's scopes and budget for ``target`` (client tools only for model targets)."""
+    if has_tools and target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+        raise _refuse(
+            422,
+            "invalid_request",
+            "client-side tools are offered to model targets (an agent has its own tools)",
+        )
+    if target.startswith(AGENT_PREFIX):
+        refusal = check_agent_scope(key, target[len(AGENT_PREFIX) :])
+    elif target.startswith(SESSION_PREFIX):
+        refusal = None  # the session's agent is checked by the key's agent scope below
+        agent_id = await access.agent_of(target)
+        if agent_id:
+            refusal = check_agent_scope(key, agent_id)
+    else:
+        refusal = check_scope(key, target)
+    if refusal is not None:
+        raise _refuse(403, "forbidden", refusal)
+    access.check_budget(key, run_error_body)
+
+
+async def _run_agent(
+    runtime: Runtime,
+    access: GatewayAccess,
+    target: str,
+    request: Request,
+    key: ApiKeyRecord | None,
+) -> Response:
+    run_input = await _run_input(runtime, request)
+    try:
+        plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
+        tools = client_tools(run_input)
+    except BadRunInput as err:
+        raise _bad(err) from None
+    await _check_access(access, key, target, bool(tools))
+    conversation_id, models, created = await _conversation_of(runtime, target, run_input.thread_id)
+    caller = get_caller(request)
+    board = runtime.client_tools
+    listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
+    decisions: list[Decision] = []
+    try:
+        if isinstance(plan, ToolResults):
+            decisions = await _client_results(runtime, caller, conversation_id, plan.results)
+        elif isinstance(plan, Approvals):
+            decisions = [
+                Decision(approval_id=a, approved=ok, reason=why) for a, ok, why in plan.decisions
+            ]
+        if board is not None and not target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
+            board.declare(conversation_id, tools)
+            if isinstance(plan, ToolResults):
+                for call, output in plan.results:
+                    board.provide(conversation_id, call, output)
+        run = AguiRun(
+            thread_id=run_input.thread_id,
+            run_id=run_input.run_id,
+            client_tools=board.names(conversation_id) if board is not None else frozenset(),
+            client_results=frozenset(
+                call for call, _ in (plan.results if isinstance(plan, ToolResults) else ())
+            ),
+            continuation=isinstance(plan, Approvals | ToolResults),
+        )
+        hold, first = await _admit(
+            runtime, caller, plan, conversation_id, models, listener, run, decisions
+        )
+    except (GatewayError, DrupeError) as err:
+        if created is not None:  # refused: the session made for the thread goes too
+            await runtime.db.agents.delete_session(created)
+        if isinstance(err, GatewayError):
+            raise
+        status = status_for(err)
+        raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+    return _events_response(_events(run, listener, hold, first))
