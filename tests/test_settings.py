@@ -157,15 +157,3 @@ def test_a_bad_worker_count_or_schedule_poll_is_refused() -> None:
         Settings(workers=0).check()
     with pytest.raises(ConfigError, match="DRUPE_SCHEDULE_POLL"):
         Settings(schedule_poll=0).check()
-
-
-def test_an_empty_variable_in_the_process_environment_counts_as_unset(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """As in a mapping: ``DRUPE_REDIS_URL=`` (the multi-node harness's single node) is not
-    cluster mode, which would then refuse to boot without a PostgreSQL URL."""
-    monkeypatch.setenv("DRUPE_REDIS_URL", "")
-    monkeypatch.setenv("DRUPE_DATABASE_URL", "")
-    settings = Settings.from_env()
-    assert settings.cluster.enabled is False
-    assert settings.cluster.redis_url is None
