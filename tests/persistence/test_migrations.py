@@ -35,6 +35,8 @@ TABLES = {
     "messages",
     "schedules",
     "task_runs",
+    "user_tokens",
+    "users",
 }
 
 

@@ -38,6 +38,7 @@ from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.search import SearchStore
 from drupe.persistence.transaction import Sessions, Transactions
 from drupe.persistence.usage import UsageStore
+from drupe.persistence.users import UserStore
 
 __all__ = ["DEFAULT_FILENAME", "Database", "database_url", "open_database", "upgrade"]
 
@@ -68,6 +69,7 @@ class Database:
     schedules: ScheduleStore
     usage: UsageStore
     search: SearchStore
+    users: UserStore
 
     @property
     def dialect(self) -> str:
@@ -185,6 +187,7 @@ async def open_database(
             schedules=ScheduleStore(transactions),
             usage=UsageStore(transactions),
             search=SearchStore(transactions, dialect=dialect),
+            users=UserStore(transactions),
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.
