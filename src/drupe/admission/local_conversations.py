@@ -95,7 +95,8 @@ class LocalConversations:
             raise UnknownConversationError(conversation_id)
         return False
 
-    async def _admit_target(self, caller: Principal, request: Submit | Regenerate) -> None:
+    async def admit_target(self, caller: Principal, request: Submit | Regenerate) -> None:
+        """Ask the policy for a submit's target; a plain submit to an unknown id creates it."""
         conversation_id = request.conversation_id
         if self.ephemeral.get(conversation_id) is not None:
             await self.access.check(caller, conversation_id, "write")
@@ -124,7 +125,7 @@ class LocalConversations:
         listener: Follower | None = None,
         subscribers: Sequence[Listener] = (),
     ) -> Admitted:
-        await self._admit_target(caller, request)
+        await self.admit_target(caller, request)
         return await self.submit_here(request, listener=listener, subscribers=subscribers)
 
     async def submit_here(

@@ -77,7 +77,7 @@ class ClusterConversations:
         listener: Follower | None = None,
         subscribers: Sequence[Listener] = (),
     ) -> Admitted:
-        await self.local._admit_target(caller, request)
+        await self.local.admit_target(caller, request)
         conversation_id = request.conversation_id
         if subscribers:
             manager = self.local.manager
