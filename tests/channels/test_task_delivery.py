@@ -12,7 +12,7 @@ from drupe.chunks.types import UIMessage
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
 from drupe.tasks.delivery import DeliveryTarget, NoDelivery
 from drupe.testing.fake_platform import PlatformRecorder
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 from tests.channels.conftest import OpenChannels
 from tests.channels.support import drained
 from tests.channels.test_webhook import receiver, webhook_config

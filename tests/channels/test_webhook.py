@@ -18,7 +18,7 @@ from drupe.app import Runtime
 from drupe.channels.config import parse_channel_configs
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign, verify
 from drupe.testing.fake_platform import PlatformRecorder
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 from tests.channels.conftest import ENV, OpenChannels
 from tests.channels.support import drained
 

@@ -17,7 +17,7 @@ from sqlalchemy.engine import make_url
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
 from drupe.settings import ClusterSettings, OwnerLoss, Settings
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 from tests.cluster.conftest import redis_url
 
 DEFAULT_POSTGRES_URL = "postgresql+asyncpg://postgres@127.0.0.1:5432/test"

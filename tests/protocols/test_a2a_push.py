@@ -21,7 +21,7 @@ from starlette.routing import Route
 
 from drupe.app import Runtime
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, verify
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 from tests.gateway.conftest import LiveServer
 from tests.protocols.a2a_support import a2a_client, make_agent, send_request
 

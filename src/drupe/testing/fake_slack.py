@@ -29,7 +29,7 @@ from starlette.routing import Route, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from drupe.testing.fake_platform import PlatformRecorder, request_params
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 
 __all__ = ["FakeSlack", "fake_slack", "signed_request"]
 

@@ -26,7 +26,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import Route
 
 from drupe.testing.fake_platform import PlatformRecorder, request_params
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 
 __all__ = ["FakeTelegram", "fake_telegram"]
 

@@ -21,7 +21,7 @@ from drupe.agent.models.scripted import Fail, Pause, Text, register_script
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
 from drupe.settings import Settings
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 
 register_script("gw-stall-mid", [[Text("partial answer "), Pause(120), Text("never sent")]])
 register_script("gw-stall-start", [[Pause(120), Text("never sent")]])

@@ -22,7 +22,7 @@ from starlette.requests import Request
 from starlette.responses import JSONResponse, Response, StreamingResponse
 from starlette.routing import Route
 
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 
 __all__ = ["FakeClaudeApi", "Reply", "last_user_blocks", "tool_results_in"]
 
