@@ -6,7 +6,8 @@ Ownership: ONE owning task (``run``, started in the driver's task group) enters 
 No other task touches the client (the SDK's internal task group is bound to the task that
 connected it). ``events()`` yields the runtime events the owner puts into its bounded
 ``EventOutbox`` (an overflow ends the connection with an error), and ends when the connection
-is closed or the CLI goes away. Commands are bounded too (``_MAX_COMMANDS`` in flight).
+is closed or the CLI goes away. Client calls go through ``ClientCommands`` (bounded,
+``client_commands.py``); stopping the process is ``cli_process.py``.
 
 Steering goes through the connection's ``SteerHolder`` (``redirect`` stashes, the ``PreToolUse``
 hook injects). Approvals: the SDK's ``can_use_tool`` callback registers a pending decision here,
@@ -25,14 +26,12 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import suppress
-from dataclasses import dataclass, field, replace
+from collections.abc import AsyncIterator
+from dataclasses import replace
 from typing import Any
 
 import anyio
 from anyio.abc import Process, TaskStatus
-from anyio.streams.memory import MemoryObjectReceiveStream, MemoryObjectSendStream
 from claude_agent_sdk import (
     ClaudeAgentOptions,
     ClaudeSDKClient,
@@ -54,6 +53,8 @@ from drupe.sessions.drivers.base import (
     ToolApprovalRequest,
     UserInput,
 )
+from drupe.sessions.drivers.claude_code.cli_process import disconnect, process_of
+from drupe.sessions.drivers.claude_code.client_commands import ClientCall, ClientCommands
 from drupe.sessions.drivers.claude_code.content import sdk_permission_mode, user_content
 from drupe.sessions.drivers.claude_code.events import Translator
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
@@ -65,18 +66,7 @@ log = logging.getLogger(__name__)
 
 _TOOL_READY_TIMEOUT_S = 5.0
 _CONTEXT_USAGE_TIMEOUT_S = 5.0
-_MAX_COMMANDS = 64
-"""Client calls queued for the owning task at once (each caller waits for its own)."""
 _HEADLESS_DENIAL = "No one can approve tool calls in this turn (it runs headless)."
-
-ClientCall = Callable[[ClaudeSDKClient], Awaitable[None]]
-
-
-@dataclass(slots=True, eq=False)
-class _Command:
-    call: ClientCall
-    done: anyio.Event = field(default_factory=anyio.Event)
-    error: BaseException | None = None
 
 
 class ClaudeCodeConnection:
@@ -113,16 +103,13 @@ class ClaudeCodeConnection:
         options.hooks = hooks
         self._options = options
         self._outbox = EventOutbox()
-        self._cmd_send: MemoryObjectSendStream[_Command]
-        self._cmd_recv: MemoryObjectReceiveStream[_Command]
-        self._cmd_send, self._cmd_recv = anyio.create_memory_object_stream(_MAX_COMMANDS)
+        self._commands = ClientCommands()
         self._approvals = PendingApprovals()
         self._tools_seen: dict[str, anyio.Event] = {}
         self._headless = False
         self._closing = False
         self._finished = anyio.Event()
         self._stop = anyio.Event()
-        self._commands: set[_Command] = set()
         self._reconcile_lock = anyio.Lock()
 
     # -- the owning task --------------------------------------------------------------------
@@ -139,50 +126,26 @@ class ClaudeCodeConnection:
         except Exception as exc:
             self._finish()
             raise DriverError(f"the Claude Code CLI did not start: {exc}") from exc
-        self.process = _process_of(client)
+        self.process = process_of(client)
         try:
             task_status.started()
             async with anyio.create_task_group() as tg:
-                tg.start_soon(self._serve_commands, client)
+                tg.start_soon(self._commands.serve, client)
                 tg.start_soon(self._pump, client)
                 await self._stop.wait()
                 tg.cancel_scope.cancel()
         finally:
             self._closing = True
             with anyio.CancelScope(shield=True):
-                await self._disconnect(client)
+                await disconnect(client, self.process, self._exit_grace_s)
                 self._finish()
-
-    async def _disconnect(self, client: ClaudeSDKClient) -> None:
-        """Disconnect; escalate SIGTERM then SIGKILL when the CLI has not exited in time."""
-        process = self.process
-        async with anyio.create_task_group() as tg:
-            if process is not None:
-                tg.start_soon(_escalate, process, self._exit_grace_s)
-            try:
-                await client.disconnect()
-            except Exception as exc:
-                log.warning("claude-code disconnect failed: %s", exc)
-            if process is not None and process.returncode is None:
-                with anyio.move_on_after(self._exit_grace_s * 2):
-                    await process.wait()
-            tg.cancel_scope.cancel()
-        if process is not None and process.returncode is None:
-            with suppress(ProcessLookupError):
-                process.kill()
-            with anyio.move_on_after(self._exit_grace_s):
-                await process.wait()
 
     def _finish(self) -> None:
         self._closing = True
         self._turn_changed.set()
         self._approvals.deny_all("the connection closed")
-        for command in self._commands:
-            if not command.done.is_set():
-                command.error = DriverError("the Claude Code connection closed during a call")
-                command.done.set()
+        self._commands.close()
         self._outbox.close()
-        self._cmd_send.close()
         self._finished.set()
 
     async def _pump(self, client: ClaudeSDKClient) -> None:
@@ -211,34 +174,11 @@ class ClaudeCodeConnection:
         finally:
             self._stop.set()
 
-    async def _serve_commands(self, client: ClaudeSDKClient) -> None:
-        async for command in self._cmd_recv:
-            try:
-                await command.call(client)
-            except Exception as exc:
-                command.error = exc
-            except BaseException:
-                command.error = DriverError("the Claude Code connection closed during a call")
-                raise
-            finally:
-                command.done.set()
-                self._commands.discard(command)
-
     async def _call(self, call: ClientCall) -> None:
         """Run ``call`` on the owning task and wait for it; raises what it raised."""
         if self._closing:
             raise DriverError("the Claude Code connection is closed")
-        command = _Command(call)
-        self._commands.add(command)
-        try:
-            self._cmd_send.send_nowait(command)
-        except anyio.WouldBlock as exc:
-            raise DriverError(f"more than {_MAX_COMMANDS} CLI calls in flight") from exc
-        except (anyio.ClosedResourceError, anyio.BrokenResourceError) as exc:
-            raise DriverError("the Claude Code connection is closed") from exc
-        await command.done.wait()
-        if command.error is not None:
-            raise command.error
+        await self._commands.call(call)
 
     def _emit_all(self, events: list[RuntimeEvent]) -> None:
         for event in events:
@@ -423,20 +363,3 @@ class ClaudeCodeConnection:
 
 def _replace(target: ConnectTarget, **changes: Any) -> ConnectTarget:
     return replace(target, **changes)
-
-
-def _process_of(client: ClaudeSDKClient) -> Process | None:
-    """The CLI child process of a connected client (the SDK keeps it on its transport)."""
-    process = getattr(getattr(client, "_transport", None), "_process", None)
-    return process if isinstance(process, Process) else None
-
-
-async def _escalate(process: Process, grace_s: float) -> None:
-    """SIGTERM after ``grace_s``, SIGKILL after another ``grace_s`` (cancelled once it exits)."""
-    for signal_it in (process.terminate, process.kill):
-        await anyio.sleep(grace_s)
-        if process.returncode is not None:
-            return
-        log.warning("the Claude Code CLI did not exit in time: %s", signal_it.__name__)
-        with suppress(ProcessLookupError):
-            signal_it()
