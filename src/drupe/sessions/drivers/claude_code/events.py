@@ -2,8 +2,9 @@
 
 ``Translator`` is a synchronous state machine: ``feed(message)`` returns the runtime events one
 SDK message produces, in order. It owns the per-connection translation state (open content
-blocks, the last resume token, a pending compaction settle, the turn flag) and reads the
-connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6.8):
+blocks, the turn's usage, the turn flag; through ``SystemTracker`` the resume token and an open
+compaction) and reads the connection's ``SteerHolder`` to place the steer boundary. Mapping
+(reference §6.8):
 
 * top-level ``StreamEvent`` -> UI chunks: ``start-step``/``finish-step`` per model message,
   ``text-*``, ``reasoning-*`` (thinking), ``tool-input-start/delta/available`` (tool_use).
@@ -12,15 +13,8 @@ connection's ``SteerHolder`` to place the steer boundary. Mapping (reference §6
   message's chunks;
 * top-level ``UserMessage`` tool results -> ``tool-output-available`` / ``tool-output-error``
   (a call the human denied already got ``tool-output-denied``, so its error result is dropped);
-* ``system/init`` -> ``ResumeToken`` only when the session id changes (init comes every turn);
-  its ``slash_commands`` (and ``commands_changed``) -> ``SupportedCommands`` when they change;
-* ``status: compacting`` -> ``CompactionStart``; ``compact_boundary`` -> ``CompactionComplete``
-  with an anchor; ``compact_result: success`` with no boundary before the next model call or the
-  result -> anchor-less ``CompactionComplete``; a compaction still open at the result settles
-  anchor-less too, and one open when the runtime dies fails (exactly one end per compaction);
-  ``compact_result: failed``, or a ``compact_error`` without ``compact_result: success``, ->
-  ``CompactionError``; ``api_retry`` -> a transient ``data-retry`` chunk (the agent loop's
-  shape: the try that comes next, of ``max_retries + 1``) during a turn, and ``ApiRetry``;
+* ``SystemMessage`` -> what ``SystemTracker`` (``system_events.py``) makes of it: the resume
+  token, slash commands, compaction events and ``api_retry``;
 * each finished top-level model message -> ``UsageEvent`` (its own usage);
 * ``ResultMessage`` -> usage ``message-metadata`` chunk, ``SteerUndelivered`` for steers never
   injected, then ``TurnComplete`` or, when ``is_error`` (even with subtype ``success``),
@@ -42,9 +36,7 @@ Must never: do I/O, or raise on an unknown message (unknown shapes are ignored).
 from __future__ import annotations
 
 import json
-import time
-from collections.abc import Mapping
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping
 from typing import Any
 
 from claude_agent_sdk import (
@@ -59,25 +51,19 @@ from claude_agent_sdk import (
 
 from drupe.chunks.types import Chunk
 from drupe.sessions.drivers.base import (
-    ApiRetry,
     ChunkEvent,
-    CompactionAnchor,
-    CompactionComplete,
-    CompactionError,
-    CompactionStart,
     ErrorEvent,
-    ResumeToken,
     RuntimeEvent,
     RuntimeTurnStart,
     SteerBoundary,
     SteerUndelivered,
-    SupportedCommands,
     TurnComplete,
     UsageEvent,
 )
 from drupe.sessions.drivers.claude_code.blocks import StepChunker
 from drupe.sessions.drivers.claude_code.content import tool_output
 from drupe.sessions.drivers.claude_code.steer import SteerHolder
+from drupe.sessions.drivers.claude_code.system_events import SystemTracker
 from drupe.sessions.drivers.claude_code.usage import (
     add_usage,
     minus_usage,
@@ -85,68 +71,56 @@ from drupe.sessions.drivers.claude_code.usage import (
     usage_metadata,
 )
 
-__all__ = ["Translator", "retry_chunk"]
-
-_RETRY_NOISE = frozenset(("type", "subtype", "session_id", "uuid"))
+__all__ = ["Translator"]
 
 
-def retry_chunk(retry: Mapping[str, Any]) -> Chunk:
-    """The CLI's ``api_retry`` as the agent loop's transient ``data-retry`` chunk."""
-    attempt = retry.get("attempt")
-    max_retries = retry.get("max_retries")
-    error = retry.get("error")
-    message = error.get("message") if isinstance(error, Mapping) else error
-    return {
-        "type": "data-retry",
-        "data": {
-            "attempt": int(attempt) + 1 if isinstance(attempt, int) else None,
-            "maxAttempts": int(max_retries) + 1 if isinstance(max_retries, int) else None,
-            "delayMs": retry.get("retry_delay_ms"),
-            "statusCode": retry.get("error_status"),
-            "message": str(message) if message is not None else None,
-        },
-        "transient": True,
-    }
-
-
-def _anchor(data: Mapping[str, Any], now: float) -> CompactionAnchor:
-    meta = data.get("compact_metadata") or data.get("compactMetadata") or {}
-    trigger = meta.get("trigger", "auto")
-    post = meta.get("post_tokens", meta.get("postTokens"))
-    duration = meta.get("duration_ms", meta.get("durationMs"))
-    return CompactionAnchor(
-        trigger="manual" if trigger == "manual" else "auto",
-        completed_at=now,
-        pre_tokens=int(meta.get("pre_tokens", meta.get("preTokens")) or 0),
-        post_tokens=int(post) if post is not None else None,
-        duration_ms=float(duration) if duration is not None else None,
-    )
-
-
-@dataclass(slots=True)
 class Translator:
     """Per-connection translation state; ``feed`` maps one SDK message to runtime events."""
 
-    steers: SteerHolder
-    model_id: str | None = None
-    resume_token: str | None = None
-    clock: Any = time.time
-    turn_active: bool = False
-    commands: tuple[str, ...] | None = None
-    compaction_settle_pending: bool = False
-    compacting: bool = False
-    """A compaction started (``status: compacting``) and has not ended yet."""
-    denied: set[str] = field(default_factory=set)
-    steps: StepChunker = field(default_factory=StepChunker)
-    _message: dict[str, Any] = field(default_factory=dict)
-    """The current top-level model message: its id and raw usage so far."""
-    _unflushed: dict[str, int] = field(default_factory=dict)
-    """UI usage of the turn's finished messages not yet written to a row."""
-    _flushed: dict[str, int] = field(default_factory=dict)
-    """UI usage already written to a rolled row (A1a) at a steer boundary."""
-    _turn_uuid: str | None = None
-    _answering: tuple[str, ...] | None = None
-    """The user messages the CLI says it is answering (from ``user_message_uuid(s)``)."""
+    __slots__ = (
+        "_answering",
+        "_flushed",
+        "_message",
+        "_turn_uuid",
+        "_unflushed",
+        "denied",
+        "model_id",
+        "steers",
+        "steps",
+        "system",
+        "turn_active",
+    )
+
+    def __init__(
+        self,
+        steers: SteerHolder,
+        *,
+        model_id: str | None = None,
+        resume_token: str | None = None,
+        clock: Callable[[], float] | None = None,
+    ) -> None:
+        self.steers = steers
+        self.model_id = model_id
+        self.system = SystemTracker(resume_token)
+        if clock is not None:
+            self.system.clock = clock
+        self.turn_active = False
+        self.denied: set[str] = set()
+        self.steps = StepChunker()
+        self._message: dict[str, Any] = {}
+        """The current top-level model message: its id and raw usage so far."""
+        self._unflushed: dict[str, int] = {}
+        """UI usage of the turn's finished messages not yet written to a row."""
+        self._flushed: dict[str, int] = {}
+        """UI usage already written to a rolled row (A1a) at a steer boundary."""
+        self._turn_uuid: str | None = None
+        self._answering: tuple[str, ...] | None = None
+        """The user messages the CLI says it is answering (from ``user_message_uuid(s)``)."""
+
+    @property
+    def resume_token(self) -> str | None:
+        """The CLI session id the next connection resumes."""
+        return self.system.resume_token
 
     # -- turn framing -----------------------------------------------------------------------
 
@@ -199,7 +173,7 @@ class Translator:
         if isinstance(message, ResultMessage):
             return self._result(message)
         if isinstance(message, SystemMessage):
-            return self._system(message)
+            return self.system.system(message, turn_active=self.turn_active)
         return []
 
     def _note_answering(self, message: StreamEvent | AssistantMessage | ResultMessage) -> None:
@@ -225,7 +199,7 @@ class Translator:
         kind = event.get("type")
         out: list[RuntimeEvent] = []
         if kind == "message_start":
-            out += self._settle_compaction()
+            out += self.system.settle_compaction()
             out += self._chunks(*self.steps.close_step())
             out += self._end_message()
             boundary = self.steers.take_boundary()
@@ -304,75 +278,11 @@ class Translator:
                 )
         return out
 
-    # -- system messages --------------------------------------------------------------------
-
-    def _system(self, message: SystemMessage) -> list[RuntimeEvent]:
-        data = message.data
-        out: list[RuntimeEvent] = []
-        if message.subtype == "init":
-            out += self._token(data.get("session_id"))
-            out += self._commands(data.get("slash_commands"))
-        elif message.subtype == "commands_changed":
-            out += self._commands(data.get("commands"))
-        elif message.subtype == "status":
-            if data.get("status") == "compacting" and not self.compacting:
-                self.compacting = True
-                out.append(CompactionStart())
-            result = data.get("compact_result")
-            error = data.get("compact_error")
-            if result == "failed" or (error and result != "success"):
-                # A ``compact_error`` fails the compaction even without ``compact_result``.
-                out += self._fail_compaction(str(error or "compaction failed"))
-            elif result == "success":
-                self.compaction_settle_pending = True
-            elif data.get("status") == "requesting":
-                out += self._settle_compaction()
-        elif message.subtype == "compact_boundary":
-            self.compaction_settle_pending = False
-            self.compacting = False
-            out.append(CompactionComplete(_anchor(data, float(self.clock()))))
-        elif message.subtype == "api_retry":
-            retry = {k: v for k, v in data.items() if k not in _RETRY_NOISE}
-            if self.turn_active:
-                out += self._chunks(retry_chunk(retry))
-            out.append(ApiRetry(retry))
-        return out
-
-    def _commands(self, commands: object) -> list[RuntimeEvent]:
-        """Slash commands (names, or objects with a ``name``) -> ``SupportedCommands`` on change."""
-        if not isinstance(commands, list):
-            return []
-        names = tuple(str(c.get("name", "")) if isinstance(c, dict) else str(c) for c in commands)
-        if names == self.commands:
-            return []
-        self.commands = names
-        return [SupportedCommands(names)]
-
-    def _token(self, session_id: object) -> list[RuntimeEvent]:
-        if not isinstance(session_id, str) or not session_id or session_id == self.resume_token:
-            return []
-        self.resume_token = session_id
-        return [ResumeToken(session_id)]
-
-    def _settle_compaction(self, *, ending: bool = False) -> list[RuntimeEvent]:
-        """Settle a compaction that succeeded without a boundary (``ending``: the turn or the
-        connection ends, so any compaction still open settles now, anchor-less)."""
-        if not (self.compaction_settle_pending or (ending and self.compacting)):
-            return []
-        self.compaction_settle_pending = False
-        self.compacting = False
-        return [CompactionComplete()]
-
-    def _fail_compaction(self, error: str) -> list[RuntimeEvent]:
-        self.compaction_settle_pending = False
-        self.compacting = False
-        return [CompactionError(error)]
-
     # -- the end of a turn ------------------------------------------------------------------
 
     def _result(self, result: ResultMessage) -> list[RuntimeEvent]:
-        out = self._settle_compaction(ending=True)
-        out += self._token(result.session_id)
+        out = self.system.settle_compaction(ending=True)
+        out += self.system.token(result.session_id)
         if not self._ours():
             return out  # no turn, or the end of a turn the runtime started itself
         out += self._chunks(*self.steps.close_step())
@@ -401,8 +311,8 @@ class Translator:
 
         An open compaction fails with it (nothing will ever end it on this connection)."""
         out: list[RuntimeEvent] = []
-        if self.compacting or self.compaction_settle_pending:
-            out += self._fail_compaction(str(error.get("message") or "the runtime ended"))
+        if self.system.compacting or self.system.settle_pending:
+            out += self.system.fail_compaction(str(error.get("message") or "the runtime ended"))
         if not self.turn_active:
             return out
         out += self._chunks(*self.steps.close_step())
