@@ -10,7 +10,7 @@ per generation setting, on the same 20 prompts with a fixed seed, and prints per
 
 ``baseline`` is the generation before issue 12 (Gemma chat template, llama.cpp's default
 sampling, no repetition penalty, at most 256 tokens, no stops beyond the template's, no
-guard); ``default`` is :data:`drupe.agent.models.local.DEFAULT_GENERATION`; the others are the
+guard); ``default`` is :data:`drupe.agent.models.local_llama.DEFAULT_GENERATION`; the others are the
 variants it was chosen from. The last line is the JSON of every figure, with the ratios of the
 default to the baseline. ``--quick`` runs the first 5 prompts and only baseline and default.
 """
@@ -29,7 +29,8 @@ import anyio
 from pydantic_ai.messages import ModelRequest, TextPart, UserPromptPart
 from pydantic_ai.models import ModelRequestParameters
 
-from drupe.agent.models.local import DEFAULT_GENERATION, Generation, LocalModel
+from drupe.agent.models.local import LocalModel
+from drupe.agent.models.local_llama import DEFAULT_GENERATION, Generation
 
 PROMPTS = [
     "What is the capital of France?",

@@ -20,14 +20,9 @@ from pydantic_ai.messages import (
 from pydantic_ai.models import ModelRequestParameters
 
 from drupe.agent.models import ModelRegistry, load_model_config
-from drupe.agent.models.local import (
-    DEFAULT_GENERATION,
-    LOCAL_MODEL_NOTE,
-    QA_PREAMBLE,
-    LocalModel,
-    to_chat_messages,
-    to_qa_prompt,
-)
+from drupe.agent.models.local import LOCAL_MODEL_NOTE, LocalModel
+from drupe.agent.models.local_llama import DEFAULT_GENERATION
+from drupe.agent.models.local_prompt import QA_PREAMBLE, to_chat_messages, to_qa_prompt
 
 
 def test_messages_render_as_alternating_gemma_turns() -> None:
