@@ -16,14 +16,19 @@ from typing import TYPE_CHECKING, Any
 from drupe.tools.mcp.config import McpServerConfig, tool_wire_name
 
 if TYPE_CHECKING:
-    from drupe.tools.mcp.catalog import McpCatalog, McpServerStatus
+    from drupe.tools.mcp.catalog import McpCatalog
+    from drupe.tools.mcp.server_slots import McpServerStatus
 
 __all__ = ["McpCatalog", "McpServerConfig", "McpServerStatus", "tool_wire_name"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("McpCatalog", "McpServerStatus"):
+    if name == "McpCatalog":
         from drupe.tools.mcp import catalog
 
-        return getattr(catalog, name)
+        return catalog.McpCatalog
+    if name == "McpServerStatus":
+        from drupe.tools.mcp import server_slots
+
+        return server_slots.McpServerStatus
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

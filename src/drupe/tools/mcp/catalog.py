@@ -12,9 +12,10 @@ Contract:
 - Each server has at most one ``McpConnection``, whose owning task runs in the catalog's task
   group; the catalog is an async context manager and nothing it starts outlives it.
 - Tool entries are named ``mcp__<server>__<tool>``; a server with ``require_approval`` gets entries
-  with ``needs_approval`` set and ``defer='never'``.
+  with ``needs_approval`` set and ``defer='never'`` (``tool_entries.py``).
 - ``call_tool_result`` answers the server's raw ``CallToolResult`` (for the gateway's MCP proxy).
-- ``status()`` / ``statistics()`` are snapshots for ``/api/mcp`` and ``drupe doctor``.
+- ``status()`` / ``statistics()`` are snapshots for ``/api/mcp`` and ``drupe doctor``
+  (``server_slots.py``: the per-server slot and its snapshots).
 """
 
 from __future__ import annotations
@@ -22,8 +23,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import asdict, dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import anyio
 import anyio.abc
@@ -32,66 +32,19 @@ from anyio.abc import TaskGroup
 
 from drupe.errors import ToolError, UsageError
 from drupe.lifetimes import TaskOwner
-from drupe.tools.base import ToolContext, ToolEntry
+from drupe.tools.base import ToolEntry
 from drupe.tools.mcp.cache import CachedTools, on_failure, on_inactive, on_lookup, on_success
 from drupe.tools.mcp.client import McpConnection, describe_error
-from drupe.tools.mcp.config import McpServerConfig, wire_names
+from drupe.tools.mcp.config import McpServerConfig
+from drupe.tools.mcp.server_slots import McpServerStatus, ServerSlot, slot_status, slots_statistics
+from drupe.tools.mcp.tool_entries import call_result_value, tool_entries
 from drupe.tools.registry import ToolRegistry
 
-__all__ = ["McpCatalog", "McpServerStatus", "ServerState", "call_result_value"]
+__all__ = ["McpCatalog"]
 
 logger = logging.getLogger(__name__)
 
-ServerState = Literal["never", "connecting", "connected", "failed", "disconnected", "inactive"]
 ChangeCallback = Callable[[str, list[ToolEntry]], None]
-
-
-@dataclass(frozen=True, slots=True)
-class McpServerStatus:
-    """One server as ``/api/mcp`` and ``drupe doctor`` show it."""
-
-    id: str
-    name: str
-    transport: str
-    active: bool
-    state: ServerState
-    tool_count: int
-    last_error: str | None
-    retry_in_s: float | None
-    connect_attempts: int
-    refreshing: bool
-    refreshes: int
-    """Finished refresh attempts (each connects only when there is no live connection)."""
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
-@dataclass(slots=True)
-class _Slot:
-    config: McpServerConfig
-    cache: CachedTools = field(default_factory=CachedTools)
-    connection: McpConnection | None = None
-    inflight: anyio.Event | None = None
-    rerun: bool = False
-    connect_attempts: int = 0
-    refreshes: int = 0
-
-
-def _always(_arguments: Mapping[str, Any]) -> bool:
-    return True
-
-
-def call_result_value(result: types.CallToolResult, *, what: str) -> Any:
-    """The model-facing value of a tool result; an ``is_error`` result raises ``ToolError``."""
-    texts = [c.text for c in result.content if isinstance(c, types.TextContent)]
-    if result.is_error:
-        raise ToolError(f"{what} failed: {' '.join(texts) or 'the server reported an error'}")
-    if result.structured_content is not None:
-        return result.structured_content
-    if len(texts) == len(result.content):
-        return "\n".join(texts)
-    return [c.model_dump(mode="json", by_alias=True, exclude_none=True) for c in result.content]
 
 
 class McpCatalog(TaskOwner):
@@ -114,7 +67,7 @@ class McpCatalog(TaskOwner):
         self._call_timeout_s = call_timeout_s
         self._prewarm_concurrency = prewarm_concurrency
         self._on_change = on_change
-        self._slots: dict[str, _Slot] = {}
+        self._slots: dict[str, ServerSlot] = {}
         self._connecting = 0
         self.peak_connecting = 0
         """Most connection attempts in flight at once (how ``prewarm``'s limit is observed)."""
@@ -143,7 +96,7 @@ class McpCatalog(TaskOwner):
         old = self._slots.get(config.id)
         if old is not None and old.connection is not None:
             old.connection.close()
-        self._slots[config.id] = _Slot(config)
+        self._slots[config.id] = ServerSlot(config)
         if not config.active:
             self._slots[config.id].cache = on_inactive(CachedTools(), now=self._clock())
 
@@ -155,7 +108,7 @@ class McpCatalog(TaskOwner):
     def servers(self) -> list[McpServerConfig]:
         return [slot.config for slot in self._slots.values()]
 
-    def _require(self, server_id: str) -> _Slot:
+    def _require(self, server_id: str) -> ServerSlot:
         slot = self._slots.get(server_id)
         if slot is None:
             raise UsageError(f"unknown MCP server {server_id!r}")
@@ -214,14 +167,14 @@ class McpCatalog(TaskOwner):
             for server_id in ids:
                 tg.start_soon(warm, server_id)
 
-    def _start_refresh(self, slot: _Slot) -> anyio.Event:
+    def _start_refresh(self, slot: ServerSlot) -> anyio.Event:
         if slot.inflight is not None:
             return slot.inflight
         done = slot.inflight = anyio.Event()
         self._task_group().start_soon(self._run_refresh, slot, done)
         return done
 
-    async def _run_refresh(self, slot: _Slot, done: anyio.Event) -> None:
+    async def _run_refresh(self, slot: ServerSlot, done: anyio.Event) -> None:
         try:
             while True:
                 slot.rerun = False
@@ -233,7 +186,7 @@ class McpCatalog(TaskOwner):
             slot.inflight = None
             done.set()
 
-    async def _refresh_once(self, slot: _Slot) -> None:
+    async def _refresh_once(self, slot: ServerSlot) -> None:
         config = slot.config
         if not config.active:
             self._close(slot)
@@ -247,7 +200,7 @@ class McpCatalog(TaskOwner):
                 slot.cache = on_failure(slot.cache, str(error), now=self._clock())
                 self._close(slot)
             else:
-                entries = tuple(self._entries(config, listed))
+                entries = tuple(tool_entries(config, listed, self.call_tool))
                 slot.cache = on_success(slot.cache, entries, now=self._clock())
         if self._slots.get(config.id) is not slot:
             self._close(slot)  # removed or reconfigured meanwhile: drop what this attempt opened
@@ -258,7 +211,7 @@ class McpCatalog(TaskOwner):
             except Exception:  # isolation boundary: a subscriber bug must not break the catalog
                 logger.exception("MCP catalog on_change failed for %r", config.id)
 
-    async def _connect(self, slot: _Slot) -> McpConnection:
+    async def _connect(self, slot: ServerSlot) -> McpConnection:
         connection = slot.connection
         if connection is not None and connection.usable:
             return connection
@@ -283,12 +236,12 @@ class McpCatalog(TaskOwner):
         connection.close()
         raise ToolError(f"MCP server {config.id!r}: {error}")
 
-    def _close(self, slot: _Slot) -> None:
+    def _close(self, slot: ServerSlot) -> None:
         if slot.connection is not None:
             slot.connection.close()
             slot.connection = None
 
-    def _tools_changed(self, slot: _Slot) -> None:
+    def _tools_changed(self, slot: ServerSlot) -> None:
         if self._slots.get(slot.config.id) is not slot or self._owned_group is None:
             return
         if slot.inflight is not None:
@@ -297,32 +250,6 @@ class McpCatalog(TaskOwner):
             self._start_refresh(slot)
 
     # -- entries and calls ------------------------------------------------------------------
-
-    def _entries(self, config: McpServerConfig, tools: list[types.Tool]) -> Iterable[ToolEntry]:
-        names = wire_names(config.id, [tool.name for tool in tools])
-        for tool in tools:
-            yield ToolEntry(
-                name=names[tool.name],
-                description=tool.description
-                or tool.title
-                or f"{tool.name} (MCP server {config.display_name})",
-                input_schema=dict(tool.input_schema),
-                execute=self._executor(config.id, tool.name),
-                namespace=config.namespace,
-                defer="never" if config.require_approval else "auto",
-                needs_approval=_always if config.require_approval else None,
-                metadata={
-                    "server_id": config.id,
-                    "server_name": config.display_name,
-                    "tool_name": tool.name,
-                },
-            )
-
-    def _executor(self, server_id: str, tool_name: str) -> Any:
-        async def execute(arguments: Mapping[str, Any], context: ToolContext) -> Any:
-            return await self.call_tool(server_id, tool_name, dict(arguments))
-
-        return execute
 
     async def call_tool(
         self,
@@ -378,49 +305,11 @@ class McpCatalog(TaskOwner):
 
     # -- snapshots --------------------------------------------------------------------------
 
-    def _state(self, slot: _Slot) -> ServerState:
-        if not slot.config.active:
-            return "inactive"
-        if slot.connection is not None and slot.connection.usable:
-            return "connected"
-        if slot.inflight is not None:
-            return "connecting"
-        if slot.cache.state == "failed":
-            return "failed"
-        if slot.cache.state == "never":
-            return "never"
-        return "disconnected"
-
     def status(self) -> list[McpServerStatus]:
         """Per server: state, tool count, last error, backoff left, connect attempts."""
         now = self._clock()
-        return [
-            McpServerStatus(
-                id=slot.config.id,
-                name=slot.config.display_name,
-                transport=slot.config.transport,
-                active=slot.config.active,
-                state=self._state(slot),
-                tool_count=len(slot.cache.tools),
-                last_error=slot.cache.last_error
-                or (slot.connection.error if slot.connection is not None else None),
-                retry_in_s=(
-                    max(0.0, slot.cache.retry_at - now) if slot.cache.retry_at is not None else None
-                ),
-                connect_attempts=slot.connect_attempts,
-                refreshing=slot.inflight is not None,
-                refreshes=slot.refreshes,
-            )
-            for slot in self._slots.values()
-        ]
+        return [slot_status(slot, now) for slot in self._slots.values()]
 
     def statistics(self) -> dict[str, int]:
         """Counts by state, total cached tools and connect attempts."""
-        stats = {"servers": len(self._slots), "tools": 0, "connect_attempts": 0}
-        for state in ("never", "connecting", "connected", "failed", "disconnected", "inactive"):
-            stats[state] = 0
-        for slot in self._slots.values():
-            stats[self._state(slot)] += 1
-            stats["tools"] += len(slot.cache.tools)
-            stats["connect_attempts"] += slot.connect_attempts
-        return stats
+        return slots_statistics(self._slots.values())
