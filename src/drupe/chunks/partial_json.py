@@ -101,196 +101,102 @@ def parse_partial_json(text: str | None) -> Any:
     return value if ok else UNDEFINED
 
 
-# --- fixJson: a single linear scan that closes whatever the partial JSON left open ----------
+# --- fixJson: one linear scan; a stack of states, and ``_RULES``: per state and character
+# (``_ANY``: any other), the actions ``fix_json`` applies in order, then it closes what is open.
 
-_ROOT = 0
-_FINISH = 1
-_STRING = 2
-_STRING_ESCAPE = 3
-_STRING_UNICODE = 4
-_LITERAL = 5
-_NUMBER = 6
-_OBJECT_START = 7
-_OBJECT_KEY = 8
-_OBJECT_AFTER_KEY = 9
-_OBJECT_BEFORE_VALUE = 10
-_OBJECT_AFTER_VALUE = 11
-_OBJECT_AFTER_COMMA = 12
-_ARRAY_START = 13
-_ARRAY_AFTER_VALUE = 14
-_ARRAY_AFTER_COMMA = 15
-
-_OBJECT_STATES: Final = frozenset(
-    (
-        _OBJECT_KEY,
-        _OBJECT_AFTER_KEY,
-        _OBJECT_AFTER_COMMA,
-        _OBJECT_START,
-        _OBJECT_BEFORE_VALUE,
-        _OBJECT_AFTER_VALUE,
-    )
-)
-_ARRAY_STATES: Final = frozenset((_ARRAY_START, _ARRAY_AFTER_COMMA, _ARRAY_AFTER_VALUE))
-_HEX: Final = frozenset("0123456789abcdefABCDEF")
-_DIGITS: Final = frozenset("0123456789")
+(_ROOT, _FINISH, _STRING, _STRING_ESCAPE, _STRING_UNICODE, _LITERAL, _NUMBER) = range(7)
+(_OBJECT_START, _OBJECT_KEY, _OBJECT_AFTER_KEY, _OBJECT_BEFORE_VALUE) = range(7, 11)
+(_OBJECT_AFTER_VALUE, _OBJECT_AFTER_COMMA) = range(11, 13)
+(_ARRAY_START, _ARRAY_AFTER_VALUE, _ARRAY_AFTER_COMMA) = range(13, 16)
+_OBJECT_STATES: Final = frozenset(range(_OBJECT_START, _ARRAY_START))
+_ARRAY_STATES: Final = frozenset((_ARRAY_START, _ARRAY_AFTER_VALUE, _ARRAY_AFTER_COMMA))
+_AFTER_VALUE_STATES: Final = frozenset((_OBJECT_AFTER_VALUE, _ARRAY_AFTER_VALUE))
 _LITERALS: Final = ("true", "false", "null")
+_OPENS: Final = {'"': _STRING, "t": _LITERAL, "f": _LITERAL, "n": _LITERAL, "-": _NUMBER}
+_OPENS.update({"{": _OBJECT_START, "[": _ARRAY_START, **dict.fromkeys("0123456789", _NUMBER)})
+
+_Actions = tuple[tuple[str, int], ...]
+_ANY: Final = ""
+_PREFIX: Final = "prefix"  # the key a literal takes while it is still a prefix of one
+_KEEP: Final[_Actions] = (("keep", 0),)  # the text up to this character is kept
+_CLOSE: Final[_Actions] = (("pop", 0), ("keep", 0))
+_END_VALUE: Final[_Actions] = (("pop", 0), ("after", 0))  # the container may take the character
+
+
+def _to(state: int) -> _Actions:
+    return (("swap", state),)
+
+
+def _value(becomes: int) -> _Actions:  # ``processValueStart``
+    return (("value", becomes),)
+
+
+_RULES: Final[dict[int, dict[str, _Actions]]] = {
+    _ROOT: {_ANY: _value(_FINISH)},
+    _FINISH: {},
+    _STRING: {'"': _CLOSE, "\\": (("push", _STRING_ESCAPE),), _ANY: _KEEP},
+    _STRING_ESCAPE: {"u": (("pop", 0), ("digits", 0), ("push", _STRING_UNICODE)), _ANY: _CLOSE},
+    _STRING_UNICODE: dict.fromkeys("0123456789abcdefABCDEF", (("hex", 0),)),
+    _LITERAL: {_PREFIX: _KEEP, _ANY: _END_VALUE},
+    _NUMBER: {**dict.fromkeys("0123456789", _KEEP), **dict.fromkeys("eE-.", ()), _ANY: _END_VALUE},
+    _OBJECT_START: {'"': _to(_OBJECT_KEY), "}": _CLOSE},
+    _OBJECT_KEY: {'"': _to(_OBJECT_AFTER_KEY)},
+    _OBJECT_AFTER_KEY: {":": _to(_OBJECT_BEFORE_VALUE)},
+    _OBJECT_BEFORE_VALUE: {_ANY: _value(_OBJECT_AFTER_VALUE)},
+    _OBJECT_AFTER_VALUE: {",": _to(_OBJECT_AFTER_COMMA), "}": _CLOSE},
+    _OBJECT_AFTER_COMMA: {'"': _to(_OBJECT_KEY)},
+    _ARRAY_START: {"]": _CLOSE, _ANY: (("keep", 0), *_value(_ARRAY_AFTER_VALUE))},
+    _ARRAY_AFTER_VALUE: {",": _to(_ARRAY_AFTER_COMMA), "]": _CLOSE, _ANY: _KEEP},
+    _ARRAY_AFTER_COMMA: {_ANY: _value(_ARRAY_AFTER_VALUE)},
+}
 
 
 def fix_json(text: str) -> str:
     """Close the strings, literals, arrays and objects a partial JSON text left open."""
-    stack = [_ROOT]
-    last_valid = -1
-    literal_start = 0
-    unicode_digits = 0
-
-    def value_start(char: str, i: int, swap: int) -> None:
-        nonlocal last_valid, literal_start
-        if char == '"':
-            last_valid = i
-            stack[-1] = swap
-            stack.append(_STRING)
-        elif char in "ftn":
-            last_valid = i
-            literal_start = i
-            stack[-1] = swap
-            stack.append(_LITERAL)
-        elif char == "-":
-            stack[-1] = swap
-            stack.append(_NUMBER)
-        elif char in _DIGITS:
-            last_valid = i
-            stack[-1] = swap
-            stack.append(_NUMBER)
-        elif char == "{":
-            last_valid = i
-            stack[-1] = swap
-            stack.append(_OBJECT_START)
-        elif char == "[":
-            last_valid = i
-            stack[-1] = swap
-            stack.append(_ARRAY_START)
-
-    def after_object_value(char: str, i: int) -> None:
-        nonlocal last_valid
-        if char == ",":
-            stack[-1] = _OBJECT_AFTER_COMMA
-        elif char == "}":
-            last_valid = i
-            stack.pop()
-
-    def after_array_value(char: str, i: int) -> None:
-        nonlocal last_valid
-        if char == ",":
-            stack[-1] = _ARRAY_AFTER_COMMA
-        elif char == "]":
-            last_valid = i
-            stack.pop()
-
+    stack, last, literal_start, digits = [_ROOT], -1, 0, 0
     for i, char in enumerate(text):
-        state = stack[-1]
-        if state == _ROOT:
-            value_start(char, i, _FINISH)
-        elif state == _OBJECT_START:
-            if char == '"':
-                stack[-1] = _OBJECT_KEY
-            elif char == "}":
-                last_valid = i
-                stack.pop()
-        elif state == _OBJECT_AFTER_COMMA:
-            if char == '"':
-                stack[-1] = _OBJECT_KEY
-        elif state == _OBJECT_KEY:
-            if char == '"':
-                stack[-1] = _OBJECT_AFTER_KEY
-        elif state == _OBJECT_AFTER_KEY:
-            if char == ":":
-                stack[-1] = _OBJECT_BEFORE_VALUE
-        elif state == _OBJECT_BEFORE_VALUE:
-            value_start(char, i, _OBJECT_AFTER_VALUE)
-        elif state == _OBJECT_AFTER_VALUE:
-            after_object_value(char, i)
-        elif state == _STRING:
-            if char == '"':
-                stack.pop()
-                last_valid = i
-            elif char == "\\":
-                stack.append(_STRING_ESCAPE)
-            else:
-                last_valid = i
-        elif state == _ARRAY_START:
-            if char == "]":
-                last_valid = i
-                stack.pop()
-            else:
-                last_valid = i
-                value_start(char, i, _ARRAY_AFTER_VALUE)
-        elif state == _ARRAY_AFTER_VALUE:
-            if char == ",":
-                stack[-1] = _ARRAY_AFTER_COMMA
-            elif char == "]":
-                last_valid = i
-                stack.pop()
-            else:
-                last_valid = i
-        elif state == _ARRAY_AFTER_COMMA:
-            value_start(char, i, _ARRAY_AFTER_VALUE)
-        elif state == _STRING_ESCAPE:
-            stack.pop()
-            if char == "u":
-                unicode_digits = 0
-                stack.append(_STRING_UNICODE)
-            else:
-                last_valid = i
-        elif state == _STRING_UNICODE:
-            if char in _HEX:
-                unicode_digits += 1
-                if unicode_digits == 4:
-                    stack.pop()
-                    last_valid = i
-        elif state == _NUMBER:
-            if char in _DIGITS:
-                last_valid = i
-            elif char in "eE-.":
-                pass
-            elif char == ",":
-                stack.pop()
-                if stack[-1] == _ARRAY_AFTER_VALUE:
-                    after_array_value(char, i)
-                if stack[-1] == _OBJECT_AFTER_VALUE:
-                    after_object_value(char, i)
-            elif char == "}":
-                stack.pop()
-                if stack[-1] == _OBJECT_AFTER_VALUE:
-                    after_object_value(char, i)
-            elif char == "]":
-                stack.pop()
-                if stack[-1] == _ARRAY_AFTER_VALUE:
-                    after_array_value(char, i)
-            else:
-                stack.pop()
-        elif state == _LITERAL:
+        rules = _RULES[stack[-1]]
+        key = char
+        if stack[-1] == _LITERAL:
             partial = text[literal_start : i + 1]
-            if not any(lit.startswith(partial) for lit in _LITERALS):
-                stack.pop()
-                if stack[-1] == _OBJECT_AFTER_VALUE:
-                    after_object_value(char, i)
-                elif stack[-1] == _ARRAY_AFTER_VALUE:
-                    after_array_value(char, i)
-            else:
-                last_valid = i
+            key = _PREFIX if any(lit.startswith(partial) for lit in _LITERALS) else _ANY
+        actions = rules[key] if key in rules else rules.get(_ANY, ())
+        while actions:  # "hex" and "after" may follow on with more actions
+            follow: _Actions = ()
+            for op, arg in actions:
+                if op == "keep":
+                    last = i
+                elif op == "swap":
+                    stack[-1] = arg
+                elif op == "push":
+                    stack.append(arg)
+                elif op == "pop":
+                    stack.pop()
+                elif op == "digits":
+                    digits = 0
+                elif op == "hex":
+                    digits += 1
+                    follow = _CLOSE if digits == 4 else ()
+                elif op == "after" and stack[-1] in _AFTER_VALUE_STATES:
+                    follow = _RULES[stack[-1]].get(char, ())  # its comma or its closer only
+                elif op == "value" and char in _OPENS:
+                    last = last if char == "-" else i
+                    literal_start = i if _OPENS[char] == _LITERAL else literal_start
+                    stack[-1] = arg
+                    stack.append(_OPENS[char])
+            actions = follow
+    return text[: last + 1] + _closing(stack, text[literal_start:])
 
-    result = [text[: last_valid + 1]]
+
+def _closing(stack: list[int], literal: str) -> str:
+    """What closes every state still open, innermost first (``literal``: the open literal)."""
+    out: list[str] = []
     for state in reversed(stack):
         if state == _STRING:
-            result.append('"')
-        elif state in _OBJECT_STATES:
-            result.append("}")
-        elif state in _ARRAY_STATES:
-            result.append("]")
+            out.append('"')
+        elif state in _OBJECT_STATES or state in _ARRAY_STATES:
+            out.append("}" if state in _OBJECT_STATES else "]")
         elif state == _LITERAL:
-            partial = text[literal_start:]
-            for lit in _LITERALS:
-                if lit.startswith(partial):
-                    result.append(lit[len(partial) :])
-                    break
-    return "".join(result)
+            whole = next((lit for lit in _LITERALS if lit.startswith(literal)), literal)
+            out.append(whole[len(literal) :])
+    return "".join(out)
