@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Final
 
 from fastapi import Request
 
-from drupe.admission.principal import LOCAL_ADMIN, Principal
+from drupe.admission.principal import Principal
 from drupe.errors import UnknownConversationError
+from drupe.http.errors import Unauthorized
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StatusRecord, StreamManager
@@ -100,9 +101,13 @@ def get_runtime(request: Request) -> Runtime:
 
 
 def get_caller(request: Request) -> Principal:
-    """Who makes the request: the principal the identity layer put on the request, else the
-    one local user of a server without identity."""
-    principal: Principal = getattr(request.state, "principal", LOCAL_ADMIN)
+    """Who makes the request: the principal the identity gate put on it (``drupe.identity.
+    gate``; the local admin when auth is off). A request with none is refused with 401."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        raise Unauthorized(
+            "sign in first: POST /api/auth/login, or send 'Authorization: Bearer <token>'"
+        )
     return principal
 
 
