@@ -32,6 +32,7 @@ from drupe.app.surfaces import channel_service, task_service
 from drupe.channels.config import load_channel_configs
 from drupe.channels.service import ChannelService
 from drupe.identity.authenticator import Authenticator
+from drupe.identity.resources import Resources
 from drupe.observability.trace_store import TraceRecorder
 from drupe.persistence.db import Database, open_database
 from drupe.sessions.drivers.registry import DriverRegistry
@@ -87,6 +88,8 @@ class Runtime:
     """Cluster mode: this node's sweep that settles the turns of lost owners."""
     authenticator: Authenticator | None = None
     """Who makes each request (None: auth is off, every request is the local admin)."""
+    resources: Resources | None = None
+    """Owned resources other than conversations, looked up with access decided (identity)."""
 
 
 @asynccontextmanager
@@ -137,6 +140,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
                 else None
             ),
             db=db,
+            resources=Resources(db, enabled=settings.auth.enabled),
             manager=manager,
             dispatcher=local.dispatcher,
             conversations=conversations,

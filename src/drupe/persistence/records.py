@@ -163,6 +163,8 @@ class AgentRecord:
     permission_mode: str
     created_at: datetime
     updated_at: datetime
+    owner_id: str | None = None
+    """The user it belongs to (None: an admin's, from before identity)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
