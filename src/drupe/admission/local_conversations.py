@@ -364,6 +364,9 @@ class LocalConversations:
             await self.conversations.delete(conversation_id)
         self.manager.forget(conversation_id)
 
+    async def check(self, caller: Principal, conversation_id: str, action: Action) -> None:
+        await self.known(caller, conversation_id, action)
+
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         if await self.known(caller, conversation_id, "read"):
             return None
