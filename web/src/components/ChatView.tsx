@@ -251,9 +251,12 @@ export function ChatView({
   }, []);
 
   const modelsForRequest = selectedModels.length ? selectedModels : undefined;
+  /** The model of an answer streaming before the tree names it (a regenerate with a chosen one). */
+  const [streamModel, setStreamModel] = useState<string | null>(null);
 
   async function submit(text: string, files: FileUIPart[] = []): Promise<boolean> {
     setError(null);
+    setStreamModel(null);
     const parts: UIMessage["parts"] = [...files];
     if (text) parts.push({ type: "text", text });
     const userMessage: UIMessage = { id: newId(), role: "user", parts };
@@ -356,11 +359,18 @@ export function ChatView({
     void sync();
   }
 
-  async function onRegenerate() {
+  /** Answer the last user message again: with `modelId` (the ▾ menu), else the picked models. */
+  async function onRegenerate(modelId?: string) {
     setError(null);
     const trailing = trailingAnswer(messages, info);
     if (trailing.length === 0) return;
     const first = trailing[0];
+    if (modelId) {
+      setStreamModel(modelId);
+      await regenerate({ messageId: first.id, body: { models: [modelId] } });
+      return;
+    }
+    setStreamModel(null);
     if (selectedModels.length > 1) {
       const index = messages.findIndex((m) => m.id === first.id);
       const kept = messages.slice(0, index);
@@ -478,7 +488,7 @@ export function ChatView({
               key={item.message.id}
               message={item.message}
               info={info.get(item.message.id) ?? (item.standInFor ? info.get(item.standInFor) : undefined)}
-              fallbackModel={selectedModels[0] ?? defaultModel}
+              fallbackModel={streamModel ?? selectedModels[0] ?? defaultModel}
               models={models}
               approvals={approvals}
               streaming={isStreaming(item.message)}
