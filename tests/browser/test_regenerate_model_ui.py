@@ -1,6 +1,6 @@
 """Regenerate with a model choice in a real browser: the ▾ menu beside "Regenerate" lists the
 models the server can run now, and picking one answers the last user message again with that
-model, as a new sibling of the old answer (both stay, ‹ 2/2 › between them).
+model, as a new sibling of the old answer (both stay, the 2/2 navigation between them).
 
 The browser server's default model is the paced ``scripted:echo?rate=15``; the menu offers
 ``scripted:echo`` (unpaced), so the stored rows tell which model answered each time.

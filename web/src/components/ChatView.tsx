@@ -307,10 +307,12 @@ export function ChatView({
     return true;
   }
 
-  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch
+  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch.
+  // The first message has no parent: its edit is a new root (`newRoot`), beside it all the same.
   async function editAndResend(originalId: string, text: string): Promise<boolean> {
-    const parentId = info.get(originalId)?.parentId;
-    if (!parentId || busy) return false;
+    const original = info.get(originalId);
+    if (!original || busy) return false;
+    const parentId = original.parentId ?? undefined;
     setError(null);
     const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
     try {
@@ -320,7 +322,7 @@ export function ChatView({
         trigger: "submit-message",
         strategy,
         models: modelsForRequest,
-        parentId,
+        ...(parentId ? { parentId } : { newRoot: true }),
       });
     } catch (e) {
       setError(errorMessage(e));
@@ -329,6 +331,11 @@ export function ChatView({
     void sync();
     return true;
   }
+
+  /** A stored user message can be edited; the first one only where branches are allowed
+   * (agent sessions keep one history: no regenerate, no second root). */
+  const canEdit = (meta: MessageInfo | undefined) =>
+    meta !== undefined && (meta.parentId != null || regenerateAllowed);
 
   // ---- ‹ 2/3 ›: show another sibling's branch (kept on the server), then re-read the tree
   async function pickBranch(messageId: string) {
@@ -494,7 +501,7 @@ export function ChatView({
               streaming={isStreaming(item.message)}
               branch={branchOf(item.message.id)}
               onEdit={
-                item.message.role === "user" && !busy && info.get(item.message.id)?.parentId
+                item.message.role === "user" && !busy && canEdit(info.get(item.message.id))
                   ? (text) => editAndResend(item.message.id, text)
                   : undefined
               }
