@@ -45,9 +45,10 @@ from bench._common import emit
 from redis.asyncio import Redis
 
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import LogEntry, RedisChunkLog
+from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import RedisLease
+from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.log_writer import anchors_key
 from drupe.cluster.reader import NodeReader
 

@@ -10,8 +10,9 @@ from redis.asyncio import Redis
 
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import LogEntry, RedisChunkLog
+from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
+from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.reader import NodeReader, cursor_key
 
 

@@ -19,19 +19,17 @@ from redis.asyncio import Redis
 from chunks.sequences import random_sequence
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import (
-    FencedOut,
+from drupe.cluster.chunk_log import FencedOut, RedisChunkLog, anchors_key
+from drupe.cluster.coalesce import Coalescer
+from drupe.cluster.lease import RedisLease
+from drupe.cluster.log_encoding import (
     LogEntry,
-    RedisChunkLog,
     UnknownExecution,
-    anchors_key,
     decode_entry,
     encode_batch,
     encode_end,
     run_part,
 )
-from drupe.cluster.coalesce import Coalescer
-from drupe.cluster.lease import RedisLease
 
 NAMES = {
     1: "anthropic:claude-sonnet-4-5",

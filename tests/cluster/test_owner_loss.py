@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drupe.cluster.chunk_log import LogEntry
+from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.owner_loss import (
     Ending,
     RetryPlan,

@@ -9,7 +9,8 @@ placeholder id on ``start``, ``start-step``/``finish-step`` exactly around a req
 loop calls the model's streaming request directly through ``pydantic_ai.direct.
 model_request_stream`` (a thin wrapper over ``Model.request_stream`` that applies the model's
 own message preparation) and runs the function tools itself. pydantic-ai still owns every
-provider wire format.
+provider wire format. One model request (with its retries) is ``drupe.agent.model_request``;
+running a step's tool calls (and a continuation's decisions) is ``drupe.agent.tool_calls``.
 
 Contract:
 - Chunk order: ``start {messageId}`` once; per step ``start-step``, content chunks, tool input,
@@ -47,36 +48,18 @@ Contract:
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncGenerator, Awaitable, Mapping, Sequence
+from collections.abc import AsyncGenerator, Awaitable
 from contextlib import aclosing
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar, cast
+from typing import TypeVar
 
 import anyio
 from anyio.lowlevel import checkpoint_if_cancelled
-from pydantic_ai.direct import model_request_stream
-from pydantic_ai.exceptions import AgentRunError
-from pydantic_ai.messages import (
-    InstructionPart,
-    ModelMessage,
-    ModelRequest,
-    ModelRequestPart,
-    ModelResponse,
-    ToolReturnPart,
-)
-from pydantic_ai.models import Model, ModelRequestParameters
-from pydantic_ai.settings import ModelSettings
-from pydantic_ai.tools import ToolDefinition
-from pydantic_core import to_jsonable_python
+from pydantic_ai.messages import ModelMessage, ModelRequest, ModelRequestPart, ModelResponse
+from pydantic_ai.models import Model
 
 from drupe.agent.chunker import StepChunker, ui_finish_reason
-from drupe.agent.convert import (
-    ApprovalDecision,
-    approval_decisions,
-    continuation_seed,
-    denied_return,
-    to_model_messages,
-)
+from drupe.agent.convert import approval_decisions, continuation_seed, to_model_messages
 from drupe.agent.features.steer_yield import SteerYield, decide_boundary
 from drupe.agent.features.usage import UsageObserver
 from drupe.agent.hooks import (
@@ -86,14 +69,12 @@ from drupe.agent.hooks import (
     TurnContext,
     TurnResult,
     compose_hooks,
-    execute_tool,
 )
+from drupe.agent.model_request import request_parameters, stream_request
 from drupe.agent.request import ApprovalAsk, TurnRequest
-from drupe.agent.retry import FailureInfo, classify, retry_chunk
 from drupe.agent.runner import AgentRunner, LoopLimitError
+from drupe.agent.tool_calls import ToolCall, ToolCalls, failed_return
 from drupe.chunks.types import Chunk
-from drupe.errors import DrupeError, ProviderError
-from drupe.tools.base import ToolContext, ToolEntry
 
 __all__ = ["AgentRunner", "LoopLimitError", "run_turn"]
 
@@ -121,7 +102,9 @@ async def run_turn(runner: AgentRunner, request: TurnRequest) -> AsyncGenerator[
             await checkpoint_if_cancelled()
             yield chunk
         if seed is not None:
-            async with aclosing(turn.answer_decisions(approval_decisions(seed))) as chunks:
+            decisions = approval_decisions(seed)
+            answered = turn.tools.answer_decisions(decisions, turn.history)
+            async with aclosing(answered) as chunks:
                 async for chunk in chunks:
                     await checkpoint_if_cancelled()
                     yield chunk
@@ -164,16 +147,6 @@ async def run_turn(runner: AgentRunner, request: TurnRequest) -> AsyncGenerator[
         raise
 
 
-@dataclass(frozen=True, slots=True)
-class _Call:
-    """One tool call to run: its tool, input and id, and the in-place approval it awaits."""
-
-    entry: ToolEntry
-    input: Mapping[str, Any]
-    call_id: str
-    ask: ApprovalAsk | None = None
-
-
 @dataclass(slots=True)
 class _StepState:
     """What the last completed step left for ``_Turn.classify``."""
@@ -192,6 +165,7 @@ class _Turn:
     request: TurnRequest
     ctx: TurnContext = field(init=False)
     hooks: ComposedHooks = field(init=False)
+    tools: ToolCalls = field(init=False)
     history: list[ModelMessage] = field(default_factory=list)
     tool_calls: int = 0
     last: _StepState = field(default_factory=_StepState)
@@ -201,6 +175,7 @@ class _Turn:
         hooks = compose_hooks([UsageObserver()], self.request.hooks)
         # a single part is returned as-is by compose_hooks; the loop still wants it isolated
         self.hooks = hooks if isinstance(hooks, ComposedHooks) else ComposedHooks([hooks])
+        self.tools = ToolCalls(self.request, self.ctx, self.hooks, self.runner.clock)
 
     # --- one step ----------------------------------------------------------------------------
 
@@ -222,13 +197,22 @@ class _Turn:
         tools = {entry.name: entry for entry in overrides.get("tools", request.tools)}
         messages = list(overrides.get("messages", self.history))
         settings = overrides.get("model_settings", request.model_settings)
-        params = _request_parameters(tools.values(), overrides.get("system", request.system))
+        params = request_parameters(tools.values(), overrides.get("system", request.system))
 
         chunker = StepChunker(known_tools=tools.keys(), new_id=self.runner.new_id)
         responses: list[ModelResponse] = []
-        async with aclosing(
-            self._request(model, messages, settings, params, chunker, responses)
-        ) as it:
+        streamed = stream_request(
+            model,
+            messages,
+            settings,
+            params,
+            chunker,
+            responses,
+            runner=self.runner,
+            policy=request.retry,
+            where=(request.conversation_id, number),
+        )
+        async with aclosing(streamed) as it:
             async for chunk in it:
                 yield chunk
         response = responses[0]
@@ -236,12 +220,13 @@ class _Turn:
 
         calls = chunker.tool_calls
         returns: dict[int, ModelRequestPart] = {}
-        jobs: list[tuple[int, _Call]] = []
+        jobs: list[tuple[int, ToolCall]] = []
         awaiting_approval = False
         for index, call in enumerate(calls):
             entry = tools.get(call.tool_name)
             if call.input is None or entry is None:
-                returns[index] = _failed(call.tool_name, call.call_id, call.error or "invalid call")
+                text = call.error or "invalid call"
+                returns[index] = failed_return(call.tool_name, call.call_id, text)
                 continue
             ask = None
             if entry.is_approval_gated(call.input):
@@ -260,8 +245,8 @@ class _Turn:
                     tool_name=call.tool_name,
                     input=call.input,
                 )
-            jobs.append((index, _Call(entry, call.input, call.call_id, ask)))
-        outcomes = await self._run_calls([job for _, job in jobs])
+            jobs.append((index, ToolCall(entry, call.input, call.call_id, ask)))
+        outcomes = await self.tools.run([job for _, job in jobs], self.history)
         for queued in self.ctx.drain():
             yield queued
         for (index, _), (chunk, returned) in zip(jobs, outcomes, strict=True):
@@ -288,65 +273,6 @@ class _Turn:
         await self.hooks.on_step_finish(self.ctx, step)
         for chunk in self.ctx.drain():
             yield chunk
-
-    async def _request(
-        self,
-        model: Model,
-        messages: list[ModelMessage],
-        settings: Mapping[str, Any] | None,
-        params: ModelRequestParameters,
-        chunker: StepChunker,
-        out: list[ModelResponse],
-    ) -> AsyncGenerator[Chunk, None]:
-        """Stream one model request, retrying before its first chunk; emits ``start-step``."""
-        policy = self.request.retry
-        attempt = 1
-        started = False
-        while True:
-            try:
-                async with model_request_stream(
-                    model,
-                    messages,
-                    model_settings=cast(ModelSettings | None, settings),
-                    model_request_parameters=params,
-                    instrument=False,
-                ) as response_stream:
-                    async for event in response_stream:
-                        chunks = chunker.feed(event)
-                        if chunks and not started:
-                            started = True
-                            yield {"type": "start-step"}
-                        for chunk in chunks:
-                            yield chunk
-                    response = response_stream.get()
-                break
-            except Exception as error:
-                info = classify(error, now=self.runner.now())
-                delay = None if started else policy.delay_for(attempt, info)
-                if delay is None:
-                    wrapped = _as_provider_error(error, info, started=started)
-                    if wrapped is error:
-                        raise
-                    raise wrapped from error
-                attempt += 1
-                logger.warning(
-                    "model request failed (conversation %r, step %d, status %s); "
-                    "try %d/%d in %.3fs",
-                    self.request.conversation_id,
-                    self.ctx.step_number,
-                    info.status_code,
-                    attempt,
-                    policy.attempts,
-                    delay,
-                )
-                yield retry_chunk(next_attempt=attempt, policy=policy, delay=delay, info=info)
-                await self.runner.sleep(delay)
-        tail = chunker.finish(response)
-        if not started:
-            yield {"type": "start-step"}
-        for chunk in tail:
-            yield chunk
-        out.append(response)
 
     def classify(self) -> TurnResult | None:
         """Decide after a step: finish (a ``TurnResult``), continue (``None``) or raise on a cap."""
@@ -397,103 +323,6 @@ class _Turn:
         else:
             self.history.append(ModelRequest(parts=parts))
 
-    # --- tools -------------------------------------------------------------------------------
-
-    async def answer_decisions(
-        self, decisions: list[ApprovalDecision]
-    ) -> AsyncGenerator[Chunk, None]:
-        """Run the approved calls of a continuation seed (concurrently) and deny the others."""
-        tools = {entry.name: entry for entry in self.request.tools}
-        answered: list[tuple[Chunk, ModelRequestPart] | None] = []
-        jobs: list[_Call] = []
-        for decision in decisions:
-            call_id, name = decision.call_id, decision.tool_name
-            entry = tools.get(name)
-            if not decision.approved:
-                chunk: Chunk = {"type": "tool-output-denied", "toolCallId": call_id}
-                answered.append((chunk, denied_return(name, call_id, decision.reason)))
-            elif entry is None:
-                text = f"Tool {name!r} is no longer available."
-                chunk = {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
-                answered.append((chunk, _failed(name, call_id, text)))
-            else:
-                answered.append(None)
-                jobs.append(_Call(entry, decision.input, call_id))
-        ran = iter(await self._run_calls(jobs))
-        for queued in self.ctx.drain():
-            yield queued
-        returns: list[ModelRequestPart] = []
-        for slot in answered:
-            chunk, returned = slot if slot is not None else next(ran)
-            yield chunk
-            returns.append(returned)
-        if returns:
-            self.history.append(ModelRequest(parts=returns))
-
-    async def _run_calls(self, calls: Sequence[_Call]) -> list[tuple[Chunk, ModelRequestPart]]:
-        """Run ``calls`` concurrently in one task group; return their outcomes in call order.
-
-        A gated call awaits its in-place decision first (denied: ``tool-output-denied``, never
-        executed). A tool's own error is its outcome and never cancels a sibling; an approval
-        callback that raises fails the step: the siblings are cancelled and the error raised.
-        """
-        outcomes: list[tuple[Chunk, ModelRequestPart] | None] = [None] * len(calls)
-        failures: list[Exception] = []
-
-        async def run(index: int, call: _Call, scope: anyio.CancelScope) -> None:
-            try:
-                outcomes[index] = await self._gate_and_execute(call)
-            except Exception as error:  # the approval callback failed: so does the step
-                failures.append(error)
-                scope.cancel()
-
-        if calls:
-            async with anyio.create_task_group() as group:
-                for index, call in enumerate(calls):
-                    group.start_soon(run, index, call, group.cancel_scope)
-        if failures:
-            raise failures[0]
-        return [outcome for outcome in outcomes if outcome is not None]
-
-    async def _gate_and_execute(self, call: _Call) -> tuple[Chunk, ModelRequestPart]:
-        if call.ask is not None:
-            assert self.request.approve is not None  # an ask is only made with a callback
-            approved, reason = await self.request.approve(call.ask)
-            if not approved:
-                chunk: Chunk = {"type": "tool-output-denied", "toolCallId": call.call_id}
-                return chunk, denied_return(call.entry.name, call.call_id, reason)
-        return await self._execute(call.entry, call.input, call.call_id)
-
-    async def _execute(
-        self, entry: ToolEntry, arguments: Mapping[str, Any], call_id: str
-    ) -> tuple[Chunk, ToolReturnPart]:
-        """Run one tool through the hook wrapper; its error becomes ``tool-output-error``."""
-        tool_context = ToolContext(
-            conversation_id=self.request.conversation_id,
-            tool_call_id=call_id,
-            message_id=self.request.message_id,
-        )
-        try:
-            output = await execute_tool(
-                entry,
-                arguments,
-                tool_context,
-                hooks=self.hooks,
-                ctx=self.ctx,
-                messages=tuple(self.history),
-                clock=self.runner.clock,
-            )
-        except Exception as error:  # the tool failed: the model sees the error, the turn goes on
-            text = str(error) or type(error).__name__
-            chunk: Chunk = {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
-            return chunk, _failed(entry.name, call_id, text)
-        chunk = {
-            "type": "tool-output-available",
-            "toolCallId": call_id,
-            "output": to_jsonable_python(output, fallback=repr),  # chunks are plain JSON
-        }
-        return chunk, ToolReturnPart(tool_name=entry.name, content=output, tool_call_id=call_id)
-
 
 # --- helpers ---------------------------------------------------------------------------------
 
@@ -505,36 +334,3 @@ async def _guarded(call: Awaitable[_T], hook: str, ctx: TurnContext) -> _T | Non
     except Exception:  # isolation boundary: hook runner (settling must complete)
         logger.exception("hook %s raised while settling conversation %r", hook, ctx.conversation_id)
         return None
-
-
-def _request_parameters(tools: Any, system: str | None) -> ModelRequestParameters:
-    return ModelRequestParameters(
-        function_tools=[
-            ToolDefinition(
-                name=entry.name,
-                description=entry.description,
-                parameters_json_schema=dict(entry.input_schema),
-            )
-            for entry in tools
-        ],
-        allow_text_output=True,
-        instruction_parts=[InstructionPart(content=system)] if system else None,
-    )
-
-
-def _failed(tool_name: str, call_id: str, text: str) -> ToolReturnPart:
-    return ToolReturnPart(tool_name=tool_name, content=text, tool_call_id=call_id, outcome="failed")
-
-
-def _as_provider_error(error: Exception, info: FailureInfo, *, started: bool) -> Exception:
-    """Wrap model/transport failures in ``ProviderError``; return anything else unchanged."""
-    if isinstance(error, DrupeError):
-        return error
-    if isinstance(error, AgentRunError) or info.retryable or info.status_code is not None:
-        where = " after the step had started streaming" if started else ""
-        return ProviderError(
-            f"model request failed{where}: {info.message}",
-            status_code=info.status_code,
-            retryable=info.retryable,
-        )
-    return error

@@ -4,27 +4,13 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 
 * One Redis Stream per turn, ``<prefix>:log:<conversation>:<turn>``. Each entry holds one batch
   of one execution's chunks, as the ``Coalescer`` produced it, or one execution's end, in ONE
-  field ``p`` (compact encoding, ``encode_batch``/``encode_end``):
-
-  - ``d<n>,<seq>,<k>:<text>``: a batch that is one merged text delta (``r``: reasoning, ``i``:
-    tool input) with exactly the keys type, part id and text: its seq, its part id's number
-    ``<k>``, and the raw text after the first ``:``, no JSON;
-  - ``j<n>[,<seq>...]:<JSON array>``: any other batch, with the owner's seq of each chunk;
-  - ``e<n>:<JSON object>``: an execution's end (``t``: status, ``d``: ``1`` when the
-    conversation is done, optionally ``x``: the error, ``r``: the reason of a pause, ``n``:
-    ``<turn>/<execution>``, the execution that answers again in its place, written by a
-    takeover with ``on_owner_loss = "retry"``).
-
-  ``<n>`` is the execution's number in the turn (``0``: the turn-wide terminal, execution id
-  ``""``). Execution ids and part ids are numbered in the turn's hash ``<log key>:anchors``
-  (fields ``#<n>`` -> the string; one numbering for both): a writer registers a string
-  (function ``dl1n``: a known string keeps its number) BEFORE the first entry that uses it, so
-  an entry that exists always has its numbers registered and ANY cursor decodes. Readers cache
-  the map per key and read it again (``HGETALL``) when they meet an unknown number; a number
-  that is still unknown (the hash was lost) decodes as ``#<n>`` with a warning, never an error.
-  ``decode_entry`` also reads the plain field form (``e``, ``c``, ``s``, ``t``, ``d``, ``x``,
-  ``r``) that the turn lists use. The entry's stream id (``<ms>-<n>``) orders the log; the seqs
-  are the cursors clients see (``<turn>/<seq>``), the same on every node.
+  field ``p`` in the compact encoding of ``drupe.cluster.log_encoding`` (which also decodes).
+  Execution ids and part ids are numbered in the turn's hash ``<log key>:anchors`` (fields
+  ``#<n>`` -> the string): a writer registers a string (Redis function ``dl1n``, in
+  ``drupe.cluster.log_functions``) BEFORE the first entry that uses it, so an entry that exists
+  always has its numbers registered and ANY cursor decodes. Readers cache the map per key and
+  read it again (``HGETALL``) when they meet an unknown number; a number that is still unknown
+  (the hash was lost) decodes as ``#<n>`` with a warning, never an error.
 * Fenced writes: given the writer's ``Fence``, ``append``/``end`` run as one Redis function
   (``FCALL dl1``, library ``drupe_log_1``, loaded when Redis answers that it has none) that
   writes only while the conversation's lease still holds exactly that fence, so an owner that
@@ -49,13 +35,22 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
-import orjson
 from redis.exceptions import RedisError, ResponseError
 
 from drupe.chunks.types import Chunk
+from drupe.cluster.log_encoding import (
+    LogEntry,
+    UnknownExecution,
+    as_text,
+    decode_entry,
+    encode_batch,
+    encode_end,
+    names_of,
+    run_part,
+)
+from drupe.cluster.log_functions import APPEND, INTERN, LIBRARY
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -65,15 +60,9 @@ __all__ = [
     "DEFAULT_MAXLEN",
     "DEFAULT_TRIM_EVERY",
     "FencedOut",
-    "LogEntry",
     "RedisChunkLog",
-    "UnknownExecution",
     "anchors_key",
-    "decode_entry",
-    "encode_batch",
-    "encode_end",
     "log_key",
-    "run_part",
 ]
 
 log = logging.getLogger(__name__)
@@ -86,10 +75,6 @@ DEFAULT_TRIM_EVERY: Final = 64
 
 DEFAULT_LOG_TTL: Final = 300.0
 """Seconds a finished turn's log stays readable."""
-
-_NAMES_TTL: Final = 24 * 3600
-"""Seconds the execution numbers live at least once registered (a finished turn's end shortens
-the hash's TTL to the log's, with the anchors)."""
 
 _CACHE_BOUND: Final = 10_000
 
@@ -107,251 +92,6 @@ def anchors_key(log_key: str) -> str:
 
 class FencedOut(Exception):
     """The writer's lease is gone: the write was refused."""
-
-
-class UnknownExecution(LookupError):
-    """A compact entry names a number (an execution's or a part's) its map does not hold."""
-
-
-_LIBRARY_NAME: Final = "drupe_log_1"
-_APPEND: Final = "dl1"
-_INTERN: Final = "dl1n"
-_LIBRARY: Final = f"""#!lua name={_LIBRARY_NAME}
--- The chunk log's writes (src/drupe/cluster/chunk_log.py).
-
-local function holds(key, fence)
-  local held = redis.call('GET', key)
-  if not held then return false end
-  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
-    return #held > #fence and string.sub(held, -#fence) == fence
-  end
-  return held == fence
-end
-
--- A fenced append. KEYS: log [, lease] (the lease when ARGV[1] is not '').
--- ARGV: fence or '', payload [, maxlen or '' [, ttl]]. Returns the entry id, or false.
-redis.register_function('{_APPEND}', function(keys, args)
-  if args[1] ~= '' and not holds(keys[2], args[1]) then return false end
-  local id
-  if args[3] and args[3] ~= '' then
-    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', args[2])
-  else
-    id = redis.call('XADD', keys[1], '*', 'p', args[2])
-  end
-  if args[4] then redis.call('EXPIRE', keys[1], args[4]) end
-  return id
-end)
-
--- The numbers of strings (execution ids, part ids) in a turn's hash, '#<n>' -> string: a
--- string keeps its number; a new one gets the wanted number if free, else the next free one.
--- KEYS: names. ARGV: string, wanted number [, string, wanted number ...]. Returns the numbers.
-redis.register_function('{_INTERN}', function(keys, args)
-  local all = redis.call('HGETALL', keys[1])
-  local number_of, taken = {{}}, {{}}
-  for i = 1, #all, 2 do
-    if string.byte(all[i], 1) == 35 then
-      local n = tonumber(string.sub(all[i], 2))
-      taken[n] = true
-      number_of[all[i + 1]] = n
-    end
-  end
-  local out = {{}}
-  for i = 1, #args, 2 do
-    local n = number_of[args[i]]
-    if not n then
-      n = tonumber(args[i + 1])
-      while taken[n] do n = n + 1 end
-      taken[n] = true
-      number_of[args[i]] = n
-      redis.call('HSET', keys[1], '#' .. n, args[i])
-    end
-    out[#out + 1] = n
-  end
-  if redis.call('TTL', keys[1]) < {_NAMES_TTL} then redis.call('EXPIRE', keys[1], {_NAMES_TTL}) end
-  return out
-end)
-"""
-
-
-@dataclass(frozen=True, slots=True)
-class LogEntry:
-    """One entry: its stream id, the execution, its chunks (and their seqs) or its terminal."""
-
-    cursor: str
-    execution_id: str
-    chunks: tuple[Chunk, ...] = ()
-    terminal: str | None = None
-    seqs: tuple[int, ...] = ()
-    done: bool = False
-    """For a terminal entry: the conversation is done (no sibling runs, no chained turn)."""
-    error: dict[str, Any] | None = None
-    reason: str | None = None
-    retried_as: tuple[str, str] | None = None
-    """For a terminal entry: ``(turn, execution)`` of the new attempt that replaces it."""
-
-
-# --- the compact encoding (pure) ---------------------------------------------------------------
-
-_RUNS: Final[dict[str, tuple[bytes, str, str]]] = {
-    "text-delta": (b"d", "id", "delta"),
-    "reasoning-delta": (b"r", "id", "delta"),
-    "tool-input-delta": (b"i", "toolCallId", "inputTextDelta"),
-}
-_RUN_OF_TAG: Final[dict[int, tuple[str, str, str]]] = {
-    tag[0]: (kind, ident, text) for kind, (tag, ident, text) in _RUNS.items()
-}
-
-
-def run_part(chunks: list[Chunk], seqs: list[int] | None) -> str | None:
-    """The part id of a batch written in the raw-text form (one merged delta with exactly the
-    keys type, part id and text, in that order, and its seq); ``None`` for any other batch."""
-    if len(chunks) != 1 or seqs is None or len(seqs) != 1:
-        return None
-    chunk = chunks[0]
-    run = _RUNS.get(chunk.get("type", ""))
-    if run is None:
-        return None
-    _, ident, text = run
-    part = chunk.get(ident)
-    if list(chunk) != ["type", ident, text] or not isinstance(chunk.get(text), str):
-        return None
-    return part if isinstance(part, str) else None
-
-
-def encode_batch(
-    number: int,
-    chunks: list[Chunk],
-    seqs: list[int] | None = None,
-    parts: Mapping[str, int] | None = None,
-) -> bytes:
-    """The ``p`` value of one batch of execution ``number`` (see the module docstring);
-    ``parts``: the numbers of part ids (the raw-text form needs its part's number)."""
-    part = run_part(chunks, seqs)
-    if part is not None and parts is not None and part in parts:
-        chunk = chunks[0]
-        tag, _, text = _RUNS[chunk["type"]]
-        assert seqs is not None
-        return tag + f"{number},{seqs[0]},{parts[part]}:".encode() + str(chunk[text]).encode()
-    numbers = ",".join([str(number), *(str(seq) for seq in seqs or ())])
-    return b"j" + numbers.encode() + b":" + orjson.dumps(chunks)
-
-
-def encode_end(
-    number: int,
-    status: str,
-    *,
-    done: bool = True,
-    error: dict[str, Any] | None = None,
-    reason: str | None = None,
-    retried_as: tuple[str, str] | None = None,
-) -> bytes:
-    """The ``p`` value of an execution's terminal entry."""
-    fields: dict[str, Any] = {"t": status, "d": 1 if done else 0}
-    if error is not None:
-        fields["x"] = error
-    if reason is not None:
-        fields["r"] = reason
-    if retried_as is not None:
-        fields["n"] = "/".join(retried_as)
-    return b"e" + str(number).encode() + b":" + orjson.dumps(fields)
-
-
-def _text(value: Any) -> str:
-    return value.decode() if isinstance(value, bytes) else str(value)
-
-
-def _name(number: int, names: Mapping[int, str] | None, *, zero: bool = True) -> str:
-    if number == 0 and zero:
-        return ""
-    name = None if names is None else names.get(number)
-    if name is None:
-        raise UnknownExecution(number)
-    return name
-
-
-def decode_entry(
-    entry_id: Any, fields: dict[Any, Any], names: Mapping[int, str] | None = None
-) -> LogEntry:
-    """One raw stream entry (as ``XRANGE``/``XREAD`` return it) as a ``LogEntry``.
-
-    ``names``: the turn's execution numbers (``#<n>`` of ``<log key>:anchors``); a compact entry
-    whose number is not there raises ``UnknownExecution`` (``RedisChunkLog.decode`` reads the
-    map again then)."""
-    named = {_text(k): v for k, v in fields.items()}
-    cursor = _text(entry_id)
-    payload = named.get("p")
-    if payload is not None:
-        return _decode_compact(
-            cursor, payload if isinstance(payload, bytes) else payload.encode(), names
-        )
-    terminal = named.get("t")
-    retried_as: tuple[str, str] | None = None
-    if "n" in named:
-        turn, _, execution = _text(named["n"]).partition("/")
-        retried_as = (turn, execution)
-    return LogEntry(
-        cursor=cursor,
-        execution_id=_text(named.get("e", b"")),
-        chunks=tuple(orjson.loads(named["c"])) if "c" in named else (),
-        terminal=None if terminal is None else _text(terminal),
-        seqs=tuple(orjson.loads(named["s"])) if "s" in named else (),
-        done=_text(named.get("d", b"0")) == "1",
-        error=orjson.loads(named["x"]) if "x" in named else None,
-        reason=_text(named["r"]) if "r" in named else None,
-        retried_as=retried_as,
-    )
-
-
-def _decode_compact(cursor: str, payload: bytes, names: Mapping[int, str] | None) -> LogEntry:
-    tag = payload[0]
-    head, _, body = payload[1:].partition(b":")
-    run = _RUN_OF_TAG.get(tag)
-    if run is not None:
-        kind, ident, text = run
-        number, seq, part = head.split(b",")
-        chunk: Chunk = {
-            "type": kind,
-            ident: _name(int(part), names, zero=False),
-            text: body.decode(),
-        }
-        return LogEntry(cursor, _name(int(number), names), (chunk,), seqs=(int(seq),))
-    if tag == ord("j"):
-        number, *seqs = head.split(b",")
-        return LogEntry(
-            cursor,
-            _name(int(number), names),
-            tuple(orjson.loads(body)),
-            seqs=tuple(int(seq) for seq in seqs),
-        )
-    if tag == ord("e"):
-        fields = orjson.loads(body)
-        retried_as = None
-        if "n" in fields:
-            turn, _, execution = str(fields["n"]).partition("/")
-            retried_as = (turn, execution)
-        return LogEntry(
-            cursor,
-            _name(int(head), names),
-            terminal=str(fields["t"]),
-            done=fields.get("d") == 1,
-            error=fields.get("x"),
-            reason=fields.get("r"),
-            retried_as=retried_as,
-        )
-    raise ValueError(f"not a chunk log entry: {payload[:16]!r}")
-
-
-def _names_of(raw: Mapping[Any, Any]) -> dict[int, str]:
-    """The ``#<n>`` fields of a turn's anchors hash as number -> execution id."""
-    out: dict[int, str] = {}
-    for field_, value in raw.items():
-        name = _text(field_)
-        if name.startswith("#") and name[1:].isdigit():
-            out[int(name[1:])] = _text(value)
-    return out
-
-
-# --- the Redis side ------------------------------------------------------------------------
 
 
 class RedisChunkLog:
@@ -444,7 +184,7 @@ class RedisChunkLog:
                     raise
                 # Redis lost its functions (a restart without its data): load them again, and
                 # register every string again before its next use.
-                await self._redis.function_load(_LIBRARY, replace=True)
+                await self._redis.function_load(LIBRARY, replace=True)
                 self._unconfirm(None)
             except (FencedOut, OSError, RedisError):
                 self._unconfirm(key)
@@ -472,7 +212,7 @@ class RedisChunkLog:
                 free += 1
             else:
                 args += [string, known[0]]  # again after a failure: the same number if free
-        got: Any = await self._redis.fcall(_INTERN, 1, anchors_key(key), *args)
+        got: Any = await self._redis.fcall(INTERN, 1, anchors_key(key), *args)
         if len(self._numbers) > _CACHE_BOUND:
             self._numbers.clear()
         for string, number in zip(missing, got, strict=True):
@@ -501,10 +241,10 @@ class RedisChunkLog:
             args += [trim, max(1, round(self.ttl))]
         elif trim != "":
             args.append(trim)
-        result: Any = await self._redis.fcall(_APPEND, len(keys), *keys, *args)
+        result: Any = await self._redis.fcall(APPEND, len(keys), *keys, *args)
         if result is None:
             raise FencedOut(f"the lease {keys[1]!r} is no longer {fence and fence[1]!r}")
-        return _text(result)
+        return as_text(result)
 
     def _unconfirm(self, key: str | None) -> None:
         """Register the executions of ``key`` (``None``: every key) again on their next write."""
@@ -535,7 +275,7 @@ class RedisChunkLog:
             except UnknownExecution:
                 pass
             raw: Any = await self._redis.hgetall(anchors_key(key))
-            names = self._remember(key, _names_of(raw or {}))
+            names = self._remember(key, names_of(raw or {}))
             stand_ins = dict(names)
             while True:
                 try:

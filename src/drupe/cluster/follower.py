@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import anyio.abc
 
-from drupe.cluster.chunk_log import LogEntry
+from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.log_writer import turns_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
 from drupe.streaming.listeners.sse import MultiplexListener

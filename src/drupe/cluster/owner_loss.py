@@ -25,7 +25,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from drupe.cluster.chunk_log import LogEntry
+from drupe.cluster.log_encoding import LogEntry
 
 __all__ = ["Ending", "RetryPlan", "log_endings", "lost_parent", "retry_plan", "row_anchors"]
 

@@ -33,7 +33,8 @@ import anyio
 import anyio.abc
 from redis.exceptions import RedisError
 
-from drupe.cluster.chunk_log import LogEntry, RedisChunkLog
+from drupe.cluster.chunk_log import RedisChunkLog
+from drupe.cluster.log_encoding import LogEntry
 from drupe.lifetimes import TaskOwner
 
 if TYPE_CHECKING:

@@ -35,9 +35,9 @@ from redis.exceptions import RedisError
 from drupe.admission.base import Regenerate
 from drupe.admission.dispatch import Dispatcher
 from drupe.chunks.accumulate import AccumulateError, Accumulator
-from drupe.cluster.chunk_log import LogEntry
 from drupe.cluster.gone_nodes import GoneNodes
 from drupe.cluster.lease import Fence
+from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.log_writer import anchors_key, hdel_if_turn, live_key
 from drupe.cluster.owner_loss import (
     Ending,
