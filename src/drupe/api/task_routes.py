@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from drupe.admission.access import Action
+from drupe.errors import NotFoundError
 from drupe.http.state import get_caller, get_runtime
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
 
@@ -160,6 +162,14 @@ def _resources(runtime: Runtime) -> Resources:
     return runtime.resources
 
 
+async def _agent(request: Request, agent_id: str, action: Action) -> None:
+    """404 (in the tasks' own words) unless the caller may ``action`` the agent."""
+    try:
+        await _resources(get_runtime(request)).agent(get_caller(request), agent_id, action)
+    except NotFoundError:
+        raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}") from None
+
+
 async def _schedule(request: Request, schedule_id: str) -> ScheduleRecord:
     """The schedule, if it is the caller's (an admin's: any; else 404)."""
     return await _resources(get_runtime(request)).schedule(get_caller(request), schedule_id)
@@ -176,7 +186,7 @@ async def list_schedules(request: Request, agentId: str | None = None) -> dict[s
 @router.post("/api/schedules", status_code=201)
 async def create_schedule(body: ScheduleIn, request: Request) -> dict[str, Any]:
     runtime = get_runtime(request)
-    await _resources(runtime).agent(get_caller(request), body.agentId, "read")
+    await _agent(request, body.agentId, "read")
     record = await _tasks(runtime).create_schedule(
         agent_id=body.agentId,
         name=body.name,
@@ -244,15 +254,29 @@ async def resume_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
 async def schedule_runs(
     schedule_id: str, request: Request, limit: int = Query(default=50, ge=1, le=500)
 ) -> dict[str, Any]:
-    tasks = _tasks(get_runtime(request))
-    await _schedule(request, schedule_id)
-    records = await tasks.history(schedule_id, limit)
+    runtime = get_runtime(request)
+    tasks = _tasks(runtime)
+    caller = get_caller(request)
+    try:
+        await _schedule(request, schedule_id)
+        records = await tasks.history(schedule_id, limit)
+    except NotFoundError:
+        if await runtime.db.schedules.get(schedule_id) is not None:
+            raise  # another member's
+        # A deleted schedule keeps its runs (issue 23.14): those the caller may see.
+        records = []
+        for record in await tasks.history(schedule_id, limit):
+            try:
+                await _resources(runtime).run(caller, record.id)
+            except NotFoundError:
+                continue
+            records.append(record)
     return {"items": [run_json(r, live_text=tasks.live_text(r.id)) for r in records]}
 
 
 @router.put("/api/agents/{agent_id}/heartbeat")
 async def put_heartbeat(agent_id: str, body: HeartbeatIn, request: Request) -> dict[str, Any]:
-    await _resources(get_runtime(request)).agent(get_caller(request), agent_id, "write")
+    await _agent(request, agent_id, "write")
     record = await _tasks(get_runtime(request)).set_heartbeat(
         agent_id,
         enabled=body.enabled,
@@ -264,7 +288,7 @@ async def put_heartbeat(agent_id: str, body: HeartbeatIn, request: Request) -> d
 
 @router.post("/api/agents/{agent_id}/runs", status_code=202)
 async def start_run(agent_id: str, body: RunIn, request: Request) -> dict[str, Any]:
-    await _resources(get_runtime(request)).agent(get_caller(request), agent_id, "write")
+    await _agent(request, agent_id, "write")
     if body.sessionId is not None:
         await _resources(get_runtime(request)).session(get_caller(request), body.sessionId)
     tasks = _tasks(get_runtime(request))
