@@ -309,7 +309,8 @@ class _Server:
         with self.log.open("a") as stderr:
             self.process = subprocess.Popen(
                 [sys.executable, str(_HERE.parent / "live_streams.py"), "--full-serve", "serve",
-                 "--port", "0", "--data-dir", str(data), "--config", str(data / "config.toml")],
+                 "--no-auth", "--port", "0", "--data-dir", str(data),
+                 "--config", str(data / "config.toml")],
                 stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=work,
             )  # fmt: skip
         url = await_announce(self.process, self.log, "drupe serve (full path)")

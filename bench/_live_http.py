@@ -265,7 +265,7 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
 
     from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.settings import Settings
+    from drupe.settings import AuthSettings, Settings
     from drupe.streaming.config import StreamConfig
     from drupe.streaming.manager import ExecutionSpec, SendInput
 
@@ -276,7 +276,10 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
         config = Path(tmp) / "config.toml"
         config.write_text('default_model = "scripted:echo"\n')
         settings = Settings(
-            data_dir=Path(tmp), config_path=config, stream=StreamConfig(grace_period=0)
+            data_dir=Path(tmp),
+            config_path=config,
+            stream=StreamConfig(grace_period=0),
+            auth=AuthSettings(enabled=False),  # --no-auth: the stream path is measured
         )
         async with open_runtime(settings) as runtime:
             manager = runtime.manager

@@ -125,12 +125,14 @@ def main() -> None:
         env["HOME"] = tmp  # no user config: the embedded defaults
         env["XDG_CONFIG_HOME"] = str(Path(tmp) / "config")
         warm_dir = Path(tmp) / "warm"
-        _boot([drupe, "serve", "--port", "0", "--data-dir", str(warm_dir)], env)  # create it
+        _boot(
+            [drupe, "serve", "--no-auth", "--port", "0", "--data-dir", str(warm_dir)], env
+        )  # create it
         for i in range(runs):
             cold_dir = Path(tmp) / f"cold-{i}"
             for kind, argv in (
-                ("cold", [drupe, "serve", "--port", "0", "--data-dir", str(cold_dir)]),
-                ("warm", [drupe, "serve", "--port", "0", "--data-dir", str(warm_dir)]),
+                ("cold", [drupe, "serve", "--no-auth", "--port", "0", "--data-dir", str(cold_dir)]),
+                ("warm", [drupe, "serve", "--no-auth", "--port", "0", "--data-dir", str(warm_dir)]),
                 ("floor", [sys.executable, "-c", _FLOOR_APP]),
             ):
                 wall, cpu = _boot(argv, env)

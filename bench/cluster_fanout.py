@@ -192,7 +192,15 @@ def _cluster_class() -> Any:
         def _spawn(self, node: Any) -> None:
             with node.log_path.open("a") as log:
                 node.process = subprocess.Popen(
-                    [sys.executable, __file__, "--drupe", "serve", "--port", str(node.port)],
+                    [
+                        sys.executable,
+                        __file__,
+                        "--drupe",
+                        "serve",
+                        "--no-auth",
+                        "--port",
+                        str(node.port),
+                    ],
                     stdout=subprocess.PIPE,
                     stderr=log,
                     text=True,
@@ -695,7 +703,8 @@ def _serve_workers(
     log = data / "serve.log"
     with log.open("a") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "drupe", "serve", "--port", "0", "--workers", str(workers),
+            [sys.executable, "-m", "drupe", "serve", "--no-auth", "--port", "0",
+             "--workers", str(workers),
              "--data-dir", str(data), "--config", str(data / "config.toml"),
              "--database-url", database, "--redis-url", redis_url],
             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,

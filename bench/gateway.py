@@ -78,12 +78,17 @@ from pathlib import Path
 import uvicorn
 
 from drupe.api.app_factory import create_app_with_lifespan
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 
 data_dir, config, port = Path(sys.argv[1]), Path(sys.argv[2]), int(sys.argv[3])
 passthrough = sys.argv[4] == "on"
 app = create_app_with_lifespan(
-    Settings(data_dir=data_dir, config_path=config, gateway_passthrough=passthrough)
+    Settings(
+        data_dir=data_dir,
+        config_path=config,
+        gateway_passthrough=passthrough,
+        auth=AuthSettings(enabled=False),
+    )
 )
 uvicorn.run(app, host="127.0.0.1", port=port, log_level="warning", access_log=False)
 """

@@ -287,7 +287,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 
     from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.settings import Settings
+    from drupe.settings import AuthSettings, Settings
     from drupe.streaming.config import StreamConfig
 
     deltas = args.deltas or (300 if args.quick else 2_000)
@@ -299,6 +299,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         config = Path(tmp) / "config.toml"
         config.write_text('default_model = "scripted:echo"\n')
         settings = Settings(
+            auth=AuthSettings(enabled=False),  # --no-auth: the fan-out is measured
             data_dir=Path(tmp),
             config_path=config,
             stream=StreamConfig(max_listeners=args.subscribers + 10, grace_period=0),

@@ -235,7 +235,7 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 
     from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
-    from drupe.settings import Settings
+    from drupe.settings import AuthSettings, Settings
     from drupe.streaming.config import StreamConfig
     from drupe.streaming.manager import ExecutionSpec, SendInput
 
@@ -246,7 +246,10 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         config = Path(tmp) / "config.toml"
         config.write_text('default_model = "scripted:echo"\n')
         settings = Settings(
-            data_dir=Path(tmp), config_path=config, stream=StreamConfig(grace_period=0)
+            data_dir=Path(tmp),
+            config_path=config,
+            stream=StreamConfig(grace_period=0),
+            auth=AuthSettings(enabled=False),  # --no-auth: the stream path is measured
         )
         async with open_runtime(settings) as runtime:
             sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)

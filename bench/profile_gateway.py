@@ -76,7 +76,7 @@ def by_package(stats: pstats.Stats) -> list[tuple[str, float]]:
 async def profile(args: argparse.Namespace, upstream_port: int) -> cProfile.Profile:
     from drupe.api.app_factory import create_app_with_lifespan
     from drupe.persistence.db import open_database
-    from drupe.settings import Settings
+    from drupe.settings import AuthSettings, Settings
 
     workdir = Path(tempfile.mkdtemp(prefix="drupe-profile-gateway-"))
     drupe_port = _free_port()
@@ -88,7 +88,10 @@ async def profile(args: argparse.Namespace, upstream_port: int) -> cProfile.Prof
     async with open_database(None, data_dir=workdir) as db:
         key, _ = await db.api_keys.create("profile")
     settings = Settings(
-        data_dir=workdir, config_path=config, gateway_passthrough=not args.agent_loop
+        data_dir=workdir,
+        config_path=config,
+        gateway_passthrough=not args.agent_loop,
+        auth=AuthSettings(enabled=False),
     )
     app = create_app_with_lifespan(settings)
     server = uvicorn.Server(

@@ -8,14 +8,14 @@ from drupe.admission.base import Submit
 from drupe.app import open_runtime
 from drupe.persistence.db import open_database
 from drupe.persistence.records import NewMessage, NewPlaceholder
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 from drupe.testing.recording import RecordingListener
 
 
 async def test_scripted_turn_is_streamed_and_persisted_as_the_subscriber_saw_it(
     tmp_path: Path,
 ) -> None:
-    settings = Settings(data_dir=tmp_path)
+    settings = Settings(data_dir=tmp_path, auth=AuthSettings(enabled=False))  # --no-auth
     async with open_runtime(settings) as rt:
         conversation = await rt.db.conversations.create(title="demo")
         rec = RecordingListener("wc:1")

@@ -44,7 +44,7 @@ def _server(data_dir: Path, config: Path) -> Iterator[tuple[subprocess.Popen[str
         env.pop(name, None)  # the defaults are what is measured
     process = subprocess.Popen(
         [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(data_dir),
-         "--config", str(config)],
+         "--config", str(config), "--no-auth"],
         stdout=subprocess.PIPE,
         stderr=subprocess.DEVNULL,
         text=True,

@@ -11,6 +11,7 @@ gateway requires API keys, no code-execution tool.
 
 from __future__ import annotations
 
+import ipaddress
 import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields, replace
@@ -28,7 +29,46 @@ from drupe.streaming.config import StreamConfig
 OwnerLoss = Literal["error", "retry"]
 OWNER_LOSS: Final[tuple[OwnerLoss, ...]] = ("error", "retry")
 
-__all__ = ["OWNER_LOSS", "ClusterSettings", "Limits", "OwnerLoss", "Settings"]
+__all__ = [
+    "OWNER_LOSS",
+    "AuthSettings",
+    "ClusterSettings",
+    "Limits",
+    "OwnerLoss",
+    "Settings",
+    "is_loopback",
+]
+
+
+def is_loopback(host: str) -> bool:
+    """Whether binding ``host`` reaches only this machine (127.0.0.0/8, ::1, localhost)."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class AuthSettings:
+    """Who may call (``docs/security.md``). On by default; off only on a loopback bind."""
+
+    enabled: bool = True
+    """Every request is made by a signed-in user (``--no-auth`` / ``DRUPE_AUTH=off``: one
+    local admin, on loopback only)."""
+    session_days: float = 14.0
+    """How long a sign-in lasts."""
+    cache_seconds: float = 2.0
+    """How long a node trusts a session or token it looked up (a revocation made on another
+    node is seen within it; on the node that made it, at once)."""
+    sweep_seconds: float = 2.0
+    """How often open streams are checked against revoked sessions and disabled users."""
+    link_minutes: float = 60.0
+    """How long the first run's one-time sign-in link works."""
+    max_failures_per_user: int = 5
+    max_failures_per_address: int = 20
+    """Failed sign-ins allowed per minute, per user name and per client address."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -100,6 +140,7 @@ class Settings:
     """Seconds at most between two reads of the due schedules (``DRUPE_SCHEDULE_POLL``): how
     soon a schedule written by another process is seen."""
     cluster: ClusterSettings = field(default_factory=ClusterSettings)
+    auth: AuthSettings = field(default_factory=AuthSettings)
     workers: int = 1
     """Server processes ``drupe serve`` starts on one listening socket (more than 1 needs cluster
     mode: the processes share rows through PostgreSQL and live streams through Redis)."""
@@ -153,6 +194,12 @@ class Settings:
                 f"--workers {self.workers} runs {self.workers} processes that share their state "
                 f"through PostgreSQL and Redis (cluster mode): add {' and '.join(missing)} "
                 "(or DRUPE_DATABASE_URL / DRUPE_REDIS_URL); see docs/deploy.md"
+            )
+        if not self.auth.enabled and not is_loopback(self.host):
+            raise ConfigError(
+                f"auth is off (--no-auth / DRUPE_AUTH=off), so --host {self.host} would let "
+                "anyone who reaches the port read and drive everything: bind to 127.0.0.1, or "
+                "turn auth on (drop --no-auth) and create users with `drupe users create`"
             )
         if self.cluster.on_owner_loss not in OWNER_LOSS:
             raise ConfigError(
@@ -220,6 +267,8 @@ class Settings:
         )
         if cluster:
             kwargs["cluster"] = ClusterSettings(**cluster)
+        if e.AUTH is not None:
+            kwargs["auth"] = AuthSettings(enabled=e.AUTH)
         return cls(**kwargs)
 
 

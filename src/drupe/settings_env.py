@@ -47,6 +47,10 @@ class DrupeEnvironment(BaseSettings):
     ALLOWED_ORIGINS: str | None = Field(
         default=None, description="Comma-separated extra browser origins allowed on /api routes."
     )
+    AUTH: bool | None = Field(
+        default=None,
+        description="on (default): every request signs in; off: one local admin, loopback only.",
+    )
     WORKERS: int | None = Field(
         default=None,
         ge=1,

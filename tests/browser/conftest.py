@@ -36,7 +36,7 @@ from playwright.sync_api import (
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from drupe.api.app_factory import create_app_with_lifespan
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 
 RATE = 15
 """Words per second of the default model: a 30-word prompt answers in about 2 s."""
@@ -117,7 +117,8 @@ def drupe_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
     data_dir: Path = tmp_path_factory.mktemp("drupe-browser")
     config = data_dir / "config.toml"
     config.write_text(f'default_model = "scripted:echo?rate={RATE}"\n')
-    settings = Settings(data_dir=data_dir, config_path=config)
+    # --no-auth on loopback: these pages are under test, not sign-in (test_sign_in.py signs in).
+    settings = Settings(data_dir=data_dir, config_path=config, auth=AuthSettings(enabled=False))
     started = threading.Event()
     app = _StartupSignal(create_app_with_lifespan(settings), started)
 

@@ -19,7 +19,7 @@ from playwright.sync_api import Page, expect
 
 from drupe.api.app_factory import create_app_with_lifespan
 from drupe.channels.signing import SIGNATURE_HEADER, TIMESTAMP_HEADER, sign
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 from tests.browser.conftest import Drupe, _StartupSignal
 
 pytestmark = pytest.mark.browser
@@ -50,7 +50,10 @@ def channel_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
     os.environ["DRUPE_BROWSER_HOOK_SECRET"] = SECRET
     started = threading.Event()
     app = _StartupSignal(
-        create_app_with_lifespan(Settings(data_dir=data_dir, config_path=config)), started
+        create_app_with_lifespan(
+            Settings(data_dir=data_dir, config_path=config, auth=AuthSettings(enabled=False))
+        ),
+        started,
     )
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.bind(("127.0.0.1", 0))

@@ -47,9 +47,41 @@ def test_edit_a_user_message_makes_a_branch(drupe_server: Drupe, page: Page) -> 
     u1, a1, u2, _a2, u3, a3 = rows
     assert u2["parentId"] == u3["parentId"] == a1["id"]
     assert stored_text(u3) == "second question, sharper" and a3["parentId"] == u3["id"]
-    # the first message has no parent to branch from: no edit there (yet)
-    expect(users.nth(0).get_by_test_id("edit-message")).to_have_count(0)
     assert u1["parentId"] is None
+
+
+def test_edit_the_first_message_makes_a_new_root(drupe_server: Drupe, page: Page) -> None:
+    conversation_id = drupe_server.create_conversation("edit the first")
+    open_conversation(page, drupe_server, conversation_id)
+    send(page, "opening line")
+    wait_finished(page, 0)
+    send(page, "and more")
+    wait_finished(page, 1)
+
+    users = page.locator('[data-testid="message"][data-role="user"]')
+    first = users.nth(0)
+    first.get_by_test_id("edit-message").click()
+    expect(first.get_by_test_id("edit-input")).to_have_value("opening line")
+    first.get_by_test_id("edit-input").fill("a better opening")
+    first.get_by_test_id("edit-send").click()
+
+    # the new branch is shown: one exchange, the edited message first, 2/2 between the roots
+    expect(users).to_have_count(1)
+    expect(assistant(page, 0)).to_contain_text("You said: a better opening")
+    expect(assistant(page, 0)).to_have_attribute("data-status", "success")
+    expect(users.nth(0).get_by_test_id("branch-position")).to_have_text("2/2")
+
+    rows = drupe_server.conversation(conversation_id)["messages"]
+    assert len(rows) == 6
+    u1, _a1, _u2, _a2, u3, a3 = rows
+    assert u1["parentId"] is None and u3["parentId"] is None  # two roots, siblings
+    assert stored_text(u3) == "a better opening" and a3["parentId"] == u3["id"]
+
+    # the old branch, whole, is one click away
+    users.nth(0).get_by_test_id("branch-prev").click()
+    expect(users).to_have_count(2)
+    expect(users.nth(0)).to_contain_text("opening line")
+    expect(assistant(page, 1)).to_contain_text("You said: and more")
 
 
 def test_sibling_navigation_is_kept_on_the_server(drupe_server: Drupe, page: Page) -> None:

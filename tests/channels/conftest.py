@@ -14,7 +14,7 @@ from drupe.app import Runtime, channel_service, open_runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
 from drupe.channels.outbox import Clock
 from drupe.channels.service import ChannelService
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
 
 TG_TOKEN = "123456789:TESTtokenTESTtokenTESTtokenTESTtoken"
@@ -32,7 +32,8 @@ CHAT_B = 5002
 def settings_for(tmp_path: Path, default_model: str = "scripted:echo") -> Settings:
     config = tmp_path / "config.toml"
     config.write_text(f'default_model = "{default_model}"\n')
-    return Settings(data_dir=tmp_path, config_path=config)
+    # --no-auth on loopback: the channels are under test, not sign-in (tests/identity).
+    return Settings(data_dir=tmp_path, config_path=config, auth=AuthSettings(enabled=False))
 
 
 def telegram_config(base_url: str, **overrides: Any) -> ChannelConfig:

@@ -20,7 +20,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     process = subprocess.Popen(
         [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(tmp_path),
-         "--config", str(config)],
+         "--config", str(config), "--no-auth"],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,

@@ -166,7 +166,9 @@ def test_doctor_names_a_failing_mcp_url_without_its_secrets(tmp_path: Path) -> N
 
 def test_serve_with_workers_but_no_cluster_says_what_to_add(tmp_path: Path) -> None:
     result = runner.invoke(
-        app, ["serve", "--workers", "2", "--port", "0", "--data-dir", str(tmp_path)], env={}
+        app,
+        ["serve", "--no-auth", "--workers", "2", "--port", "0", "--data-dir", str(tmp_path)],
+        env={},
     )
     assert result.exit_code == 1
     flat = " ".join(result.output.split())

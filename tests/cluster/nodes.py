@@ -16,7 +16,7 @@ from sqlalchemy.engine import make_url
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.settings import ClusterSettings, OwnerLoss, Settings
+from drupe.settings import AuthSettings, ClusterSettings, OwnerLoss, Settings
 from drupe.testing.loopback import serve_app
 from tests.cluster.conftest import redis_url
 
@@ -69,6 +69,7 @@ async def cluster_nodes(
             config = data_dir / "config.toml"
             config.write_text('default_model = "scripted:echo"\n')
             settings = Settings(
+                auth=AuthSettings(enabled=False),  # --no-auth on loopback: not about sign-in
                 data_dir=data_dir,
                 config_path=config,
                 database_url=database_url,

@@ -22,7 +22,7 @@ from sqlalchemy.engine import make_url
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.settings import ClusterSettings, Settings
+from drupe.settings import AuthSettings, ClusterSettings, Settings
 from tests.cluster.conftest import redis_url
 from tests.gateway.sse import Event, chat_body, iter_events
 
@@ -55,6 +55,7 @@ def node_settings(tmp_path: Path, node_id: str, database_url: str, prefix: str) 
     config = data / "config.toml"
     config.write_text('default_model = "scripted:echo"\n')
     return Settings(
+        auth=AuthSettings(enabled=False),  # --no-auth on loopback: not about sign-in
         data_dir=data,
         config_path=config,
         database_url=database_url,

@@ -21,7 +21,7 @@ from fastapi import FastAPI
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.settings import Limits, Settings
+from drupe.settings import AuthSettings, Limits, Settings
 from drupe.streaming.config import StreamConfig
 
 
@@ -33,6 +33,8 @@ def make_settings(tmp_path: Path, **overrides: object) -> Settings:
         "config_path": config,
         "limits": Limits(max_body_bytes=64 * 1024, max_message_chars=2000, max_page_size=5),
         "stream": StreamConfig(max_listeners=4),
+        # --no-auth on loopback: these suites test the routes, not sign-in (tests/identity).
+        "auth": AuthSettings(enabled=False),
     }
     kwargs.update(overrides)
     return Settings(**kwargs)  # type: ignore[arg-type]

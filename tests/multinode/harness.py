@@ -180,6 +180,7 @@ class Cluster:
                 "DRUPE_NODE_ID": name,
                 "DRUPE_DATA_DIR": str(data_dir),
                 "DRUPE_CONFIG": str(self.config),
+                "DRUPE_AUTH": "off",  # --no-auth on loopback: the cluster is tested, not sign-in
                 **self.env,
             }
             node = Node(name, free_port(), data_dir, self.work_dir / f"{name}.log", env)

@@ -69,7 +69,7 @@ def served(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Served]:
     with log.open("a") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(work),
-             "--config", str(work / "config.toml"), "--database-url", database,
+             "--no-auth", "--config", str(work / "config.toml"), "--database-url", database,
              "--redis-url", services.redis_url()],
             stdout=subprocess.PIPE, stderr=stderr, text=True, env=env,
         )  # fmt: skip

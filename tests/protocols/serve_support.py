@@ -16,7 +16,7 @@ import anyio.abc
 async def drupe_serve(data: Path, config: Path) -> AsyncIterator[tuple[str, anyio.abc.Process]]:
     """Yield ``(url, process)``; SIGINT and wait on exit (unless the test killed it)."""
     command = [sys.executable, "-m", "drupe", "serve", "--port", "0", "--data-dir", str(data),
-               "--config", str(config)]  # fmt: skip
+               "--config", str(config), "--no-auth"]  # fmt: skip
     async with await anyio.open_process(command) as process:
         assert process.stdout is not None
         line = b""

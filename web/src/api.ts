@@ -204,6 +204,8 @@ export interface ChatRequestBody {
   messages: UIMessage[];
   trigger: "submit-message" | "regenerate-message";
   messageId?: string;
+  /** Submit only: the message has no parent (editing the first message); not with parentId. */
+  newRoot?: boolean;
   /** Submit only: the message the new user message follows (edit and resend: a new branch). */
   parentId?: string;
   models?: string[];

@@ -79,6 +79,10 @@ class AgentSessionProvider:
             raise AdmissionError(
                 "unsupported", "agent sessions take new messages only (no regenerate/continue)"
             )
+        if request.new_root:
+            raise AdmissionError(
+                "unsupported", "agent sessions keep one history: the first message cannot be edited"
+            )
         info = await self._validated(request.conversation_id)
         parts = check_parts(request.parts)
         metadata: dict[str, Any] = dict(request.metadata or {})

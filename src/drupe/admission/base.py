@@ -46,7 +46,11 @@ class Submit:
     conversation_id: str
     parts: Sequence[dict[str, Any]]
     parent_id: str | None = None
-    """Parent of the user row; None means the conversation's newest message."""
+    """Parent of the user row; None means the conversation's newest message (or, with
+    ``new_root``, no parent)."""
+    new_root: bool = False
+    """The user row starts a new root of the tree, a sibling of the first message (editing a
+    conversation's first message); only with ``parent_id`` None."""
     model_ids: Sequence[str] = ()
     """Empty means the default model; several means a multi-model turn."""
     strategy: Strategy = "enqueue"

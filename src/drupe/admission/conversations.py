@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
+from drupe.admission.access import Action
 from drupe.admission.approval_service import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.dispatch import DispatchResult
@@ -189,6 +190,11 @@ class Conversations(Protocol):
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         """The stored conversation (None for an ephemeral one); raises when unknown."""
+        ...
+
+    async def check(self, caller: Principal, conversation_id: str, action: Action) -> None:
+        """Raise ``UnknownConversationError`` unless the conversation exists and the caller may
+        ``action`` it (for the routes that act on a conversation's rows directly)."""
         ...
 
     async def list_for(

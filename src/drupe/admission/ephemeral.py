@@ -43,6 +43,7 @@ class EphemeralConversation:
     conversation_id: str
     title: str | None = None
     rows: list[EphemeralRow] = field(default_factory=list)
+    owner_id: str | None = None
 
 
 class EphemeralStore:
@@ -51,9 +52,17 @@ class EphemeralStore:
     def __init__(self) -> None:
         self.conversations: dict[str, EphemeralConversation] = {}
 
-    def create(self, conversation_id: str | None = None, *, title: str | None = None) -> str:
+    def create(
+        self,
+        conversation_id: str | None = None,
+        *,
+        title: str | None = None,
+        owner_id: str | None = None,
+    ) -> str:
         conversation_id = conversation_id or f"eph_{new_message_id()[4:]}"
-        self.conversations[conversation_id] = EphemeralConversation(conversation_id, title)
+        self.conversations[conversation_id] = EphemeralConversation(
+            conversation_id, title, owner_id=owner_id
+        )
         return conversation_id
 
     def get(self, conversation_id: str) -> EphemeralConversation | None:

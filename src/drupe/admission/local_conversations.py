@@ -111,7 +111,11 @@ class LocalConversations:
         if await self.conversations.get(conversation_id) is None:
             if isinstance(request, Regenerate):
                 raise UnknownConversationError(conversation_id)
-            await self.conversations.ensure(conversation_id)
+            await self.conversations.ensure(
+                conversation_id, owner_id=self.access.owner_for_new(caller)
+            )
+            # Created just now, or by another caller in between: the policy decides.
+            await self.access.check(caller, conversation_id, "write")
             return
         await self.access.check(caller, conversation_id, "write")
 
@@ -360,6 +364,9 @@ class LocalConversations:
             await self.conversations.delete(conversation_id)
         self.manager.forget(conversation_id)
 
+    async def check(self, caller: Principal, conversation_id: str, action: Action) -> None:
+        await self.known(caller, conversation_id, action)
+
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         if await self.known(caller, conversation_id, "read"):
             return None
@@ -368,13 +375,14 @@ class LocalConversations:
     async def list_for(
         self, caller: Principal, *, limit: int, before: str | None = None
     ) -> list[ConversationRecord]:
-        owner = self.access.list_filter(caller)
-        if owner is not None:
-            raise NotImplementedError("listing by owner needs the owner column (identity)")
-        return await self.conversations.list(limit=limit, before=before)
+        return await self.conversations.list(
+            limit=limit, before=before, visible_to=self.access.list_filter(caller)
+        )
 
     async def create(self, caller: Principal, *, title: str | None) -> ConversationRecord:
-        return await self.conversations.create(title=title)
+        return await self.conversations.create(
+            title=title, owner_id=self.access.owner_for_new(caller)
+        )
 
     async def rename(
         self, caller: Principal, conversation_id: str, title: str | None

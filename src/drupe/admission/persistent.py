@@ -180,7 +180,7 @@ class PersistentProvider:
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         parent_id = request.parent_id
-        if parent_id is None:
+        if parent_id is None and not request.new_root:
             leaf = await self.messages.latest_leaf(conversation_id)
             parent_id = leaf.id if leaf is not None else None
         history = await self._history(conversation_id, parent_id)
@@ -218,7 +218,7 @@ class PersistentProvider:
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
         parent_id = request.parent_id
-        if parent_id is None:
+        if parent_id is None and not request.new_root:
             leaf = await self.messages.latest_leaf(conversation_id)
             parent_id = leaf.id if leaf is not None else None
         metadata = dict(request.metadata or {})

@@ -26,11 +26,13 @@ mapped to HTTP by ``gateway.errors`` only.
 from __future__ import annotations
 
 import uuid
+from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from fastapi import APIRouter, Query, Request, Response
 
+from drupe.admission.access import Action
 from drupe.api.agent_schemas import (
     CreateAgent,
     CreateSession,
@@ -42,7 +44,7 @@ from drupe.api.agent_schemas import (
 )
 from drupe.api.schemas import ApprovalsRequest
 from drupe.errors import DrupeError, UsageError, ValidationError
-from drupe.http.errors import HttpError
+from drupe.http.errors import Forbidden, HttpError
 from drupe.http.state import get_board, get_caller, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
 from drupe.sessions.drivers.base import PermissionMode, SessionInfo
@@ -51,6 +53,7 @@ from drupe.streaming.approval_rules import Decision
 if TYPE_CHECKING:
     from drupe.app import Runtime
     from drupe.http.state import StatusBoard
+    from drupe.identity.resources import Resources
     from drupe.persistence.records import AgentRecord, AgentSessionRecord
     from drupe.sessions.drivers.base import Driver
 
@@ -147,18 +150,29 @@ def _record_fields(record: AgentRecord) -> dict[str, Any]:
     }
 
 
-async def _agent(runtime: Runtime, agent_id: str) -> AgentRecord:
-    record = await runtime.db.agents.get_agent(agent_id) if len(agent_id) <= _ID_MAX else None
-    if record is None:
-        raise NotFound(f"unknown agent {agent_id!r}")
-    return record
+def _resources(runtime: Runtime) -> Resources:
+    assert runtime.resources is not None, "open_runtime builds the resource lookups"
+    return runtime.resources
 
 
-async def _session(runtime: Runtime, session_id: str) -> AgentSessionRecord:
-    record = await runtime.db.agents.get_session(session_id) if len(session_id) <= _ID_MAX else None
-    if record is None:
-        raise NotFound(f"unknown agent session {session_id!r}")
-    return record
+async def _agent(
+    runtime: Runtime, request: Request, agent_id: str, action: Action = "read"
+) -> AgentRecord:
+    """The agent, if the caller may ``action`` it (else 404, like a missing one)."""
+    return await _resources(runtime).agent(get_caller(request), agent_id, action)
+
+
+async def _session(runtime: Runtime, request: Request, session_id: str) -> AgentSessionRecord:
+    """The session, if it is the caller's (an admin's: any; else 404)."""
+    return await _resources(runtime).session(get_caller(request), session_id)
+
+
+def _check_code(runtime: Runtime, request: Request, driver_type: str, tools: Sequence[str]) -> None:
+    if not _resources(runtime).may_run_code(get_caller(request), driver_type, tuple(tools)):
+        raise Forbidden(
+            f"only an admin may create or change an agent that runs code (the {driver_type} "
+            "driver, or the shell and python_exec tools); ask an admin to share one with you"
+        )
 
 
 def _session_json(
@@ -202,7 +216,10 @@ async def list_drivers(request: Request) -> dict[str, Any]:
 async def list_agents(request: Request) -> dict[str, Any]:
     """Every agent, oldest first."""
     runtime = get_runtime(request)
-    return {"items": [agent_json(a) for a in await runtime.db.agents.list_agents()]}
+    visible = _resources(runtime).owner_filter(get_caller(request))
+    return {
+        "items": [agent_json(a) for a in await runtime.db.agents.list_agents(visible_to=visible)]
+    }
 
 
 @router.post("/api/agents", status_code=201)
@@ -226,20 +243,23 @@ async def create_agent(body: CreateAgent, request: Request) -> dict[str, Any]:
     if body.workspace is None:
         fields["workspace"] = str(runtime.settings.data_dir / "workspaces" / agent_id)
     _validate_agent(runtime, agent_id, fields, set(store_fields(body)))
-    record = await runtime.db.agents.create_agent(agent_id=agent_id, **fields)
+    _check_code(runtime, request, body.driverType, body.tools)
+    record = await runtime.db.agents.create_agent(
+        agent_id=agent_id, owner_id=get_caller(request).user_id, **fields
+    )
     return agent_json(record)
 
 
 @router.get("/api/agents/{agent_id}")
 async def get_agent(agent_id: str, request: Request) -> dict[str, Any]:
-    return agent_json(await _agent(get_runtime(request), agent_id))
+    return agent_json(await _agent(get_runtime(request), request, agent_id))
 
 
 @router.patch("/api/agents/{agent_id}")
 async def update_agent(agent_id: str, body: UpdateAgent, request: Request) -> dict[str, Any]:
     """Change some fields; live sessions of the agent are reconciled with the edit."""
     runtime = get_runtime(request)
-    current = await _agent(runtime, agent_id)
+    current = await _agent(runtime, request, agent_id, "write")
     changes = store_fields(body)
     for key in ("name", "driver_type", "tools", "mcp_servers", "permission_mode", "workspace"):
         if key in changes and changes[key] is None:
@@ -248,7 +268,9 @@ async def update_agent(agent_id: str, body: UpdateAgent, request: Request) -> di
         changes["name"] = changes["name"].strip()
     if not changes:
         return agent_json(current)
-    _validate_agent(runtime, agent_id, {**_record_fields(current), **changes}, set(changes))
+    merged = {**_record_fields(current), **changes}
+    _validate_agent(runtime, agent_id, merged, set(changes))
+    _check_code(runtime, request, merged["driver_type"], merged.get("tools") or ())
     record = await runtime.db.agents.update_agent(agent_id, **changes)
     host = runtime.sessions
     if host is not None:
@@ -261,7 +283,9 @@ async def delete_agent(agent_id: str, request: Request) -> Response:
     """Stop the agent's live sessions, then delete it with its sessions and their messages."""
     runtime = get_runtime(request)
     board = get_board(request)
-    await _agent(runtime, agent_id)
+    agent = await _agent(runtime, request, agent_id, "write")
+    if _resources(runtime).owner_filter(get_caller(request)) not in (None, agent.owner_id):
+        raise NotFound(f"unknown agent {agent_id!r}")  # a write share does not delete
     sessions = await runtime.db.agents.list_sessions(agent_id)
     for session in sessions:
         await runtime.conversations.close_session(get_caller(request), session.id)
@@ -279,8 +303,9 @@ async def list_agent_sessions(agent_id: str, request: Request) -> dict[str, Any]
     """The agent's sessions, oldest first, with their runtime state."""
     runtime = get_runtime(request)
     board = get_board(request)
-    await _agent(runtime, agent_id)
-    records = await runtime.db.agents.list_sessions(agent_id)
+    await _agent(runtime, request, agent_id)
+    owner = _resources(runtime).owner_filter(get_caller(request))
+    records = await runtime.db.agents.list_sessions(agent_id, owner_id=owner)
     return {"items": [_session_json(runtime, board, r) for r in records]}
 
 
@@ -288,9 +313,11 @@ async def list_agent_sessions(agent_id: str, request: Request) -> dict[str, Any]
 async def create_session(agent_id: str, body: CreateSession, request: Request) -> dict[str, Any]:
     """Create a session; chat with it at ``POST /api/chat`` with its ``conversationId``."""
     runtime = get_runtime(request)
-    await _agent(runtime, agent_id)
+    agent = await _agent(runtime, request, agent_id)
+    if body.settings and body.settings.get("shell"):
+        _check_code(runtime, request, agent.driver_type, ("shell",))
     record = await runtime.db.agents.create_session(
-        agent_id, title=body.title, settings=body.settings
+        agent_id, title=body.title, settings=body.settings, owner_id=get_caller(request).user_id
     )
     return _session_json(runtime, get_board(request), record)
 
@@ -306,7 +333,8 @@ async def list_sessions(
     task's run list) and ``lastActivityAt`` (its conversation's last update)."""
     runtime = get_runtime(request)
     board = get_board(request)
-    records = await runtime.db.agents.list_sessions(agent_id)
+    owner = _resources(runtime).owner_filter(get_caller(request))
+    records = await runtime.db.agents.list_sessions(agent_id, owner_id=owner)
     from_tasks = await runtime.db.schedules.task_session_ids([r.id for r in records])
     items = []
     for record in records:
@@ -326,7 +354,7 @@ async def list_sessions(
 async def get_session(session_id: str, request: Request) -> dict[str, Any]:
     """A session, its conversation id and the host's runtime state."""
     runtime = get_runtime(request)
-    record = await _session(runtime, session_id)
+    record = await _session(runtime, request, session_id)
     if runtime.sessions is not None:
         # Fetched on this read only (at most once per turn): nobody asks, nothing is fetched.
         await runtime.sessions.refresh_context_usage(session_id)
@@ -337,7 +365,7 @@ async def get_session(session_id: str, request: Request) -> dict[str, Any]:
 async def rename_session(session_id: str, body: UpdateSession, request: Request) -> dict[str, Any]:
     """Rename a session (and its conversation)."""
     runtime = get_runtime(request)
-    await _session(runtime, session_id)
+    await _session(runtime, request, session_id)
     record = await runtime.db.agents.update_session(session_id, title=body.title)
     await runtime.db.conversations.rename(record.conversation_id, body.title)
     return _session_json(runtime, get_board(request), record)
@@ -348,7 +376,7 @@ async def delete_session(session_id: str, request: Request) -> Response:
     """Stop the live turn (its partial persisted), then delete the session and its messages."""
     runtime = get_runtime(request)
     board = get_board(request)
-    await _session(runtime, session_id)
+    await _session(runtime, request, session_id)
     await runtime.conversations.close_session(get_caller(request), session_id)
     await runtime.db.agents.delete_session(session_id)
     _forget(runtime, board, session_id)
@@ -361,7 +389,7 @@ async def answer_approvals(
 ) -> dict[str, Any]:
     """Answer agent approvals in place; ``ok`` is False for one the driver no longer holds."""
     runtime = get_runtime(request)
-    await _session(runtime, session_id)
+    await _session(runtime, request, session_id)
     results = []
     for decision in body.decisions:
         # The session's owner (in cluster mode, wherever it runs) holds the pending decision.

@@ -6,8 +6,10 @@
   that is what ``drupe serve`` runs.
 * The OpenAI/Anthropic gateway router comes from ``drupe.gateway.router.build_router(runtime)``
   when that module exists; ``extra_routers`` are included after it.
-* Guards (outermost first): request body cap (413), then the ``Origin`` check on ``/api/``
-  (403). Exceptions map to HTTP only in ``drupe.http.errors``.
+* Guards (outermost first): request body cap (413), the ``Origin`` check on ``/api/``
+  (403), then the identity gate (``drupe.identity.gate``: 401 for an anonymous ``/api/``
+  request; built when the runtime is installed, so an app without a runtime answers 503).
+  Exceptions map to HTTP only in ``drupe.http.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
 * The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
   (no middleware, routing or FastAPI frames kept per live connection).
@@ -29,6 +31,7 @@ from starlette.types import Receive, Scope, Send
 
 from drupe.api import (
     agent_routes,
+    auth_routes,
     branches,
     channel_routes,
     chat_routes,
@@ -50,6 +53,7 @@ from drupe.http.guards import BodyLimit, OriginCheck
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
+from drupe.identity.gate import AuthGate, LateAuthGate
 from drupe.protocols.routes import REFUSAL_BODIES, build_protocol_routers
 from drupe.settings import Settings
 
@@ -113,6 +117,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     )
     app.state.board = StatusBoard()
     app.state.runtime = None
+    app.state.auth_gate = None
     app.state.close_gateway = None
     app.state.ping_ticker = None
     install_error_handlers(app)
@@ -121,6 +126,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(channel_routes.router)
     app.state.gateway_slot = len(app.router.routes)
     app.include_router(system_routes.router)
+    app.include_router(auth_routes.router)
     app.include_router(chat_routes.router)
     app.include_router(conversation_routes.router)
     app.include_router(search_routes.router)
@@ -132,6 +138,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(trace_routes.router)
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
+    app.add_middleware(LateAuthGate)
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)
     app.add_middleware(
         BodyLimit,
@@ -151,6 +158,10 @@ def install_runtime(
     from drupe.api.system_routes import metrics_registry
 
     app.state.runtime = runtime
+    app.state.auth_gate = AuthGate(
+        authenticator=runtime.authenticator,
+        allowed_origins=runtime.settings.allowed_origins,
+    )
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
     removers = [

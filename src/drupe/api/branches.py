@@ -66,6 +66,7 @@ async def choose_branch(conversation_id: str, body: BranchIn, request: Request) 
     """Show the branch through ``messageId`` (down to its newest leaf)."""
     runtime = get_runtime(request)
     caller = get_caller(request)
+    await runtime.conversations.check(caller, conversation_id, "write")
     record = await runtime.conversations.get(caller, conversation_id)
     if record is None:
         raise ValidationError("an ephemeral conversation has one branch")

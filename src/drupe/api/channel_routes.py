@@ -18,7 +18,7 @@ from fastapi import APIRouter, Request, Response
 from pydantic import BaseModel, Field
 
 from drupe.api.agent_routes import NotFound
-from drupe.http.state import get_runtime
+from drupe.http.state import get_runtime, require_admin
 
 if TYPE_CHECKING:
     from drupe.channels.service import ChannelService
@@ -43,12 +43,14 @@ def _service(request: Request) -> ChannelService | None:
 
 @router.get("/api/channels")
 async def list_channels(request: Request) -> list[dict[str, Any]]:
+    require_admin(request)
     service = _service(request)
     return await service.status() if service is not None else []
 
 
 @router.get("/api/channels/{channel_id}")
 async def get_channel(channel_id: str, request: Request) -> dict[str, Any]:
+    require_admin(request)
     service = _service(request)
     for channel in await service.status() if service is not None else []:
         if channel["id"] == channel_id:
@@ -60,6 +62,7 @@ async def get_channel(channel_id: str, request: Request) -> dict[str, Any]:
 async def deliver(
     channel_id: str, chat_id: str, body: DeliverRequest, request: Request
 ) -> DeliverResult:
+    require_admin(request)
     service = _service(request)
     if service is None or channel_id not in service.channels:
         raise NotFound(f"unknown channel {channel_id!r}")

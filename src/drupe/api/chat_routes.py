@@ -126,12 +126,17 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     conversation_id = body.id
     models = _check_models(runtime, body.models)
     dispatch: Submit | Regenerate
+    if body.newRoot and (body.parentId is not None or body.trigger != "submit-message"):
+        raise ValidationError("newRoot: only for a submit-message without parentId")
+    if body.newRoot and runtime.ephemeral.get(conversation_id) is not None:
+        raise ValidationError("an ephemeral conversation has one branch: newRoot is not allowed")
     if body.trigger == "submit-message":
         parts = _last_user_parts(runtime, body.messages)
         dispatch = Submit(
             conversation_id=conversation_id,
             parts=parts,
             parent_id=body.parentId,
+            new_root=body.newRoot,
             model_ids=models,
             strategy=body.strategy,
         )

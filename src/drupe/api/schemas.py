@@ -63,6 +63,13 @@ class ChatRequest(BaseModel):
             "message's parent, which starts a new branch); default: the newest message."
         ),
     )
+    newRoot: bool = Field(
+        default=False,
+        description=(
+            "Submit only: the new user message has no parent, a sibling of the conversation's "
+            "first message (editing the first message starts a new branch); not with parentId."
+        ),
+    )
     models: list[str] | None = Field(
         default=None, max_length=64, description="Model ids; several make a multi-model turn."
     )

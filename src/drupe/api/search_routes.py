@@ -12,7 +12,8 @@ from typing import Any
 
 from fastapi import APIRouter, Query, Request
 
-from drupe.http.state import get_runtime
+from drupe.errors import DrupeError
+from drupe.http.state import get_caller, get_runtime
 from drupe.persistence.search import MAX_QUERY_CHARS, MAX_SEARCH_HITS, SearchHit
 
 __all__ = ["router"]
@@ -40,5 +41,21 @@ async def search(
 ) -> dict[str, Any]:
     """Conversations whose title, then messages whose text, contain every word of ``q``."""
     runtime = get_runtime(request)
-    hits = await runtime.db.search.search(q, limit=limit)
-    return {"items": [hit_json(hit) for hit in hits]}
+    caller = get_caller(request)
+    if caller.is_admin:
+        hits = await runtime.db.search.search(q, limit=limit)
+        return {"items": [hit_json(hit) for hit in hits]}
+    # A member sees hits in the conversations they may read only: over-fetch, then keep those.
+    wider = await runtime.db.search.search(q, limit=min(MAX_SEARCH_HITS, limit * 5))
+    readable: dict[str, bool] = {}
+    kept = []
+    for hit in wider:
+        if hit.conversation_id not in readable:
+            try:
+                await runtime.conversations.check(caller, hit.conversation_id, "read")
+                readable[hit.conversation_id] = True
+            except DrupeError:
+                readable[hit.conversation_id] = False
+        if readable[hit.conversation_id]:
+            kept.append(hit)
+    return {"items": [hit_json(hit) for hit in kept[:limit]]}

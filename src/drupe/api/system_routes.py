@@ -16,7 +16,8 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
-from drupe.http.state import get_board, get_runtime
+from drupe.errors import DrupeError
+from drupe.http.state import get_board, get_caller, get_runtime, require_admin
 
 __all__ = ["ManagerCollector", "metrics_registry", "router"]
 
@@ -84,7 +85,8 @@ async def healthz() -> dict[str, str]:
 
 @router.get("/metrics", response_class=Response)
 async def metrics(request: Request) -> Response:
-    """Prometheus metrics (text exposition format)."""
+    """Prometheus metrics (text exposition format); an admin's (or a scraper's admin token)."""
+    require_admin(request)
     registry: CollectorRegistry = request.app.state.metrics
     return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
@@ -99,6 +101,23 @@ async def list_models(request: Request) -> dict[str, Any]:
     }
 
 
+async def _visible_statuses(request: Request) -> dict[str, str]:
+    """The board's statuses, of the conversations the caller may read (an admin: all)."""
+    statuses = dict(get_board(request).statuses)
+    caller = get_caller(request)
+    if caller.is_admin:
+        return statuses
+    conversations = get_runtime(request).conversations
+    visible: dict[str, str] = {}
+    for conversation_id, state in statuses.items():
+        try:
+            await conversations.check(caller, conversation_id, "read")
+        except DrupeError:
+            continue
+        visible[conversation_id] = state
+    return visible
+
+
 @router.get("/api/status")
 async def status(request: Request) -> dict[str, Any]:
     """Live status of every conversation that had a stream (in cluster mode, on any node),
@@ -106,7 +125,7 @@ async def status(request: Request) -> dict[str, Any]:
     runtime = get_runtime(request)
     stats = runtime.manager.statistics()
     return {
-        "conversations": dict(get_board(request).statuses),
+        "conversations": await _visible_statuses(request),
         "liveStreams": stats["live_streams"],
         "subscribers": stats["subscribers"],
         "chunksTotal": stats["chunks_total"],

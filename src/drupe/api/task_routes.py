@@ -24,11 +24,14 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field
 
-from drupe.http.state import get_runtime
+from drupe.admission.access import Action
+from drupe.errors import NotFoundError
+from drupe.http.state import get_caller, get_runtime
 from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
+    from drupe.identity.resources import Resources
     from drupe.tasks.service import TaskService
 
 __all__ = ["router", "run_json"]
@@ -154,16 +157,37 @@ def _targets(items: list[ChatTargetIn] | None) -> list[dict[str, str]] | None:
     return None if items is None else [item.model_dump() for item in items]
 
 
+def _resources(runtime: Runtime) -> Resources:
+    assert runtime.resources is not None, "open_runtime builds the resource lookups"
+    return runtime.resources
+
+
+async def _agent(request: Request, agent_id: str, action: Action) -> None:
+    """404 (in the tasks' own words) unless the caller may ``action`` the agent."""
+    try:
+        await _resources(get_runtime(request)).agent(get_caller(request), agent_id, action)
+    except NotFoundError:
+        raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}") from None
+
+
+async def _schedule(request: Request, schedule_id: str) -> ScheduleRecord:
+    """The schedule, if it is the caller's (an admin's: any; else 404)."""
+    return await _resources(get_runtime(request)).schedule(get_caller(request), schedule_id)
+
+
 @router.get("/api/schedules")
 async def list_schedules(request: Request, agentId: str | None = None) -> dict[str, Any]:
     runtime = get_runtime(request)
-    records = await runtime.db.schedules.list(agent_id=agentId)
+    owner = _resources(runtime).owner_filter(get_caller(request))
+    records = await runtime.db.schedules.list(agent_id=agentId, owner_id=owner)
     return {"items": [schedule_json(r) for r in records]}
 
 
 @router.post("/api/schedules", status_code=201)
 async def create_schedule(body: ScheduleIn, request: Request) -> dict[str, Any]:
-    record = await _tasks(get_runtime(request)).create_schedule(
+    runtime = get_runtime(request)
+    await _agent(request, body.agentId, "read")
+    record = await _tasks(runtime).create_schedule(
         agent_id=body.agentId,
         name=body.name,
         prompt=body.prompt,
@@ -174,17 +198,18 @@ async def create_schedule(body: ScheduleIn, request: Request) -> dict[str, Any]:
         missed_policy=body.missedPolicy,
         enabled=body.enabled,
     )
+    record = await runtime.db.schedules.update(record.id, owner_id=get_caller(request).user_id)
     return schedule_json(record)
 
 
 @router.get("/api/schedules/{schedule_id}")
 async def get_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
-    tasks = _tasks(get_runtime(request))
-    return schedule_json(await tasks.get_schedule(schedule_id))
+    return schedule_json(await _schedule(request, schedule_id))
 
 
 @router.patch("/api/schedules/{schedule_id}")
 async def edit_schedule(schedule_id: str, body: ScheduleEdit, request: Request) -> dict[str, Any]:
+    await _schedule(request, schedule_id)
     record = await _tasks(get_runtime(request)).update_schedule(
         schedule_id,
         name=body.name,
@@ -202,23 +227,26 @@ async def edit_schedule(schedule_id: str, body: ScheduleEdit, request: Request) 
 @router.delete("/api/schedules/{schedule_id}", status_code=204)
 async def delete_schedule(schedule_id: str, request: Request) -> Response:
     tasks = _tasks(get_runtime(request))
-    await tasks.get_schedule(schedule_id)
+    await _schedule(request, schedule_id)
     await tasks.delete_schedule(schedule_id)
     return Response(status_code=204)
 
 
 @router.post("/api/schedules/{schedule_id}/run", status_code=202)
 async def run_schedule_now(schedule_id: str, request: Request) -> dict[str, Any]:
+    await _schedule(request, schedule_id)
     return run_json(await _tasks(get_runtime(request)).run_now(schedule_id))
 
 
 @router.post("/api/schedules/{schedule_id}/pause")
 async def pause_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
+    await _schedule(request, schedule_id)
     return schedule_json(await _tasks(get_runtime(request)).pause(schedule_id))
 
 
 @router.post("/api/schedules/{schedule_id}/resume")
 async def resume_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
+    await _schedule(request, schedule_id)
     return schedule_json(await _tasks(get_runtime(request)).resume(schedule_id))
 
 
@@ -226,13 +254,29 @@ async def resume_schedule(schedule_id: str, request: Request) -> dict[str, Any]:
 async def schedule_runs(
     schedule_id: str, request: Request, limit: int = Query(default=50, ge=1, le=500)
 ) -> dict[str, Any]:
-    tasks = _tasks(get_runtime(request))
-    records = await tasks.history(schedule_id, limit)
+    runtime = get_runtime(request)
+    tasks = _tasks(runtime)
+    caller = get_caller(request)
+    try:
+        await _schedule(request, schedule_id)
+        records = await tasks.history(schedule_id, limit)
+    except NotFoundError:
+        if await runtime.db.schedules.get(schedule_id) is not None:
+            raise  # another member's
+        # A deleted schedule keeps its runs (issue 23.14): those the caller may see.
+        records = []
+        for record in await tasks.history(schedule_id, limit):
+            try:
+                await _resources(runtime).run(caller, record.id)
+            except NotFoundError:
+                continue
+            records.append(record)
     return {"items": [run_json(r, live_text=tasks.live_text(r.id)) for r in records]}
 
 
 @router.put("/api/agents/{agent_id}/heartbeat")
 async def put_heartbeat(agent_id: str, body: HeartbeatIn, request: Request) -> dict[str, Any]:
+    await _agent(request, agent_id, "write")
     record = await _tasks(get_runtime(request)).set_heartbeat(
         agent_id,
         enabled=body.enabled,
@@ -244,6 +288,9 @@ async def put_heartbeat(agent_id: str, body: HeartbeatIn, request: Request) -> d
 
 @router.post("/api/agents/{agent_id}/runs", status_code=202)
 async def start_run(agent_id: str, body: RunIn, request: Request) -> dict[str, Any]:
+    await _agent(request, agent_id, "write")
+    if body.sessionId is not None:
+        await _resources(get_runtime(request)).session(get_caller(request), body.sessionId)
     tasks = _tasks(get_runtime(request))
     record = await tasks.start_background(
         agent_id, body.prompt, session_id=body.sessionId, timeout_minutes=body.timeoutMinutes
@@ -255,6 +302,7 @@ async def start_run(agent_id: str, body: RunIn, request: Request) -> dict[str, A
 async def get_run(run_id: str, request: Request) -> dict[str, Any]:
     runtime = get_runtime(request)
     tasks = _tasks(runtime)
+    await _resources(runtime).run(get_caller(request), run_id)
     record = await tasks.get_run(run_id)
     body = run_json(record, live_text=tasks.live_text(run_id))
     if record.status != "running" and record.message_id is not None:
@@ -270,6 +318,7 @@ async def get_run(run_id: str, request: Request) -> dict[str, Any]:
 @router.post("/api/runs/{run_id}/cancel")
 async def cancel_run(run_id: str, request: Request) -> dict[str, Any]:
     tasks = _tasks(get_runtime(request))
+    await _resources(get_runtime(request)).run(get_caller(request), run_id)
     cancelled = await tasks.cancel_run(run_id)
     record = await tasks.wait_run(run_id) if cancelled else await tasks.get_run(run_id)
     return {"cancelled": cancelled, "run": run_json(record)}

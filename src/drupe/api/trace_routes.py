@@ -13,7 +13,7 @@ from typing import Any
 import anyio
 from fastapi import APIRouter, Request
 
-from drupe.http.state import ensure_known, get_runtime
+from drupe.http.state import get_caller, get_runtime
 from drupe.observability.turn_spans import trace_id_for
 
 __all__ = ["router"]
@@ -24,7 +24,7 @@ router = APIRouter(tags=["traces"])
 @router.get("/api/conversations/{conversation_id}/trace")
 async def conversation_trace(conversation_id: str, request: Request) -> dict[str, Any]:
     runtime = get_runtime(request)
-    await ensure_known(runtime, conversation_id)
+    await runtime.conversations.check(get_caller(request), conversation_id, "read")
     row = await runtime.db.conversations.get(conversation_id)
     trace_id = (row.trace_id if row is not None else None) or trace_id_for(conversation_id)
     if runtime.traces is not None:

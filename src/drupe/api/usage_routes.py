@@ -14,7 +14,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from drupe.http.state import get_runtime
+from drupe.http.state import get_runtime, require_admin
 from drupe.persistence.usage import UsageCount
 
 __all__ = ["MAX_DAYS", "router"]
@@ -41,7 +41,8 @@ async def usage(
     until: Annotated[date | None, Query(description="Last day (ISO date; default today).")] = None,
     top: int = Query(default=20, ge=1, le=MAX_TOP, description="Conversations listed."),
 ) -> dict[str, Any]:
-    """Usage of the window: totals, every day, every model, the top conversations."""
+    """Usage of the window: totals, every day, every model, the top conversations (admins)."""
+    require_admin(request)
     runtime = get_runtime(request)
     last = until or datetime.now(UTC).date()
     first = last - timedelta(days=days - 1)

@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from drupe.admission.access import AllowAll
 from drupe.admission.agent_session import AgentSessionProvider
 from drupe.admission.approval_service import ApprovalService
 from drupe.admission.base import ContextProvider
@@ -26,6 +27,7 @@ from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.runner import AgentRunner
 from drupe.app.streams import Streams
 from drupe.chunks.types import UIMessage
+from drupe.identity.policy import OwnerPolicy
 from drupe.ids import session_conversation_id
 from drupe.persistence.db import Database
 from drupe.sessions.drivers.inprocess.driver import InProcessDriver
@@ -73,6 +75,7 @@ def admission(
     host: AgentSessionHost,
     drivers: DriverRegistry,
     reconciled: anyio.Event,
+    settings: Settings,
 ) -> LocalConversations:
     """The dispatcher over the context providers, the approval service and the local
     ``Conversations`` port over them."""
@@ -93,6 +96,7 @@ def admission(
         messages=db.messages,
         ephemeral=ephemeral,
         sessions=host,
+        access=OwnerPolicy(db, ephemeral) if settings.auth.enabled else AllowAll(),
     )
 
 

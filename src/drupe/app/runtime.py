@@ -31,6 +31,8 @@ from drupe.app.streams import (
 from drupe.app.surfaces import channel_service, task_service
 from drupe.channels.config import load_channel_configs
 from drupe.channels.service import ChannelService
+from drupe.identity.authenticator import Authenticator
+from drupe.identity.resources import Resources
 from drupe.observability.trace_store import TraceRecorder
 from drupe.persistence.db import Database, open_database
 from drupe.sessions.drivers.registry import DriverRegistry
@@ -84,6 +86,10 @@ class Runtime:
     """This process's cluster membership (None: single-process, the embedded default)."""
     cluster_takeover: Takeover | None = None
     """Cluster mode: this node's sweep that settles the turns of lost owners."""
+    authenticator: Authenticator | None = None
+    """Who makes each request (None: auth is off, every request is the local admin)."""
+    resources: Resources | None = None
+    """Owned resources other than conversations, looked up with access decided (identity)."""
 
 
 @asynccontextmanager
@@ -122,13 +128,19 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             manager, drivers, db, streams.ownership or LocalOwnership(), streams.checkpointer
         )
         stack.push_async_callback(host.aclose)
-        local = admission(models, db, streams, runner, host, drivers, reconciled)
+        local = admission(models, db, streams, runner, host, drivers, reconciled, settings)
         takeover, conversations = await open_conversations(
             stack, settings, local, streams, cluster, cluster_status, db
         )
         runtime = Runtime(
             settings=settings,
+            authenticator=(
+                Authenticator(db, cache_seconds=settings.auth.cache_seconds)
+                if settings.auth.enabled
+                else None
+            ),
             db=db,
+            resources=Resources(db, enabled=settings.auth.enabled),
             manager=manager,
             dispatcher=local.dispatcher,
             conversations=conversations,

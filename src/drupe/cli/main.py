@@ -75,6 +75,7 @@ def settings_from_options(
     config: Path | None = None,
     redis_url: str | None = None,
     workers: int | None = None,
+    no_auth: bool = False,
 ) -> Settings:
     """``Settings.from_env()`` with the command-line options laid over it."""
     from dataclasses import replace
@@ -95,6 +96,8 @@ def settings_from_options(
         changes["workers"] = workers
     if redis_url is not None:
         changes["cluster"] = replace(settings.cluster, redis_url=redis_url)
+    if no_auth:
+        changes["auth"] = replace(settings.auth, enabled=False)
     return replace(settings, **changes) if changes else settings
 
 
@@ -120,6 +123,13 @@ def serve(
             "needs cluster mode (--redis-url and a PostgreSQL --database-url)."
         ),
     ] = None,
+    no_auth: Annotated[
+        bool,
+        typer.Option(
+            "--no-auth",
+            help="No sign-in: every request is one local admin (loopback only; DRUPE_AUTH=off).",
+        ),
+    ] = False,
 ) -> None:
     """Run the Drupe server (API, gateway and web UI)."""
     from drupe.cli.server import listen, run_server
@@ -132,22 +142,34 @@ def serve(
         config=config,
         redis_url=redis_url,
         workers=workers,
+        no_auth=no_auth,
     )
     try:
         settings.check()
     except ConfigError as err:
         raise fail(str(err)) from err
+    from drupe.identity.first_run import sign_in_link
+
     try:
         settings.data_dir.mkdir(parents=True, exist_ok=True)
     except OSError as err:
         raise fail(f"cannot create the data dir {str(settings.data_dir)!r}: {err}") from err
+    try:
+        link = anyio.run(sign_in_link, settings)
+    except DrupeError as err:
+        raise fail(str(err)) from err
     try:
         sock, url = listen(settings)
     except OSError as err:
         raise fail(f"cannot listen on {settings.host}:{settings.port}: {err}") from err
 
     def announce(detail: str = "") -> None:
-        console.print(f"Drupe is listening{detail}. Open [bold]{url}[/bold]", soft_wrap=True)
+        shown = f"{url}{link}" if link is not None else url
+        console.print(f"Drupe is listening{detail}. Open [bold]{shown}[/bold]", soft_wrap=True)
+        if link is not None:
+            console.print("(a one-time sign-in link: it signs you in as the local admin)")
+        elif not settings.auth.enabled:
+            console.print("[yellow]auth is off[/yellow]: every request is the local admin")
         console.file.flush()
 
     try:

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 import orjson
 
+from drupe.admission.access import Action
 from drupe.admission.approval_service import ApprovalOutcome
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.conversations import Admitted, Follower, StatusMirror, Subscription
@@ -229,6 +230,9 @@ class ClusterConversations:
 
     async def get(self, caller: Principal, conversation_id: str) -> ConversationRecord | None:
         return await self.local.get(caller, conversation_id)
+
+    async def check(self, caller: Principal, conversation_id: str, action: Action) -> None:
+        await self.local.check(caller, conversation_id, action)
 
     async def list_for(
         self, caller: Principal, *, limit: int, before: str | None = None

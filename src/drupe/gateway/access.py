@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
 
+from drupe.admission.principal import Principal
 from drupe.gateway.keys import KeyCache, key_dependency
 from drupe.gateway.limits import (
     AGENT_PREFIX,
@@ -33,7 +34,15 @@ from drupe.persistence.records import ApiKeyRecord
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["ErrorBody", "GatewayAccess"]
+__all__ = ["ErrorBody", "GatewayAccess", "request_caller"]
+
+
+def request_caller(request: Request) -> Principal | None:
+    """The user a gateway request acts as: its key's owner (the identity gate resolved it), or
+    the local admin with auth off; None when the request presented no user's credential."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    return principal
+
 
 ErrorBody = Callable[[GatewayFailure], dict[str, Any]]
 

@@ -28,11 +28,12 @@ from typing import TYPE_CHECKING
 
 from drupe.admission.base import Submit
 from drupe.admission.conversations import Admitted
-from drupe.admission.principal import LOCAL_ADMIN, Principal
+from drupe.admission.principal import Principal
 from drupe.chunks.types import UIMessage
 from drupe.errors import (
     AdmissionError,
     DrupeError,
+    NotFoundError,
     OwnerUnavailableError,
     UnknownConversationError,
 )
@@ -71,30 +72,54 @@ def _last_user_parts(messages: Sequence[UIMessage], fail: ErrorBodyFn) -> list[d
 
 
 async def agent_turn(
-    runtime: Runtime, model_id: str, messages: Sequence[UIMessage], error_body: ErrorBodyFn
+    runtime: Runtime,
+    model_id: str,
+    messages: Sequence[UIMessage],
+    error_body: ErrorBodyFn,
+    caller: Principal | None,
 ) -> AgentTurn:
-    """Resolve the session ``model_id`` names (404 when there is none) and prepare the turn."""
+    """Resolve the session ``model_id`` names (404 when there is none, or when it is not the
+    caller's: the key acts as its owner) and prepare the turn."""
     parts = _last_user_parts(messages, error_body)
+    if caller is None:
+        raise GatewayError(
+            GatewayFailure(401, "authentication", "an agent turn needs an API key of a user"),
+            error_body,
+        )
     agents = runtime.db.agents
+    resources = runtime.resources
     if model_id.startswith(AGENT_PREFIX):
         agent_id = model_id[len(AGENT_PREFIX) :]
         agent = await agents.get_agent(agent_id) if 0 < len(agent_id) <= 256 else None
+        if agent is not None and resources is not None:
+            try:
+                await resources.agent(caller, agent_id, "read")
+            except NotFoundError:
+                agent = None
         if agent is None:
             raise GatewayError(
                 GatewayFailure(404, "not_found", f"unknown agent {agent_id!r} (GET /v1/agents)"),
                 error_body,
             )
-        session = await agents.create_session(agent_id, title="gateway", settings={})
+        session = await agents.create_session(
+            agent_id, title="gateway", settings={}, owner_id=caller.user_id
+        )
     else:
         session_id = model_id[len(SESSION_PREFIX) :]
         found = await agents.get_session(session_id) if 0 < len(session_id) <= 256 else None
+        if found is not None and resources is not None:
+            try:
+                await resources.session(caller, session_id)
+            except NotFoundError:
+                found = None
         if found is None:
             raise GatewayError(
                 GatewayFailure(404, "not_found", f"unknown agent session {session_id!r}"),
                 error_body,
             )
         session = found
-    return AgentTurn(AgentTurnStream(runtime, session.id, parts, error_body), session.id)
+    stream = AgentTurnStream(runtime, session.id, parts, error_body, caller)
+    return AgentTurn(stream, session.id)
 
 
 class AgentTurnStream:
@@ -106,7 +131,7 @@ class AgentTurnStream:
         session_id: str,
         parts: list[dict[str, object]],
         error_body: ErrorBodyFn,
-        caller: Principal = LOCAL_ADMIN,
+        caller: Principal,
     ) -> None:
         self.runtime = runtime
         self.session_id = session_id

@@ -20,6 +20,7 @@ import orjson
 from fastapi import Request, Response
 from fastapi.routing import APIRoute
 
+from drupe.admission.principal import Principal
 from drupe.errors import ConfigError
 from drupe.gateway.agent_turns import agent_turn, is_agent_model
 from drupe.gateway.prompt import (
@@ -100,12 +101,14 @@ async def respond(
     stream: bool,
     on_end: Callable[[int], None] | None = None,
     before_success: Callable[[], Coroutine[Any, Any, None]] | None = None,
+    caller: Principal | None = None,
 ) -> PromptResponse:
-    """The response of one prompt: a gateway stream, or a turn of an agent session."""
+    """The response of one prompt: a gateway stream, or a turn of an agent session (of
+    ``caller``: the user the request's key acts as)."""
     source: GatewayStream
     headers: dict[str, str] = {}
     if is_agent_model(spec.model_id):
-        turn = await agent_turn(runtime, spec.model_id, spec.messages, error_body)
+        turn = await agent_turn(runtime, spec.model_id, spec.messages, error_body, caller)
         source, headers["x-drupe-session-id"] = turn.stream, turn.session_id
     else:
         source = PromptStream(runtime, spec)

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING, Any, Final, Literal
 
 from fastapi import APIRouter, Query, Request, Response
 
+from drupe.gateway.access import request_caller
 from drupe.gateway.agent_turns import is_agent_model
 from drupe.gateway.dialect_routes import check_model, read_json, refusal, respond
 from drupe.gateway.openai_compat import openai_error_body
@@ -176,6 +177,7 @@ def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_d
             stream=parsed.stream,
             on_end=access.charge(key),
             before_success=save,
+            caller=request_caller(request),
         )
 
     @router.get("/v1/responses/{response_id}", summary="Retrieve a stored response")

@@ -36,7 +36,7 @@ from typing import TYPE_CHECKING, Any, Final
 from fastapi import APIRouter, Depends, Request, Response
 
 from drupe.gateway import mcp_proxy, responses
-from drupe.gateway.access import GatewayAccess
+from drupe.gateway.access import GatewayAccess, request_caller
 from drupe.gateway.agent_turns import is_agent_model
 from drupe.gateway.anthropic_compat import (
     AnthropicDialect,
@@ -216,6 +216,7 @@ def _add_completion_routes(
             openai_error_body,
             stream=chat.stream,
             on_end=access.charge(key),
+            caller=request_caller(request),
         )
 
 
@@ -240,6 +241,7 @@ def _add_messages_routes(
             anthropic_error_body,
             stream=parsed.stream,
             on_end=access.charge(key),
+            caller=request_caller(request),
         )
 
     async def count_tokens(

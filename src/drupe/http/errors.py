@@ -63,6 +63,14 @@ class Forbidden(HttpError):
     status_code = 403
 
 
+class Unauthorized(HttpError):
+    status_code = 401
+
+
+class TooManyRequests(HttpError):
+    status_code = 429
+
+
 _ADMISSION_STATUS = {"too-many-subscribers": 429, "shutting-down": 503, "unsupported": 422}
 
 

@@ -17,8 +17,9 @@ from typing import TYPE_CHECKING, Final
 
 from fastapi import Request
 
-from drupe.admission.principal import LOCAL_ADMIN, Principal
+from drupe.admission.principal import Principal
 from drupe.errors import UnknownConversationError
+from drupe.http.errors import Forbidden, Unauthorized
 from drupe.streaming.contracts import StatusObserver
 from drupe.streaming.listeners.base import Listener
 from drupe.streaming.manager import StatusRecord, StreamManager
@@ -27,7 +28,15 @@ from drupe.streaming.status_book import DEFAULT_MAX_RECORDS, evict_unpinned
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["StatusBoard", "attach", "ensure_known", "get_board", "get_caller", "get_runtime"]
+__all__ = [
+    "StatusBoard",
+    "attach",
+    "ensure_known",
+    "get_board",
+    "get_caller",
+    "get_runtime",
+    "require_admin",
+]
 
 log = logging.getLogger(__name__)
 
@@ -100,10 +109,22 @@ def get_runtime(request: Request) -> Runtime:
 
 
 def get_caller(request: Request) -> Principal:
-    """Who makes the request: the principal the identity layer put on the request, else the
-    one local user of a server without identity."""
-    principal: Principal = getattr(request.state, "principal", LOCAL_ADMIN)
+    """Who makes the request: the principal the identity gate put on it (``drupe.identity.
+    gate``; the local admin when auth is off). A request with none is refused with 401."""
+    principal: Principal | None = getattr(request.state, "principal", None)
+    if principal is None:
+        raise Unauthorized(
+            "sign in first: POST /api/auth/login, or send 'Authorization: Bearer <token>'"
+        )
     return principal
+
+
+def require_admin(request: Request) -> Principal:
+    """The caller, if an admin (with auth off: the local admin); else 403."""
+    caller = get_caller(request)
+    if not caller.is_admin:
+        raise Forbidden("only an admin may do this")
+    return caller
 
 
 def get_board(request: Request) -> StatusBoard:

@@ -21,14 +21,20 @@ import uuid
 from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
-from sqlalchemy import delete, select, update
+from sqlalchemy import delete, or_, select, update
 
 from drupe.errors import ValidationError
 from drupe.ids import SESSION_PREFIX, session_conversation_id
 from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import AgentRecord, AgentSessionRecord
-from drupe.persistence.tables import AgentRow, AgentSessionRow, ConversationRow, MessageRow
+from drupe.persistence.tables import (
+    AgentRow,
+    AgentSessionRow,
+    ConversationRow,
+    MessageRow,
+    ShareRow,
+)
 from drupe.persistence.transaction import Transactions
 
 __all__ = ["AGENT_SESSION_PREFIX", "PERMISSION_MODES", "AgentStore", "session_conversation_id"]
@@ -53,6 +59,7 @@ def _agent(row: AgentRow) -> AgentRecord:
         permission_mode=row.permission_mode,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        owner_id=row.owner_id,
     )
 
 
@@ -66,6 +73,7 @@ def _session(row: AgentSessionRow) -> AgentSessionRecord:
         last_resume_token=row.last_resume_token,
         settings=dict(row.settings or {}),
         trace_id=row.trace_id,
+        owner_id=row.owner_id,
     )
 
 
@@ -109,6 +117,7 @@ class AgentStore:
         mcp_servers: Sequence[str] = (),
         permission_mode: str = "default",
         agent_id: str | None = None,
+        owner_id: str | None = None,
     ) -> AgentRecord:
         values = _check_agent_values(
             {
@@ -123,7 +132,12 @@ class AgentStore:
             }
         )
         now = utc_now()
-        row = AgentRow(id=agent_id or f"agent_{uuid.uuid4().hex}", created_at=now, updated_at=now)
+        row = AgentRow(
+            id=agent_id or f"agent_{uuid.uuid4().hex}",
+            created_at=now,
+            updated_at=now,
+            owner_id=owner_id,
+        )
         for key, value in values.items():
             setattr(row, key, value)
         async with self._transactions.write() as db:
@@ -137,9 +151,16 @@ class AgentStore:
             row = await db.get(AgentRow, agent_id)
             return None if row is None else _agent(row)
 
-    async def list_agents(self) -> builtins.list[AgentRecord]:
+    async def list_agents(self, *, visible_to: str | None = None) -> builtins.list[AgentRecord]:
+        """Every agent (with ``visible_to``: that user's own and those shared with them)."""
+        query = select(AgentRow).order_by(AgentRow.created_at)
+        if visible_to is not None:
+            shared = select(ShareRow.resource_id).where(
+                ShareRow.resource_kind == "agent", ShareRow.user_id == visible_to
+            )
+            query = query.where(or_(AgentRow.owner_id == visible_to, AgentRow.id.in_(shared)))
         async with self._transactions.read() as db:
-            rows = (await db.scalars(select(AgentRow).order_by(AgentRow.created_at))).all()
+            rows = (await db.scalars(query)).all()
             return [_agent(row) for row in rows]
 
     async def update_agent(self, agent_id: str, **changes: Any) -> AgentRecord:
@@ -184,6 +205,7 @@ class AgentStore:
         title: str | None = None,
         settings: Mapping[str, Any] | None = None,
         session_id: str | None = None,
+        owner_id: str | None = None,
     ) -> AgentSessionRecord:
         """Create a session and its conversation ``agent-session:<id>`` in one transaction."""
         now = utc_now()
@@ -198,6 +220,7 @@ class AgentStore:
             last_resume_token=None,
             settings=dict(settings or {}),
             trace_id=trace_id,
+            owner_id=owner_id,
         )
         async with self._transactions.write() as db:
             if await db.get(AgentRow, agent_id) is None:
@@ -214,6 +237,7 @@ class AgentStore:
                     trace_id=trace_id,
                     siblings_group_seq=0,
                     meta={"agentId": agent_id, "sessionId": row.id},
+                    owner_id=owner_id,
                 )
             )
         return _session(row)
@@ -223,10 +247,15 @@ class AgentStore:
             row = await db.get(AgentSessionRow, session_id)
             return None if row is None else _session(row)
 
-    async def list_sessions(self, agent_id: str | None = None) -> builtins.list[AgentSessionRecord]:
+    async def list_sessions(
+        self, agent_id: str | None = None, *, owner_id: str | None = None
+    ) -> builtins.list[AgentSessionRecord]:
+        """Every session (of one agent; of one owner)."""
         query = select(AgentSessionRow).order_by(AgentSessionRow.created_at)
         if agent_id is not None:
             query = query.where(AgentSessionRow.agent_id == agent_id)
+        if owner_id is not None:
+            query = query.where(AgentSessionRow.owner_id == owner_id)
         async with self._transactions.read() as db:
             return [_session(row) for row in (await db.scalars(query)).all()]
 

@@ -57,6 +57,7 @@ def _record(row: ApiKeyRow) -> ApiKeyRecord:
         allowed_agents=tuple(row.allowed_agents) if row.allowed_agents is not None else None,
         requests_per_minute=row.requests_per_minute,
         tokens_per_day=row.tokens_per_day,
+        owner_id=row.owner_id,
     )
 
 
@@ -78,7 +79,9 @@ class ApiKeyStore:
     def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
 
-    async def create(self, name: str, scopes: KeyScopes | None = None) -> tuple[str, ApiKeyRecord]:
+    async def create(
+        self, name: str, scopes: KeyScopes | None = None, *, owner_id: str | None = None
+    ) -> tuple[str, ApiKeyRecord]:
         """Create a key; return ``(plaintext, record)``. The plaintext is not kept anywhere."""
         if not name.strip():
             raise ValidationError("an API key needs a non-empty name")
@@ -97,6 +100,7 @@ class ApiKeyStore:
             allowed_agents=list(scopes.agents) if scopes.agents is not None else None,
             requests_per_minute=scopes.requests_per_minute,
             tokens_per_day=scopes.tokens_per_day,
+            owner_id=owner_id,
         )
         async with self._transactions.write() as db:
             db.add(row)
@@ -115,10 +119,13 @@ class ApiKeyStore:
             )
             return None if row is None else _record(row)
 
-    async def list(self) -> builtins.list[ApiKeyRecord]:
-        """Return every key, revoked ones included, oldest first."""
+    async def list(self, *, owner_id: str | None = None) -> builtins.list[ApiKeyRecord]:
+        """Return every key (of ``owner_id`` when given), revoked ones included, oldest first."""
+        query = select(ApiKeyRow).order_by(ApiKeyRow.created_at)
+        if owner_id is not None:
+            query = query.where(ApiKeyRow.owner_id == owner_id)
         async with self._transactions.read() as db:
-            rows = await db.scalars(select(ApiKeyRow).order_by(ApiKeyRow.created_at))
+            rows = await db.scalars(query)
             return [_record(row) for row in rows.all()]
 
     async def revoke(self, id_or_prefix: str) -> ApiKeyRecord:

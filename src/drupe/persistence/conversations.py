@@ -14,17 +14,17 @@ from collections.abc import Mapping
 from datetime import datetime
 from typing import Any
 
-from sqlalchemy import and_, delete, or_, select, update
+from sqlalchemy import ColumnElement, and_, delete, or_, select, update
 from sqlalchemy.exc import IntegrityError
 
 from drupe.errors import PersistenceError, UnknownConversationError, ValidationError
 from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
 from drupe.persistence.records import ConversationRecord
-from drupe.persistence.tables import ConversationRow
+from drupe.persistence.tables import ConversationRow, ShareRow
 from drupe.persistence.transaction import Transactions
 
-__all__ = ["ConversationStore", "new_conversation_id"]
+__all__ = ["ConversationStore", "new_conversation_id", "visible_to_clause"]
 
 _MAX_PAGE = 1000
 
@@ -42,7 +42,16 @@ def _record(row: ConversationRow) -> ConversationRecord:
         updated_at=row.updated_at,
         trace_id=row.trace_id,
         metadata=dict(row.meta),
+        owner_id=row.owner_id,
     )
+
+
+def visible_to_clause(user_id: str) -> ColumnElement[bool]:
+    """Conversations ``user_id`` owns or that are shared with them (the search uses it too)."""
+    shared = select(ShareRow.resource_id).where(
+        ShareRow.resource_kind == "conversation", ShareRow.user_id == user_id
+    )
+    return or_(ConversationRow.owner_id == user_id, ConversationRow.id.in_(shared))
 
 
 def _parse_cursor(cursor: str) -> tuple[datetime, str]:
@@ -69,6 +78,7 @@ class ConversationStore:
         title: str | None = None,
         metadata: Mapping[str, Any] | None = None,
         trace_id: str | None = None,
+        owner_id: str | None = None,
     ) -> ConversationRecord:
         """Create a conversation; raises ``ValidationError`` if the id is taken."""
         now = utc_now()
@@ -81,6 +91,7 @@ class ConversationStore:
             trace_id=trace_id or trace_id_for(new_id),
             siblings_group_seq=0,
             meta=dict(metadata or {}),
+            owner_id=owner_id,
         )
         try:
             async with self._transactions.write() as db:
@@ -91,13 +102,16 @@ class ConversationStore:
             raise
         return _record(row)
 
-    async def ensure(self, conversation_id: str, *, title: str | None = None) -> ConversationRecord:
-        """Return the conversation, creating it first if it does not exist yet."""
+    async def ensure(
+        self, conversation_id: str, *, title: str | None = None, owner_id: str | None = None
+    ) -> ConversationRecord:
+        """Return the conversation, creating it first (owned by ``owner_id``) if it does not
+        exist yet."""
         existing = await self.get(conversation_id)
         if existing is not None:
             return existing
         try:
-            return await self.create(conversation_id, title=title)
+            return await self.create(conversation_id, title=title, owner_id=owner_id)
         except ValidationError:
             # Another task created it between our read and our insert.
             existing = await self.get(conversation_id)
@@ -112,14 +126,17 @@ class ConversationStore:
             return None if row is None else _record(row)
 
     async def list(
-        self, limit: int = 50, before: str | None = None
+        self, limit: int = 50, before: str | None = None, *, visible_to: str | None = None
     ) -> builtins.list[ConversationRecord]:
-        """Return up to ``limit`` conversations, newest-updated first, after cursor ``before``."""
+        """Return up to ``limit`` conversations, newest-updated first, after cursor ``before``;
+        with ``visible_to``, only that user's own and those shared with them."""
         if not 1 <= limit <= _MAX_PAGE:
             raise ValidationError(f"limit must be between 1 and {_MAX_PAGE}, got {limit!r}")
         query = select(ConversationRow).order_by(
             ConversationRow.updated_at.desc(), ConversationRow.id.desc()
         )
+        if visible_to is not None:
+            query = query.where(visible_to_clause(visible_to))
         if before is not None:
             updated_at, conversation_id = _parse_cursor(before)
             query = query.where(

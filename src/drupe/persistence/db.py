@@ -29,6 +29,8 @@ from drupe.errors import ConfigError, PersistenceError
 from drupe.persistence import migrate
 from drupe.persistence.agents import AgentStore
 from drupe.persistence.api_keys import ApiKeyStore
+from drupe.persistence.audit import AuditLog
+from drupe.persistence.auth_sessions import AuthSessionStore
 from drupe.persistence.channels import ChannelStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.json_text import jsonb_safe
@@ -36,6 +38,7 @@ from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.search import SearchStore
+from drupe.persistence.shares import ShareStore
 from drupe.persistence.transaction import Sessions, Transactions
 from drupe.persistence.usage import UsageStore
 from drupe.persistence.users import UserStore
@@ -70,6 +73,10 @@ class Database:
     usage: UsageStore
     search: SearchStore
     users: UserStore
+    auth_sessions: AuthSessionStore
+    shares: ShareStore
+    audit: AuditLog
+    transactions: Transactions
 
     @property
     def dialect(self) -> str:
@@ -188,6 +195,10 @@ async def open_database(
             usage=UsageStore(transactions),
             search=SearchStore(transactions, dialect=dialect),
             users=UserStore(transactions),
+            auth_sessions=AuthSessionStore(transactions),
+            shares=ShareStore(transactions),
+            audit=AuditLog(transactions),
+            transactions=transactions,
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

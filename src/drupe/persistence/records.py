@@ -45,6 +45,8 @@ class ConversationRecord:
     updated_at: datetime
     trace_id: str | None
     metadata: Mapping[str, Any]
+    owner_id: str | None = None
+    """The user it belongs to (None: an admin's, from before identity)."""
 
     @property
     def cursor(self) -> str:
@@ -97,6 +99,8 @@ class ApiKeyRecord:
     """Agent ids the key may drive through the gateway; None: any agent."""
     requests_per_minute: int | None = None
     tokens_per_day: int | None = None
+    owner_id: str | None = None
+    """The user the key acts as (None: an admin's, from before identity)."""
 
     @property
     def is_revoked(self) -> bool:
@@ -159,6 +163,8 @@ class AgentRecord:
     permission_mode: str
     created_at: datetime
     updated_at: datetime
+    owner_id: str | None = None
+    """The user it belongs to (None: an admin's, from before identity)."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -174,6 +180,8 @@ class AgentSessionRecord:
     settings: Mapping[str, Any]
     trace_id: str | None = None
     """The session's trace id (the conversation's): every turn's ``ai.turn`` span is in it."""
+    owner_id: str | None = None
+    """The user it belongs to (None: an admin's, from before identity)."""
 
     @property
     def conversation_id(self) -> str:

@@ -45,6 +45,7 @@ _SCHEDULE_FIELDS: Final = frozenset(
         "missed_policy",
         "enabled",
         "next_run_at",
+        "owner_id",
     )
 )
 
@@ -67,6 +68,7 @@ class ScheduleRecord:
     last_run_at: datetime | None
     created_at: datetime
     updated_at: datetime
+    owner_id: str | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -106,6 +108,7 @@ def _schedule(row: ScheduleRow) -> ScheduleRecord:
         last_run_at=row.last_run_at,
         created_at=row.created_at,
         updated_at=row.updated_at,
+        owner_id=row.owner_id,
     )
 
 
@@ -175,9 +178,11 @@ class ScheduleStore:
             return None if row is None else _schedule(row)
 
     async def list(
-        self, *, agent_id: str | None = None, kind: str | None = None
+        self, *, agent_id: str | None = None, kind: str | None = None, owner_id: str | None = None
     ) -> builtins.list[ScheduleRecord]:
         query = select(ScheduleRow).order_by(ScheduleRow.created_at, ScheduleRow.id)
+        if owner_id is not None:
+            query = query.where(ScheduleRow.owner_id == owner_id)
         if agent_id is not None:
             query = query.where(ScheduleRow.agent_id == agent_id)
         if kind is not None:

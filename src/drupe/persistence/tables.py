@@ -37,6 +37,8 @@ __all__ = [
     "AgentRow",
     "AgentSessionRow",
     "ApiKeyRow",
+    "AuditRow",
+    "AuthSessionRow",
     "Base",
     "ChannelBindingRow",
     "ChannelDeliveryRow",
@@ -45,7 +47,11 @@ __all__ = [
     "JsonValue",
     "MessageRow",
     "ScheduleRow",
+    "ShareRow",
+    "SignInLinkRow",
     "TaskRunRow",
+    "UserRow",
+    "UserTokenRow",
     "UtcDateTime",
 ]
 
@@ -118,6 +124,8 @@ class ConversationRow(Base):
     trace_id: Mapped[str | None] = mapped_column(String(64))
     siblings_group_seq: Mapped[int] = mapped_column(Integer, default=0, server_default=text("0"))
     meta: Mapped[dict[str, Any]] = mapped_column("metadata", JsonValue, default=dict)
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
 
     __table_args__ = (Index(None, "updated_at", "id"),)
 
@@ -214,6 +222,8 @@ class ApiKeyRow(Base):
     """Agent ids this key may drive; None: any."""
     requests_per_minute: Mapped[int | None] = mapped_column(Integer)
     tokens_per_day: Mapped[int | None] = mapped_column(Integer)
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
 
 
 class GatewayResponseRow(Base):
@@ -229,6 +239,8 @@ class GatewayResponseRow(Base):
     """Every input item the response answered (the chain of earlier responses included)."""
     body: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     """The ``response`` object as the API returned it."""
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
 
 
 class AgentRow(Base):
@@ -245,6 +257,8 @@ class AgentRow(Base):
     tools: Mapped[list[str]] = mapped_column(JsonValue, default=list)
     mcp_servers: Mapped[list[str]] = mapped_column(JsonValue, default=list)
     permission_mode: Mapped[str] = mapped_column(String(32))
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -272,6 +286,8 @@ class AgentSessionRow(Base):
     settings: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
     trace_id: Mapped[str | None] = mapped_column(String(64))
     """The session's container trace id (32 hex digits): every turn's ``ai.turn`` span is in it."""
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
 
 
 class ScheduleRow(Base):
@@ -290,6 +306,8 @@ class ScheduleRow(Base):
     timeout_minutes: Mapped[int] = mapped_column(Integer)
     session_mode: Mapped[str] = mapped_column(String(16))
     sticky_session_id: Mapped[str | None] = mapped_column(String(255))
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
     deliver_to: Mapped[list[dict[str, Any]]] = mapped_column(JsonValue, default=list)
     missed_policy: Mapped[str] = mapped_column(String(16))
     enabled: Mapped[bool] = mapped_column(Boolean)
@@ -331,6 +349,8 @@ class TaskRunRow(Base):
     """The cluster node running it (None: a single-process server)."""
     task_id: Mapped[str | None] = mapped_column(String(64), index=True)
     """The schedule it ran for, kept when the schedule is deleted (``schedule_id`` is not)."""
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
 
     __table_args__ = (
         CheckConstraint(
@@ -355,6 +375,8 @@ class ChannelBindingRow(Base):
     """``conv_...`` for a model target, ``agent-session:<id>`` for an agent target."""
     target: Mapped[str] = mapped_column(String(255))
     """The channel's target when the binding was made (``model:<id>`` / ``agent:<id>``)."""
+    owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The user it belongs to (None: an admin's, from before identity)."""
     created_at: Mapped[datetime] = mapped_column(UtcDateTime)
     updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
@@ -377,3 +399,66 @@ class ChannelDeliveryRow(Base):
         CheckConstraint("state IN ('live', 'terminal', 'delivered')", name="state"),
         Index(None, "channel_id", "state"),
     )
+
+
+class AuthSessionRow(Base):
+    """A signed-in browser session; only the SHA-256 of its cookie value is stored."""
+
+    __tablename__ = "auth_sessions"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    token_hash: Mapped[str] = mapped_column(String(64), unique=True)
+    user_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    csrf_token: Mapped[str] = mapped_column(String(64))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+    method: Mapped[str] = mapped_column(String(16))
+    """How the user signed in: ``password``, ``link``, ``oidc`` or ``header``."""
+
+
+class SignInLinkRow(Base):
+    """A one-time sign-in link (the first run's URL); only its SHA-256 is stored."""
+
+    __tablename__ = "sign_in_links"
+
+    token_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(String(64), ForeignKey("users.id", ondelete="CASCADE"))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
+    used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class ShareRow(Base):
+    """One resource (a conversation or an agent) shared with one user, to read or to write."""
+
+    __tablename__ = "shares"
+
+    resource_kind: Mapped[str] = mapped_column(String(16), primary_key=True)
+    resource_id: Mapped[str] = mapped_column(String(255), primary_key=True)
+    user_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("users.id", ondelete="CASCADE"), primary_key=True, index=True
+    )
+    access: Mapped[str] = mapped_column(String(8))
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+    __table_args__ = (
+        CheckConstraint("resource_kind IN ('conversation', 'agent')", name="resource_kind"),
+        CheckConstraint("access IN ('read', 'write')", name="access"),
+    )
+
+
+class AuditRow(Base):
+    """One security-relevant event: who did what to what, from where. Never a secret."""
+
+    __tablename__ = "audit_log"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)
+    actor_id: Mapped[str | None] = mapped_column(String(64))
+    actor_name: Mapped[str | None] = mapped_column(String(64))
+    action: Mapped[str] = mapped_column(String(64))
+    target: Mapped[str | None] = mapped_column(Text)
+    address: Mapped[str | None] = mapped_column(String(64))
+    detail: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)

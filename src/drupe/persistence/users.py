@@ -44,6 +44,7 @@ __all__ = [
     "UserRecord",
     "UserStore",
     "UserTokenRecord",
+    "user_record",
 ]
 
 Role = Literal["admin", "member"]
@@ -85,7 +86,8 @@ class UserTokenRecord:
     revoked_at: datetime | None
 
 
-def _user(row: UserRow) -> UserRecord:
+def user_record(row: UserRow) -> UserRecord:
+    """The record of a users row (for the stores that join users)."""
     return UserRecord(
         id=row.id,
         name=row.name,
@@ -156,21 +158,37 @@ class UserStore:
                 created_at=utc_now(),
             )
             db.add(row)
-        return _user(row)
+        return user_record(row)
 
     async def list_users(self) -> builtins.list[UserRecord]:
         async with self._transactions.read() as db:
             rows = (await db.scalars(select(UserRow).order_by(UserRow.created_at))).all()
-            return [_user(row) for row in rows]
+            return [user_record(row) for row in rows]
 
     async def count(self) -> int:
         async with self._transactions.read() as db:
             return int(await db.scalar(select(func.count()).select_from(UserRow)) or 0)
 
+    async def get(self, user_id: str) -> UserRecord | None:
+        async with self._transactions.read() as db:
+            row = await db.get(UserRow, user_id)
+            return user_record(row) if row is not None else None
+
+    async def first_admin(self) -> UserRecord | None:
+        """The earliest-created enabled admin (the owner of rows from before identity)."""
+        async with self._transactions.read() as db:
+            row = await db.scalar(
+                select(UserRow)
+                .where(UserRow.role == "admin", UserRow.disabled.is_(False))
+                .order_by(UserRow.created_at, UserRow.id)
+                .limit(1)
+            )
+            return user_record(row) if row is not None else None
+
     async def get_by_name(self, name: str) -> UserRecord | None:
         async with self._transactions.read() as db:
             row = await db.scalar(select(UserRow).where(UserRow.name == name))
-            return _user(row) if row is not None else None
+            return user_record(row) if row is not None else None
 
     async def _require(self, name: str) -> UserRecord:
         user = await self.get_by_name(name)
@@ -213,7 +231,7 @@ class UserStore:
                     .where(UserRow.id == row.id)
                     .values(password_hash=_HASHER.hash(password))
                 )
-        return _user(row)
+        return user_record(row)
 
     async def create_token(self, name: str, label: str = "token") -> tuple[str, UserTokenRecord]:
         """A new personal token of user ``name``: the plaintext (shown once) and its record."""
@@ -244,6 +262,11 @@ class UserStore:
 
     async def verify_token(self, plaintext: str) -> UserRecord | None:
         """The enabled user a live token belongs to (None: unknown, revoked or disabled)."""
+        found = await self.resolve_token(plaintext)
+        return found[1] if found is not None else None
+
+    async def resolve_token(self, plaintext: str) -> tuple[UserTokenRecord, UserRecord] | None:
+        """The live token and its enabled user (None: unknown, revoked or disabled)."""
         if not plaintext.startswith(TOKEN_PREFIX) or len(plaintext) > 128:
             return None
         async with self._transactions.write() as db:
@@ -256,7 +279,23 @@ class UserStore:
             if user is None or user.disabled:
                 return None
             token.last_used_at = utc_now()
-            return _user(user)
+            return _token(token), user_record(user)
+
+    async def tokens_still_valid(self, token_ids: builtins.list[str]) -> set[str]:
+        """The subset of ``token_ids`` that are live tokens of enabled users (one query)."""
+        if not token_ids:
+            return set()
+        async with self._transactions.read() as db:
+            rows = await db.execute(
+                select(UserTokenRow.id)
+                .join(UserRow, UserRow.id == UserTokenRow.user_id)
+                .where(
+                    UserTokenRow.id.in_(token_ids),
+                    UserTokenRow.revoked_at.is_(None),
+                    UserRow.disabled.is_(False),
+                )
+            )
+            return {row[0] for row in rows}
 
     async def list_tokens(self, name: str) -> builtins.list[UserTokenRecord]:
         user = await self._require(name)

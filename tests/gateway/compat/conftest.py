@@ -20,7 +20,7 @@ import pytest
 from drupe.agent.models.scripted import Fail, Pause, Text, register_script
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 from drupe.testing.loopback import serve_app
 
 register_script("gw-stall-mid", [[Text("partial answer "), Pause(120), Text("never sent")]])
@@ -71,7 +71,12 @@ class Gateway:
 async def open_gateway(tmp_path: Path, **overrides: object) -> AsyncIterator[Gateway]:
     config = tmp_path / "config.toml"
     config.write_text('default_model = "scripted:echo"\n')
-    kwargs: dict[str, object] = {"data_dir": tmp_path, "config_path": config}
+    # --no-auth on loopback: the dialects are under test, not sign-in (tests/identity).
+    kwargs: dict[str, object] = {
+        "data_dir": tmp_path,
+        "config_path": config,
+        "auth": AuthSettings(enabled=False),
+    }
     kwargs.update(overrides)
     settings = Settings(**kwargs)  # type: ignore[arg-type]
     async with open_runtime(settings) as runtime:

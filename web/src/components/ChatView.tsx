@@ -251,9 +251,12 @@ export function ChatView({
   }, []);
 
   const modelsForRequest = selectedModels.length ? selectedModels : undefined;
+  /** The model of an answer streaming before the tree names it (a regenerate with a chosen one). */
+  const [streamModel, setStreamModel] = useState<string | null>(null);
 
   async function submit(text: string, files: FileUIPart[] = []): Promise<boolean> {
     setError(null);
+    setStreamModel(null);
     const parts: UIMessage["parts"] = [...files];
     if (text) parts.push({ type: "text", text });
     const userMessage: UIMessage = { id: newId(), role: "user", parts };
@@ -304,10 +307,12 @@ export function ChatView({
     return true;
   }
 
-  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch
+  // ---- edit a user message and resend: a new user row beside it (same parent), a new branch.
+  // The first message has no parent: its edit is a new root (`newRoot`), beside it all the same.
   async function editAndResend(originalId: string, text: string): Promise<boolean> {
-    const parentId = info.get(originalId)?.parentId;
-    if (!parentId || busy) return false;
+    const original = info.get(originalId);
+    if (!original || busy) return false;
+    const parentId = original.parentId ?? undefined;
     setError(null);
     const userMessage: UIMessage = { id: newId(), role: "user", parts: [{ type: "text", text }] };
     try {
@@ -317,7 +322,7 @@ export function ChatView({
         trigger: "submit-message",
         strategy,
         models: modelsForRequest,
-        parentId,
+        ...(parentId ? { parentId } : { newRoot: true }),
       });
     } catch (e) {
       setError(errorMessage(e));
@@ -326,6 +331,11 @@ export function ChatView({
     void sync();
     return true;
   }
+
+  /** A stored user message can be edited; the first one only where branches are allowed
+   * (agent sessions keep one history: no regenerate, no second root). */
+  const canEdit = (meta: MessageInfo | undefined) =>
+    meta !== undefined && (meta.parentId != null || regenerateAllowed);
 
   // ---- ‹ 2/3 ›: show another sibling's branch (kept on the server), then re-read the tree
   async function pickBranch(messageId: string) {
@@ -356,11 +366,18 @@ export function ChatView({
     void sync();
   }
 
-  async function onRegenerate() {
+  /** Answer the last user message again: with `modelId` (the ▾ menu), else the picked models. */
+  async function onRegenerate(modelId?: string) {
     setError(null);
     const trailing = trailingAnswer(messages, info);
     if (trailing.length === 0) return;
     const first = trailing[0];
+    if (modelId) {
+      setStreamModel(modelId);
+      await regenerate({ messageId: first.id, body: { models: [modelId] } });
+      return;
+    }
+    setStreamModel(null);
     if (selectedModels.length > 1) {
       const index = messages.findIndex((m) => m.id === first.id);
       const kept = messages.slice(0, index);
@@ -478,13 +495,13 @@ export function ChatView({
               key={item.message.id}
               message={item.message}
               info={info.get(item.message.id) ?? (item.standInFor ? info.get(item.standInFor) : undefined)}
-              fallbackModel={selectedModels[0] ?? defaultModel}
+              fallbackModel={streamModel ?? selectedModels[0] ?? defaultModel}
               models={models}
               approvals={approvals}
               streaming={isStreaming(item.message)}
               branch={branchOf(item.message.id)}
               onEdit={
-                item.message.role === "user" && !busy && info.get(item.message.id)?.parentId
+                item.message.role === "user" && !busy && canEdit(info.get(item.message.id))
                   ? (text) => editAndResend(item.message.id, text)
                   : undefined
               }

@@ -7,6 +7,7 @@ import { useEffect, useId, useRef, useState } from "react";
 import { attachmentProblem, fetchLimits, formatBytes, readAsPart } from "../attachments";
 import { type ModelInfo, STRATEGIES, type Strategy } from "../api";
 import { ModelPicker, selectedNotes } from "./ModelPicker";
+import { RegenerateMenu } from "./RegenerateMenu";
 
 const STRATEGY_HELP: Record<Strategy, string> = {
   enqueue: "answer it after the current answer",
@@ -41,7 +42,8 @@ export function Composer({
   onSend: (text: string, files: FileUIPart[]) => Promise<boolean>;
   onStop?: () => void;
   canRegenerate?: boolean;
-  onRegenerate?: () => void;
+  /** `modelId`: answer again with that model (the ▾ menu); absent: the picked models. */
+  onRegenerate?: (modelId?: string) => void;
   disabled?: boolean;
   /** Show the model and strategy pickers. */
   pickers?: boolean;
@@ -224,9 +226,7 @@ export function Composer({
           )}
           <span className="spacer" />
           {canRegenerate && onRegenerate && (
-            <button type="button" className="ghost" data-testid="regenerate-button" onClick={onRegenerate}>
-              ↻ Regenerate
-            </button>
+            <RegenerateMenu models={models} defaultModel={defaultModel} onRegenerate={onRegenerate} />
           )}
           {busy && onStop && (
             <button type="button" className="danger" data-testid="stop-button" onClick={onStop}>

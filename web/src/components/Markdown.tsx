@@ -1,13 +1,11 @@
 // Markdown for text parts: GFM, LaTeX (`$...$`, `$$...$$`) with KaTeX, code blocks highlighted
-// by highlight.js (rehype-highlight) with a Copy button. Links open in a new tab; raw HTML is
-// not rendered (react-markdown's default), so model output cannot inject markup.
-import "katex/dist/katex.min.css";
+// by highlight.js (rehype-highlight) with a Copy button. KaTeX and highlight.js are loaded on
+// demand, the first time a text needs them (richMarkdown.ts). Links open in a new tab; raw
+// HTML is not rendered (react-markdown's default), so model output cannot inject markup.
 import { memo } from "react";
 import ReactMarkdown, { type Components } from "react-markdown";
-import rehypeHighlight from "rehype-highlight";
-import rehypeKatex from "rehype-katex";
 import remarkGfm from "remark-gfm";
-import remarkMath from "remark-math";
+import { useMarkdownPlugins } from "../richMarkdown";
 import { CopyButton } from "./CopyButton";
 
 const components: Components = {
@@ -35,17 +33,13 @@ function nodeText(node: HastLike): string {
   return (node.children ?? []).map(nodeText).join("");
 }
 
-const remarkPlugins = [remarkGfm, remarkMath];
-const rehypePlugins = [rehypeKatex, [rehypeHighlight, { detect: false }] as const];
+const remarkPlugins = [remarkGfm];
 
 export const Markdown = memo(function Markdown({ text }: { text: string }) {
+  const plugins = useMarkdownPlugins(text, remarkPlugins);
   return (
     <div className="markdown">
-      <ReactMarkdown
-        remarkPlugins={remarkPlugins}
-        rehypePlugins={rehypePlugins as never}
-        components={components}
-      >
+      <ReactMarkdown remarkPlugins={plugins.remark} rehypePlugins={plugins.rehype} components={components}>
         {text}
       </ReactMarkdown>
     </div>
