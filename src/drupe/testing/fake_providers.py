@@ -20,9 +20,9 @@ assert what was sent. The servers are async context managers run in an anyio tas
 For Anthropic the yielded URL is the server root (the SDK appends ``/v1/messages``). The
 replies and recorder are ``drupe.testing.fake_replies`` (re-exported here), the two wire formats
 ``drupe.testing.fake_openai`` and ``drupe.testing.fake_anthropic``, the server
-``drupe.testing.loopback`` (``serve_app`` is re-exported here too). This module binds loopback only and never contacts anything else.
-``python -m drupe.testing.fake_providers`` runs one as a standalone fake upstream (for
-benchmarks).
+``drupe.testing.loopback`` (``serve_app``, re-exported here too). This module binds loopback
+only and never contacts anything else. ``python -m drupe.testing.fake_providers`` runs one as a
+standalone fake upstream (for benchmarks).
 """
 
 from __future__ import annotations
