@@ -18,6 +18,7 @@ import shutil
 import socket
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -40,6 +41,8 @@ from drupe.settings import AuthSettings, Settings
 
 RATE = 15
 """Words per second of the default model: a 30-word prompt answers in about 2 s."""
+
+DEFAULT_MODEL = f"scripted:echo?rate={RATE}"
 
 WAIT_MS = 15_000
 """Timeout of every explicit DOM wait (generous: CI machines are small and busy)."""
@@ -112,12 +115,12 @@ class Drupe:
         return f"{self.url}/#/c/{conversation_id}"
 
 
-@pytest.fixture(scope="package")
-def drupe_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
-    data_dir: Path = tmp_path_factory.mktemp("drupe-browser")
+@contextmanager
+def serve(data_dir: Path, config_text: str) -> Iterator[Drupe]:
+    """A real server on ``config_text`` (the TOML of ``config.toml``) until the block ends."""
     config = data_dir / "config.toml"
-    config.write_text(f'default_model = "scripted:echo?rate={RATE}"\n')
-    # --no-auth on loopback: these pages are under test, not sign-in (test_sign_in.py signs in).
+    config.write_text(config_text)
+    # --no-auth on loopback: these pages are under test, not sign-in.
     settings = Settings(data_dir=data_dir, config_path=config, auth=AuthSettings(enabled=False))
     started = threading.Event()
     app = _StartupSignal(create_app_with_lifespan(settings), started)
@@ -146,6 +149,14 @@ def drupe_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
         server.should_exit = True
         thread.join(timeout=15)
         sock.close()
+
+
+@pytest.fixture(scope="package")
+def drupe_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Drupe]:
+    with serve(
+        tmp_path_factory.mktemp("drupe-browser"), f'default_model = "{DEFAULT_MODEL}"\n'
+    ) as drupe:
+        yield drupe
 
 
 @pytest.fixture(scope="package")

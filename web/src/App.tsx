@@ -179,10 +179,12 @@ export function App() {
   // Reload the list when any conversation's status changes (new ones, finished ones): a turn's
   // start is also when the server titles a new conversation, so every tab shows the title. A
   // poll that misses a short live phase still sees "idle" become "done".
-  const liveKey = Object.entries(polled.statuses)
-    .map(([k, s]) => `${k}:${isLiveStatus(s) ? "live" : s}`)
-    .sort()
-    .join(",");
+  // A title model renames a conversation after its first answer: `titled` counts those.
+  const liveKey =
+    Object.entries(polled.statuses)
+      .map(([k, s]) => `${k}:${isLiveStatus(s) ? "live" : s}`)
+      .sort()
+      .join(",") + `|${polled.titled}`;
   const firstLive = useRef(true);
   useEffect(() => {
     if (firstLive.current) {

@@ -176,7 +176,7 @@ export const api = {
   models(): Promise<ModelList> {
     return request("GET", "/api/models");
   },
-  status(): Promise<{ conversations: Record<string, ConversationStatus> }> {
+  status(): Promise<{ conversations: Record<string, ConversationStatus>; titled?: number }> {
     return request("GET", "/api/status");
   },
   /**

@@ -3,9 +3,10 @@
 import { useEffect, useSyncExternalStore } from "react";
 import { ApiError, api, type ConversationStatus } from "./api";
 
-type Snapshot = { statuses: Record<string, ConversationStatus>; tick: number; ok: boolean };
+/** `titled`: how many titles the server's title model has set (a change: re-read the list). */
+type Snapshot = { statuses: Record<string, ConversationStatus>; tick: number; ok: boolean; titled: number };
 
-let snapshot: Snapshot = { statuses: {}, tick: 0, ok: false };
+let snapshot: Snapshot = { statuses: {}, tick: 0, ok: false, titled: 0 };
 const listeners = new Set<() => void>();
 
 function emit(next: Snapshot): void {
@@ -13,8 +14,12 @@ function emit(next: Snapshot): void {
   for (const l of listeners) l();
 }
 
-export function setStatuses(statuses: Record<string, ConversationStatus>, ok: boolean): void {
-  emit({ statuses, tick: snapshot.tick + 1, ok });
+export function setStatuses(
+  statuses: Record<string, ConversationStatus>,
+  ok: boolean,
+  titled: number = snapshot.titled,
+): void {
+  emit({ statuses, tick: snapshot.tick + 1, ok, titled });
 }
 
 /** Records a status learnt elsewhere (events, a list reload) without waiting for the poll. */
@@ -41,7 +46,7 @@ export function useStatusPolling(intervalMs = 2000): void {
       let wait = intervalMs;
       try {
         const res = await api.status();
-        if (!stopped) setStatuses(res.conversations ?? {}, true);
+        if (!stopped) setStatuses(res.conversations ?? {}, true, res.titled ?? 0);
       } catch (e) {
         if (!stopped && snapshot.ok) emit({ ...snapshot, ok: false });
         // a missing route will not appear soon: ask again rarely

@@ -44,6 +44,7 @@ from drupe.api import (
     trace_routes,
     usage_routes,
 )
+from drupe.api.model_titles import Titler
 from drupe.api.static_ui import StaticUI
 from drupe.gateway.access import GatewayAccess
 from drupe.gateway.refusals import dialect_refusal, is_gateway_path
@@ -116,6 +117,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
         lifespan=lifespan,
     )
     app.state.board = StatusBoard()
+    app.state.titler = Titler()
     app.state.runtime = None
     app.state.auth_gate = None
     app.state.close_gateway = None
@@ -192,7 +194,7 @@ def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with PingTicker() as app.state.ping_ticker:
+            async with PingTicker() as app.state.ping_ticker, app.state.titler:
                 yield
         finally:
             app.state.ping_ticker = None
@@ -218,7 +220,7 @@ def create_app_with_lifespan(
         async with open_runtime(settings) as runtime:
             install_runtime(app, runtime, routers)
             try:
-                async with PingTicker() as app.state.ping_ticker:
+                async with PingTicker() as app.state.ping_ticker, app.state.titler:
                     yield
             finally:
                 app.state.ping_ticker = None

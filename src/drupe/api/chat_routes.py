@@ -15,6 +15,8 @@
 * ``background: true`` in the body: the turn is admitted with no connection attached and the
   answer is ``202`` with its run (``GET /api/runs/{id}``); it continues whatever any client does
   and is watched over the resume route.
+* A conversation's first message titles it (first words, ``drupe.api.titles``); a title model,
+  when configured, renames it after the first answer (``drupe.api.model_titles``).
 * ``POST /api/chat/{id}/stop`` returns after the partial answer is persisted.
 * Closing a stream's connection detaches its listener; it never stops the answer.
 """
@@ -30,6 +32,7 @@ from fastapi.responses import JSONResponse
 from pydantic import BaseModel
 
 from drupe.admission.base import Regenerate, Submit
+from drupe.api.model_titles import get_titler
 from drupe.api.schemas import ApprovalsRequest, ChatRequest, UIMessageIn
 from drupe.api.task_routes import run_json
 from drupe.api.titles import title_if_untitled
@@ -158,7 +161,10 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     listener = _new_listener()
     admitted = await conversations.submit(caller, dispatch, listener=listener)
     if isinstance(dispatch, Submit):
-        await title_if_untitled(runtime, conversation_id, dispatch.parts)
+        title = await title_if_untitled(runtime, conversation_id, dispatch.parts)
+        answers = admitted.result.placeholder_ids
+        if title is not None and answers:  # the first exchange: a title model may name it
+            get_titler(request).start(runtime, conversation_id, title, answers[0])
     if admitted.result.steer == "drop":
         listener.close_with_error(
             "the message was stored but not answered: the running turn ended first"

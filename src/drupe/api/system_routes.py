@@ -16,6 +16,7 @@ from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_l
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
+from drupe.api.model_titles import get_titler
 from drupe.errors import DrupeError
 from drupe.http.state import get_board, get_caller, get_runtime, require_admin
 
@@ -131,6 +132,7 @@ async def status(request: Request) -> dict[str, Any]:
         "chunksTotal": stats["chunks_total"],
         "outcomes": stats["outcomes"],
         "reconciledRows": runtime.reconciled_rows,
+        "titled": get_titler(request).titled,
         "node": {
             **runtime.conversations.describe(),
         },

@@ -9,7 +9,8 @@ is admitted; it sets the title only if the conversation has none yet (a conditio
 ``UPDATE``, so a rename wins and later messages change nothing). Every open tab sees the title:
 the web UI re-reads the conversation list when a conversation's status changes. Ephemeral
 conversations are never titled (they are never written). Conversations started by channels,
-tasks or the gateway dialects are not titled here (they are named by their source).
+tasks or the gateway dialects are not titled here (they are named by their source). A title
+model may replace these first words after the first answer (``drupe.api.model_titles``).
 """
 
 from __future__ import annotations
@@ -65,17 +66,22 @@ def title_from_parts(parts: Sequence[Mapping[str, Any]]) -> str | None:
     return None
 
 
-async def title_if_untitled(runtime: Runtime, conversation_id: str, parts: Sequence[Any]) -> None:
-    """Title a stored, untitled conversation from the parts of the message just submitted.
+async def title_if_untitled(
+    runtime: Runtime, conversation_id: str, parts: Sequence[Any]
+) -> str | None:
+    """Title a stored, untitled conversation from the parts of the message just submitted;
+    the title if this call set it (the conversation's first message), else ``None``.
 
     One conditional ``UPDATE`` (``WHERE title IS NULL``): a no-op once the conversation has a
     title. Never raises: a title is not worth failing a submitted message for."""
     if runtime.ephemeral.get(conversation_id) is not None:
-        return
+        return None
     title = title_from_parts(parts)
     if title is None:
-        return
+        return None
     try:
-        await runtime.db.conversations.title_if_untitled(conversation_id, title)
+        if await runtime.db.conversations.title_if_untitled(conversation_id, title):
+            return title
     except DrupeError:
         log.warning("could not title conversation %s", conversation_id, exc_info=True)
+    return None

@@ -168,6 +168,17 @@ class ConversationStore:
             )
             return bool(getattr(result, "rowcount", 0))
 
+    async def replace_title(self, conversation_id: str, expected: str, title: str) -> bool:
+        """Set the title only if it is still ``expected`` (a rename made since wins); ``True``
+        if it was set. ``updated_at`` stays: a title is not activity."""
+        async with self._transactions.write() as db:
+            result = await db.execute(
+                update(ConversationRow)
+                .where(ConversationRow.id == conversation_id, ConversationRow.title == expected)
+                .values(title=title)
+            )
+            return bool(getattr(result, "rowcount", 0))
+
     async def set_metadata_key(
         self, conversation_id: str, key: str, value: Any
     ) -> ConversationRecord:

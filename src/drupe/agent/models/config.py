@@ -9,6 +9,7 @@ from every ``repr``; error messages name the environment variable, never the val
 File format::
 
     default_model = "work:gpt-4.1-mini"
+    title_model = "work:gpt-4.1-mini"    # optional: names conversations; "off": first words only
 
     [providers.work]
     type = "openai-compatible"          # openai | anthropic | google | openai-compatible
@@ -107,6 +108,8 @@ class ModelConfig:
 
     providers: Mapping[str, ProviderConfig]
     default_model: str | None = None
+    title_model: str | None = None
+    """The model that names conversations (None: the default model; ``"off"``: none)."""
     path: Path | None = None
 
 
@@ -246,8 +249,18 @@ def parse_model_config(
     default_model = read_environment(env).DEFAULT_MODEL or data.get("default_model")
     if default_model is not None and not isinstance(default_model, str):
         raise ConfigError(f"{where}: default_model must be a string like 'openai:gpt-4.1-mini'")
+    title_model = data.get("title_model")
+    if title_model is not None and (not isinstance(title_model, str) or not title_model.strip()):
+        raise ConfigError(
+            f"{where}: title_model must be a model id like 'openai:gpt-4.1-mini' or 'off'"
+        )
     # Other top-level tables ([mcp], ...) belong to other parts of Drupe and are not checked here.
-    return ModelConfig(providers=merged, default_model=default_model or None, path=path)
+    return ModelConfig(
+        providers=merged,
+        default_model=default_model or None,
+        title_model=title_model.strip() if title_model else None,
+        path=path,
+    )
 
 
 def _from_builtin(builtin: _Builtin, env: Mapping[str, str]) -> ProviderConfig:

@@ -178,6 +178,17 @@ class ModelRegistry:
                 )
         return answerable
 
+    def title_model_id(self) -> str | None:
+        """The model that names conversations, or ``None`` (first words only): the configured
+        ``title_model`` (``"off"``: none), else the default model unless it is a scripted or
+        the local one (a test model or a 270M base model writes no useful title)."""
+        configured = self._config.title_model
+        if configured is not None:
+            return None if configured.lower() == "off" else configured
+        default = self.default_model_id()
+        provider, _ = split_model_id(default)
+        return None if provider in (SCRIPTED_PROVIDER, LOCAL_PROVIDER) else default
+
     def default_model_id(self) -> str:
         """The model a turn uses when none is named (see the module docstring for the order)."""
         if self._config.default_model:
