@@ -9,10 +9,11 @@
   30, 60 s); a ``RetryAfter`` waits what Telegram asks. The poll runs in the channel's task.
 * Inbound: text, captions, the largest photo and documents (refused past
   ``max_attachment_bytes`` by their announced size: never downloaded); ``update_id`` is the
-  dedupe key. Inline-keyboard presses are answered (``answerCallbackQuery``) and become
-  ``ButtonPress``es.
+  dedupe key. Inline-keyboard presses become ``ButtonPress``es; each is answered
+  (``answerCallbackQuery``, its text shown to the presser) once the core decided it.
 * Outbound: plain text (no parse mode: model output is not valid MarkdownV2), inline keyboards
-  for buttons, ``editMessageText`` for edits ("message is not modified" is not an error),
+  for buttons, ``editMessageText`` for edits ("message is not modified" is not an error; an edit
+  removes the inline keyboard: a decided approval's buttons go),
   ``sendChatAction(typing)``. ``RetryAfter`` (HTTP 429) becomes ``RateLimited``.
 """
 
@@ -163,16 +164,15 @@ class TelegramAdapter:
         event_id = f"tg:{update.update_id}"
         query = update.callback_query
         if query is not None and query.data and query.message is not None:
-            try:
-                await query.answer()
-            except TelegramError as err:
-                log.debug("answerCallbackQuery failed: %s", err)
-            inbox.button(
+            user = query.from_user
+            inbox.button(  # answered (answerCallbackQuery) once the press is decided
                 ButtonPress(
                     chat_id=str(query.message.chat.id),
-                    user_id=str(query.from_user.id),
+                    user_id=str(user.id),
                     data=query.data,
                     event_id=event_id,
+                    user_name=f"@{user.username}" if user.username else user.first_name,
+                    answer_id=query.id,
                 )
             )
             return
@@ -261,7 +261,10 @@ class TelegramAdapter:
             raise RateLimited(_seconds(err.retry_after)) from err
         return str(sent.message_id)
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+    async def edit(
+        self, chat_id: str, message_id: str, text: str, *, drop_buttons: bool = False
+    ) -> None:
+        # An edit without ``reply_markup`` removes the inline keyboard: every edit drops it.
         try:
             await self.bot.edit_message_text(
                 text=text, chat_id=_chat(chat_id), message_id=int(message_id)
@@ -277,3 +280,11 @@ class TelegramAdapter:
             await self.bot.send_chat_action(chat_id=_chat(chat_id), action=ChatAction.TYPING)
         except RetryAfter as err:
             raise RateLimited(_seconds(err.retry_after)) from err
+
+    async def answer(self, press: ButtonPress, text: str) -> None:
+        if press.answer_id is None:
+            return
+        try:
+            await self.bot.answer_callback_query(press.answer_id, text=text[:200] or None)
+        except TelegramError as err:  # too late (Telegram keeps a query for minutes), ...
+            log.debug("answerCallbackQuery failed: %s", err)

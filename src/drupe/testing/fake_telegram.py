@@ -5,7 +5,10 @@ downloads under ``/file/bot<token>/``. It records every call (``recorder``), kee
 messages with their current text (``messages(chat_id)``), and answers like Telegram: ``getMe``,
 ``getUpdates`` (a real long poll over the updates a test pushes with ``push_message`` /
 ``push_photo`` / ``push_callback``), ``sendMessage``, ``editMessageText`` (400 "message is not
-modified" for the same text), ``sendChatAction``, ``answerCallbackQuery``, ``setMyCommands``,
+modified" for the same text and keyboard; an edit without ``reply_markup`` removes the inline
+keyboard, as Telegram does: ``keyboard(chat_id, message_id)`` is a message's current one),
+``sendChatAction``, ``answerCallbackQuery`` (once per query id, else 400, as Telegram;
+``answers()`` are the texts shown to the pressers), ``setMyCommands``,
 ``deleteWebhook``, ``setWebhook``, ``getFile``. Faults come from the ``PlatformRecorder``: a 429
 answers ``{"ok": false, "error_code": 429, "parameters": {"retry_after": N}}``.
 """
@@ -40,6 +43,8 @@ class FakeTelegram:
     updates: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     texts: dict[tuple[str, int], str] = field(default_factory=dict)
+    keyboards: dict[tuple[str, int], Any] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
     _order: list[tuple[str, int]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
@@ -108,12 +113,24 @@ class FakeTelegram:
         """The chat's bot messages, oldest first, each with its CURRENT text."""
         return [self.texts[key] for key in self._order if key[0] == str(chat_id)]
 
+    def message_ids(self, chat_id: int | str) -> list[int]:
+        """The chat's bot message ids, oldest first (as ``messages``)."""
+        return [key[1] for key in self._order if key[0] == str(chat_id)]
+
     def sends(self, chat_id: int | str) -> list[dict[str, Any]]:
         return [
             c.params
             for c in self.recorder.of("sendMessage")
             if str(c.params.get("chat_id")) == str(chat_id)
         ]
+
+    def keyboard(self, chat_id: int | str, message_id: int | str) -> Any:
+        """The inline keyboard a message shows now (None: no buttons)."""
+        return self.keyboards.get((str(chat_id), int(message_id)))
+
+    def answers(self) -> list[str]:
+        """The texts of every callback answer, in order ("" for an answer without text)."""
+        return [str(c.params.get("text") or "") for c in self.recorder.of("answerCallbackQuery")]
 
     def edits(self, chat_id: int | str) -> list[dict[str, Any]]:
         return [
@@ -170,6 +187,12 @@ class FakeTelegram:
         return True
 
     async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        query_id = str(params["callback_query_id"])
+        if query_id in self.answered:
+            return _bad_request(
+                "query is too old and response timeout expired or query ID is invalid"
+            )
+        self.answered.add(query_id)
         return True
 
     async def _m_getFile(self, params: dict[str, Any]) -> Any:
@@ -196,6 +219,7 @@ class FakeTelegram:
         chat_id = str(params["chat_id"])
         message_id = next(self._message_ids)
         self.texts[(chat_id, message_id)] = str(params["text"])
+        self.keyboards[(chat_id, message_id)] = params.get("reply_markup")
         self._order.append((chat_id, message_id))
         self.recorder.notify()
         return {
@@ -209,20 +233,12 @@ class FakeTelegram:
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         key = (str(params["chat_id"]), int(params["message_id"]))
         if key not in self.texts:
-            return JSONResponse(
-                {"ok": False, "error_code": 400, "description": "Bad Request: message not found"},
-                400,
-            )
-        if self.texts[key] == params["text"]:
-            return JSONResponse(
-                {
-                    "ok": False,
-                    "error_code": 400,
-                    "description": "Bad Request: message is not modified",
-                },
-                400,
-            )
+            return _bad_request("message not found")
+        markup = params.get("reply_markup")  # left out: the keyboard is removed
+        if self.texts[key] == params["text"] and self.keyboards.get(key) == markup:
+            return _bad_request("message is not modified")
         self.texts[key] = str(params["text"])
+        self.keyboards[key] = markup
         self.recorder.notify()
         return {
             "message_id": key[1],
@@ -244,6 +260,12 @@ class FakeTelegram:
         self.closing = True
         self._new_update.set()
         self.recorder.release()
+
+
+def _bad_request(description: str) -> JSONResponse:
+    return JSONResponse(
+        {"ok": False, "error_code": 400, "description": f"Bad Request: {description}"}, 400
+    )
 
 
 @asynccontextmanager
