@@ -30,6 +30,8 @@ from tests.channels.test_slack import event, slack_config
 from tests.channels.test_webhook import receiver, signed, webhook_config
 
 PROMPT = "Approval needed: `rm` with `{'path': '/tmp/x'}`"
+PROMPT_SHOWN = "Approval needed: rm with {'path': '/tmp/x'}"
+"""What a Telegram user sees of ``PROMPT`` (MarkdownV2: the backticks make code)."""
 
 
 def rm_tool(runtime: Runtime, script: str, answer: str) -> list[str]:
@@ -87,7 +89,8 @@ async def test_telegram_a_double_tap_and_a_later_press_act_once(
         later = await rows_of(runtime, CHAT_A)
     assert runs == ["/tmp/x"]
     assert len(rows) == len(later) == 2  # one continuation, one answer row
-    assert tg.messages(CHAT_A) == [f"{PROMPT}\n\n✅ Approved by user1001", "All clean."]
+    assert tg.messages(CHAT_A) == [f"{PROMPT_SHOWN}\n\n✅ Approved by user1001", "All clean."]
+    assert tg.entities(CHAT_A, message_id) == [("code", "rm"), ("code", "{'path': '/tmp/x'}")]
     assert tg.keyboard(CHAT_A, message_id) is None  # the buttons are gone
     assert len(tg.sends(CHAT_A)) == 2  # no "Approved." message, the answer once
     assert sorted(tg.answers()) == sorted(
@@ -126,7 +129,7 @@ async def test_telegram_buttons_follow_a_decision_made_through_the_http_api(
         rows = await rows_of(runtime, CHAT_A)
         runtime.channels = None
     assert runs == []
-    assert tg.messages(CHAT_A) == [f"{PROMPT}\n\n❌ Denied", "Left it."]
+    assert tg.messages(CHAT_A) == [f"{PROMPT_SHOWN}\n\n❌ Denied", "Left it."]
     assert tg.keyboard(CHAT_A, message_id) is None
     assert tg.answers() == ["Already decided: denied."]
     tool = next(p for p in rows[1].parts if p["type"] == "tool-rm")
