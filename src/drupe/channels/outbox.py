@@ -38,6 +38,7 @@ from typing import Final, Protocol
 
 import anyio
 
+from drupe.channels.ledger import DeliveryLedger, MemoryLedger
 from drupe.channels.text_shaping import preview, split_message
 
 __all__ = [
@@ -107,43 +108,6 @@ class MonotonicClock:
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
-
-
-class DeliveryLedger(Protocol):
-    async def opened(
-        self,
-        delivery_id: str,
-        *,
-        channel_id: str,
-        chat_id: str,
-        anchor_message_id: str | None,
-        platform_message_id: str | None,
-    ) -> None: ...
-
-    async def claim_terminal(
-        self, delivery_id: str, *, channel_id: str, chat_id: str, anchor_message_id: str | None
-    ) -> bool: ...
-
-    async def delivered(self, delivery_id: str) -> None: ...
-
-
-class MemoryLedger:
-    """An in-process ledger (no restart safety): for channels without a database."""
-
-    def __init__(self) -> None:
-        self.claimed: set[str] = set()
-
-    async def opened(self, delivery_id: str, **_: object) -> None:
-        return None
-
-    async def claim_terminal(self, delivery_id: str, **_: object) -> bool:
-        if delivery_id in self.claimed:
-            return False
-        self.claimed.add(delivery_id)
-        return True
-
-    async def delivered(self, delivery_id: str) -> None:
-        return None
 
 
 @dataclass(slots=True)
