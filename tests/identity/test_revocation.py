@@ -17,7 +17,7 @@ import pytest
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
 from drupe.settings import AuthSettings
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 from tests.identity.conftest import PASSWORDS, auth_settings
 
 SWEEP = 0.5
@@ -47,9 +47,11 @@ async def _open_events(client: httpx.AsyncClient, conversation_id: str) -> float
 
 async def _ended_after(client: httpx.AsyncClient, conversation_id: str, revoke: object) -> float:
     elapsed: list[float] = []
+    ended = anyio.Event()
 
     async def watch() -> None:
         elapsed.append(await _open_events(client, conversation_id))
+        ended.set()
 
     with anyio.fail_after(DEADLINE + 5):
         async with anyio.create_task_group() as tg:
@@ -57,8 +59,7 @@ async def _ended_after(client: httpx.AsyncClient, conversation_id: str, revoke: 
             await anyio.sleep(1.0)  # the stream is open and idle
             revoked_at = time.monotonic()
             await revoke()  # type: ignore[operator]
-            while not elapsed:
-                await anyio.sleep(0.05)
+            await ended.wait()
     return time.monotonic() - revoked_at
 
 
@@ -110,8 +111,9 @@ async def test_a_revoked_tokens_stream_ends_and_a_live_one_stays(
     kept, _ = await runtime.db.users.create_token("alice", "kept")
     dropped, record = await runtime.db.users.create_token("alice", "dropped")
     async with (
-        httpx.AsyncClient(base_url=url, timeout=30, headers={"authorization": f"Bearer {kept}"})
-        as keeper,
+        httpx.AsyncClient(
+            base_url=url, timeout=30, headers={"authorization": f"Bearer {kept}"}
+        ) as keeper,
         httpx.AsyncClient(
             base_url=url, timeout=30, headers={"authorization": f"Bearer {dropped}"}
         ) as goner,

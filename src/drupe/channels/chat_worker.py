@@ -15,6 +15,9 @@ Contract (``docs/lifecycles/channels.md``):
   reaches the chat once.
 * Session resolution: the chat's binding (``ChannelStore``) names its conversation or agent
   session; a missing, deleted or foreign one is replaced by a new one; ``/new`` always rebinds.
+* Approval buttons: a press is applied once; a press on an approval already decided (here,
+  on another surface, or stored before a restart) is answered "already decided" to its
+  presser and changes nothing; every press is answered (``adapter.answer``).
 * Commands: see ``drupe.channels.chat_commands``. A failing item gets one error notice; the worker
   goes on.
 """
@@ -34,6 +37,7 @@ import anyio.abc
 
 from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN
+from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
 from drupe.channels.chat_commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
@@ -41,10 +45,10 @@ from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
 from drupe.ids import session_conversation_id, session_id_of
 from drupe.persistence.channels import ChannelBinding
-from drupe.streaming.approval_rules import Decision
 
 if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription
+    from drupe.channels.approvals import ApprovalBoard
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
     from drupe.channels.delivery_listener import ChannelListener
@@ -52,13 +56,11 @@ if TYPE_CHECKING:
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
 
-__all__ = ["HEADLESS", "ChatContext", "ChatWorker"]
+__all__ = ["ChatContext", "ChatWorker"]
 
 log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0
-HEADLESS = ""
-"""The user id of a denial the channel makes itself (a headless chat cannot approve)."""
 _Item = Inbound | ButtonPress
 
 
@@ -76,6 +78,7 @@ class ChatContext:
     validate_model: Callable[[str], None]
     clock: Clock
     task_group: anyio.abc.TaskGroup
+    approvals: ApprovalBoard
     send_timeout: float = 15.0
 
 
@@ -398,36 +401,12 @@ class ChatWorker:
     # --- approvals ------------------------------------------------------------------------------
 
     async def _button(self, press: ButtonPress) -> None:
-        ctx = self.ctx
-        verb, _, approval_id = press.data.partition(":")
-        if verb not in ("approve", "deny") or not approval_id:
-            return
-        approved = verb == "approve"
-        system = press.user_id == HEADLESS
-        binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
-        if binding is None:
-            ctx.outbox.notice("That approval is no longer pending.")
-            return
-        session_id = session_id_of(binding.conversation_id)
-        decision = Decision(approval_id=approval_id, approved=approved)
-        # A chat turn's decision applies once the turn that asked has ended (awaiting
-        # approval); an agent session's driver holds it while its turn is live. In cluster
-        # mode the owner's node answers, and the continuation reaches this chat from the log.
-        outcome = await ctx.conversations.approve(
-            LOCAL_ADMIN, binding.conversation_id, [decision], after_settle=session_id is None
-        )
-        if not outcome.ok:
-            if not system:  # a headless agent turn was already denied by its host
-                ctx.outbox.notice(
-                    "That approval is no longer pending."
-                    if session_id is not None
-                    else f"⚠️ {outcome.reason or 'the decision was not applied'}"
-                )
-            return
-        if outcome.continued:
-            self._start_typing(binding.conversation_id)
-        if not system:
-            ctx.outbox.notice("Approved." if approved else "Denied.")
+        reply = ""
+        try:
+            reply = await decide_press(self.ctx, self.chat_id, press, self._start_typing)
+        finally:
+            if press.user_id != HEADLESS:
+                await answer_press(self.ctx.adapter, press, reply, self.ctx.send_timeout)
 
 
 def _file_part(name: str, media_type: str, data: bytes) -> dict[str, Any]:
