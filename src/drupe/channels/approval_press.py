@@ -20,8 +20,8 @@ from typing import TYPE_CHECKING, Final
 
 import anyio
 
-from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.approvals import Verdict
+from drupe.channels.callers import channel_caller
 from drupe.errors import ValidationError
 from drupe.ids import session_id_of
 from drupe.streaming.approval_rules import Decision
@@ -65,8 +65,11 @@ async def decide_press(
         # A chat turn's decision applies once the turn that asked has ended (awaiting
         # approval); an agent session's driver holds it while its turn is live. In cluster
         # mode the owner's node answers, and the continuation reaches this chat from the log.
+        caller = await channel_caller(
+            ctx.config, ctx.db.users, None if press.user_id == HEADLESS else press.user_id
+        )
         outcome = await ctx.conversations.approve(
-            LOCAL_ADMIN,
+            caller,
             binding.conversation_id,
             [Decision(approval_id=approval_id, approved=approved)],
             after_settle=session_id is None,

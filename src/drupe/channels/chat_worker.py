@@ -39,6 +39,7 @@ from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
+from drupe.channels.callers import channel_caller
 from drupe.channels.chat_commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
@@ -111,18 +112,20 @@ class ChatWorker:
             if self._follower is not None:
                 self._follower.close()
 
-    async def _dispatch(self, submit: Submit) -> None:
-        """Admit ``submit``; the chat's listener gets every answer of its conversation (in
-        cluster mode from the chunk log, wherever the conversation's owner runs it)."""
+    async def _dispatch(self, submit: Submit, user_id: str | None) -> None:
+        """Admit ``submit`` as the Drupe user ``user_id`` maps to (``channels.callers``); the
+        chat's listener gets every answer of its conversation (in cluster mode from the chunk
+        log, wherever the conversation's owner runs it)."""
         ctx = self.ctx
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
         if self._followed != submit.conversation_id:
             if self._follower is not None:
                 self._follower.close()
             self._follower = await ctx.conversations.follow_turns(
-                LOCAL_ADMIN, submit.conversation_id, ctx.listener
+                caller, submit.conversation_id, ctx.listener
             )
             self._followed = submit.conversation_id
-        await ctx.conversations.submit(LOCAL_ADMIN, submit)
+        await ctx.conversations.submit(caller, submit)
 
     async def _loop(self) -> None:
         debounce = self.ctx.config.debounce
@@ -186,11 +189,15 @@ class ChatWorker:
 
     # --- sessions -------------------------------------------------------------------------------
 
-    async def binding(self, *, fresh: bool = False) -> ChannelBinding:
+    async def binding(self, *, fresh: bool = False, user_id: str | None = None) -> ChannelBinding:
+        """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
+        the platform user ``user_id`` maps to (``channels.callers``)."""
         ctx = self.ctx
         current = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if current is not None and not fresh and await self._still_valid(current):
             return current
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        owner_id = None if caller == LOCAL_ADMIN else caller.user_id
         target = ctx.config.target
         title = f"{ctx.config.type} {self.chat_id}"
         if target.kind == "model":
@@ -198,7 +205,9 @@ class ChatWorker:
             if current is not None and current.target.startswith("model:"):
                 model_id = current.target.removeprefix("model:")  # keep a /model switch
             conversation = await ctx.db.conversations.create(
-                title=title, metadata={"channel": ctx.config.id, "chatId": self.chat_id}
+                title=title,
+                metadata={"channel": ctx.config.id, "chatId": self.chat_id},
+                owner_id=owner_id,
             )
             return await ctx.db.channels.bind(
                 ctx.config.id,
@@ -210,6 +219,7 @@ class ChatWorker:
             target.id,
             title=title,
             settings={"channel": ctx.config.id, "chatId": self.chat_id},
+            owner_id=owner_id,
         )
         return await ctx.db.channels.bind(
             ctx.config.id,
@@ -241,7 +251,7 @@ class ChatWorker:
             )
         if not message.text.strip() and not message.attachments:
             return
-        binding = await self.binding()
+        binding = await self.binding(user_id=message.user_id)
         text = raw_text
         if text is None:
             text = wrap_untrusted(
@@ -271,7 +281,8 @@ class ChatWorker:
                 parts=parts,
                 model_ids=model_ids,
                 metadata=metadata,
-            )
+            ),
+            message.user_id,
         )
         self._start_typing(binding.conversation_id)
 
@@ -326,13 +337,13 @@ class ChatWorker:
             case "whoami":
                 reply(whoami_text(ctx.config.id, message.user_id, self.chat_id))
             case "new":
-                binding = await self.binding(fresh=True)
+                binding = await self.binding(fresh=True, user_id=message.user_id)
                 kind = "agent session" if binding.target.startswith("agent:") else "conversation"
                 reply(f"New {kind} started.")
             case "stop":
                 # An answer shown in the chat ends with its "(stopped)" mark: that is the reply.
                 showing = ctx.listener.answering
-                if not await self._stop():
+                if not await self._stop(message.user_id):
                     reply("Nothing to stop.")
                 elif not showing:
                     reply("Stopped.")
@@ -347,12 +358,13 @@ class ChatWorker:
                     return
                 await self._submit(replace(message, text="/compact"), raw_text="/compact")
 
-    async def _stop(self) -> bool:
+    async def _stop(self, user_id: str | None) -> bool:
         ctx = self.ctx
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             return False
-        return await ctx.conversations.stop(LOCAL_ADMIN, binding.conversation_id)
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        return await ctx.conversations.stop(caller, binding.conversation_id)
 
     async def _status(self) -> str:
         ctx = self.ctx
