@@ -91,3 +91,29 @@ async def test_a_task_on_an_agent_its_owner_may_not_use_fails(site: Site) -> Non
     await site.runtime.db.users.set_disabled("bob")
     run = await tasks.wait_run((await tasks.run_now(schedule.id)).id)
     assert run.status == "failed" and "owner is disabled" in (run.error or "")
+
+
+async def test_a_background_chat_turn_acts_as_its_caller(site: Site) -> None:
+    alice, bob = await site.sign_in("alice"), await site.sign_in("bob")
+
+    def body(conversation_id: str, message_id: str) -> dict[str, object]:
+        return {
+            "id": conversation_id,
+            "background": True,
+            "messages": [
+                {"id": message_id, "role": "user", "parts": [{"type": "text", "text": "hi"}]}
+            ],
+        }
+
+    started = await alice.post("/api/chat", json=body("conv_alice_bg", "m-a"))
+    assert started.status_code == 202, started.text
+    tasks = site.runtime.tasks
+    assert tasks is not None
+    await tasks.wait_run(started.json()["id"])
+    record = await site.runtime.db.conversations.get("conv_alice_bg")
+    assert record is not None and record.owner_id == (await _user(site, "alice")).id
+    # Bob cannot write into alice's conversation in the background either.
+    refused = await bob.post("/api/chat", json=body("conv_alice_bg", "m-b"))
+    assert refused.status_code == 404, refused.text
+    rows = await site.runtime.db.messages.list_for_conversation("conv_alice_bg")
+    assert all(r.id != "m-b" for r in rows) and len(rows) == 2

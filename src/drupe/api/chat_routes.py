@@ -154,7 +154,7 @@ async def post_chat(body: ChatRequest, request: Request) -> Response:
     if body.background:
         if runtime.tasks is None:
             raise RuntimeError("the task service is not running")
-        run = await runtime.tasks.start_chat_run(dispatch)
+        run = await runtime.tasks.start_chat_run(dispatch, caller)
         if isinstance(dispatch, Submit):
             await title_if_untitled(runtime, conversation_id, dispatch.parts)
         return JSONResponse(run_json(run), status_code=202)

@@ -31,7 +31,7 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Regenerate, Submit
-from drupe.admission.principal import LOCAL_ADMIN
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
 from drupe.ids import session_conversation_id
 from drupe.lifetimes import TaskOwner
@@ -356,8 +356,11 @@ class TaskService(TaskOwner):
         assert latest is not None
         return latest
 
-    async def start_chat_run(self, request: Submit | Regenerate) -> TaskRunRecord:
-        """Admit a chat turn that no connection owns; its run row follows it to its end."""
+    async def start_chat_run(
+        self, request: Submit | Regenerate, caller: Principal = LOCAL_ADMIN
+    ) -> TaskRunRecord:
+        """Admit a chat turn that no connection owns, as ``caller`` (the port asks the access
+        policy); its run row follows it to its end."""
         conversation_id = request.conversation_id
         if self.deps.conversations.is_live(conversation_id):
             raise AdmissionError(
@@ -369,10 +372,10 @@ class TaskService(TaskOwner):
             kind="chat", started_at=self.deps.clock.now(), conversation_id=conversation_id
         )
         sentinel = TaskSentinel(f"agent-task:{run.id}")
-        control = RunControl(conversation_id=conversation_id, sentinel=sentinel)
+        control = RunControl(conversation_id=conversation_id, sentinel=sentinel, caller=caller)
         try:
             admission = await self.deps.conversations.submit(
-                LOCAL_ADMIN, request, subscribers=[sentinel]
+                caller, request, subscribers=[sentinel]
             )
         except BaseException:
             with anyio.CancelScope(shield=True):
@@ -422,7 +425,7 @@ class TaskService(TaskOwner):
             await stop_run(self.deps, control, CANCEL_REASON)
         elif control.conversation_id is not None:
             await self.deps.conversations.stop(
-                LOCAL_ADMIN, control.conversation_id, reason=CANCEL_REASON
+                control.caller, control.conversation_id, reason=CANCEL_REASON
             )
         return True
 
