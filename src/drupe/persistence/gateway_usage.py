@@ -132,8 +132,8 @@ def summarize_gateway(
             continue
         day.add(row)
         totals.add(row)
-        keys = (row.key_id, row.owner_id, row.model, row.dialect)
-        for counts, key in zip(groups, keys, strict=True):
+        by = (row.key_id, row.owner_id, row.model, row.dialect)
+        for counts, key in zip(groups, by, strict=True):
             counts.setdefault(key, GatewayCount(key=key)).add(row)
 
     def ranked(counts: dict[str | None, GatewayCount]) -> list[GatewayCount]:
@@ -182,7 +182,7 @@ class GatewayUsageStore:
         ]
         # One lock order for every writer: two batches that share groups, upserted in
         # different orders, deadlock on PostgreSQL.
-        values.sort(key=lambda row: row["id"])
+        values.sort(key=lambda row: str(row["id"]))
         insert = postgresql.insert if self._dialect == "postgresql" else sqlite.insert
         statement = insert(GatewayUsageRow).values(values)
         added = statement.excluded
