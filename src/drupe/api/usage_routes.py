@@ -15,37 +15,19 @@ name and prefix, never their secret.
 
 from __future__ import annotations
 
-from datetime import UTC, date, datetime, timedelta
+from datetime import UTC, date, datetime
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from drupe.errors import ValidationError
 from drupe.http.state import get_runtime, require_admin
 from drupe.persistence.gateway_usage import GatewayCount, GatewayUsageSummary
-from drupe.persistence.usage import UsageCount
+from drupe.persistence.usage import MAX_DAYS, UsageCount, usage_window
 
-__all__ = ["MAX_DAYS", "router", "usage_window"]
+__all__ = ["MAX_DAYS", "router"]
 
 router = APIRouter(tags=["usage"])
-MAX_DAYS = 366
 MAX_TOP = 100
-DEFAULT_DAYS = 30
-
-
-def usage_window(
-    since: date | None, until: date | None, days: int | None, today: date
-) -> tuple[date, date]:
-    """The inclusive UTC days of a usage query; ``ValidationError`` says what is wrong."""
-    last = until or today
-    if since is not None and days is not None:
-        raise ValidationError("give either since or days, not both")
-    first = since if since is not None else last - timedelta(days=(days or DEFAULT_DAYS) - 1)
-    if first > last:
-        raise ValidationError(f"since ({first.isoformat()}) is after until ({last.isoformat()})")
-    if (last - first).days + 1 > MAX_DAYS:
-        raise ValidationError(f"the window is {(last - first).days + 1} days; at most {MAX_DAYS}")
-    return first, last
 
 
 def _count_json(count: UsageCount) -> dict[str, Any]:
