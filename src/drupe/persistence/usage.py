@@ -44,7 +44,10 @@ def usage_window(
     last = until or today
     if since is not None and days is not None:
         raise ValidationError("give either since or days, not both")
-    first = since if since is not None else last - timedelta(days=(days or DEFAULT_DAYS) - 1)
+    try:
+        first = since if since is not None else last - timedelta(days=(days or DEFAULT_DAYS) - 1)
+    except OverflowError:
+        raise ValidationError(f"the window starts before year 1 (until {last})") from None
     if first > last:
         raise ValidationError(f"since ({first.isoformat()}) is after until ({last.isoformat()})")
     if (last - first).days + 1 > MAX_DAYS:

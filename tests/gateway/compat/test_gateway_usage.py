@@ -213,3 +213,10 @@ async def test_the_window_is_validated_and_bad_input_is_a_clear_422(tmp_path: Pa
     assert "not both" in refused["both since and days"].json()["detail"]
     assert "at most 366" in refused["over 366 days"].json()["detail"]
     assert "since" in refused["not a date"].json()["detail"]
+
+
+async def test_a_window_before_year_one_is_a_422_not_a_crash(tmp_path: Path) -> None:
+    async with open_gateway(tmp_path) as gw, httpx.AsyncClient(base_url=gw.url) as api:
+        reply = await api.get("/api/usage", params={"until": "0001-01-05", "days": 30})
+    assert reply.status_code == 422
+    assert "before year 1" in reply.json()["detail"]
