@@ -34,6 +34,7 @@ TABLES = {
     "channel_deliveries",
     "conversations",
     "gateway_responses",
+    "gateway_usage",
     "messages",
     "schedules",
     "shares",

@@ -31,6 +31,7 @@ from drupe.app.streams import (
 from drupe.app.surfaces import channel_service, task_service
 from drupe.channels.config import load_channel_configs
 from drupe.channels.service import ChannelService
+from drupe.gateway.usage_meter import UsageMeter
 from drupe.identity.authenticator import Authenticator
 from drupe.identity.resources import Resources
 from drupe.observability.trace_store import TraceRecorder
@@ -90,6 +91,8 @@ class Runtime:
     """Who makes each request (None: auth is off, every request is the local admin)."""
     resources: Resources | None = None
     """Owned resources other than conversations, looked up with access decided (identity)."""
+    gateway_usage: UsageMeter | None = None
+    """Gateway requests and tokens, written behind to ``db.gateway_usage`` (None: not metered)."""
 
 
 @asynccontextmanager
@@ -116,6 +119,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
+        meter = UsageMeter(db.gateway_usage)
+        stack.push_async_callback(meter.aclose)  # after every surface, before the database
         reconciled, rows = await reconcile(db, cluster)
         streams = await open_streams(stack, settings, cluster, cluster_status)
         manager = streams.manager
@@ -159,6 +164,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             retrier=streams.retrier,
             cluster=cluster,
             cluster_takeover=takeover,
+            gateway_usage=meter,
         )
         channel_configs = load_channel_configs(config_file)
         if channel_configs:

@@ -1,7 +1,8 @@
 """``drupe``: the command-line entry point (Typer + Rich).
 
 Commands: ``serve`` (uvicorn with the app), ``chat`` (terminal client over the HTTP API),
-``db upgrade``, ``keys create|list|revoke`` (gateway API keys), ``agent ...`` (agents and
+``db upgrade``, ``keys create|list|revoke|usage`` (gateway API keys and their usage;
+``drupe.cli.keys_usage``), ``agent ...`` (agents and
 sessions, over the HTTP API; ``drupe.cli.agent``), ``channel ...`` (IM channels;
 ``drupe.cli.channel``), ``task ...`` (scheduled tasks and background runs, over the HTTP API;
 ``drupe.cli.task``) and ``doctor``. Each command
@@ -21,6 +22,7 @@ from rich.markup import escape
 
 from drupe.cli.agent import agent_app
 from drupe.cli.channel import channel_app
+from drupe.cli.keys_usage import keys_usage
 from drupe.cli.task import task_app
 from drupe.cli.users import users_app
 from drupe.errors import ConfigError, DrupeError
@@ -39,6 +41,7 @@ db_app = typer.Typer(help="Database maintenance.", no_args_is_help=True)
 keys_app = typer.Typer(help="Gateway API keys (for the /v1 routes).", no_args_is_help=True)
 app.add_typer(db_app, name="db")
 app.add_typer(keys_app, name="keys")
+keys_app.command("usage")(keys_usage)
 app.add_typer(agent_app, name="agent")
 app.add_typer(channel_app, name="channel")
 app.add_typer(task_app, name="task")

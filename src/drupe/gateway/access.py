@@ -5,8 +5,10 @@
 * ``admit(record, model_id, error_body)``: the key's scope (403 naming the model or agent)
   then its budgets (429 with ``Retry-After`` in whole seconds and the dialect's
   ``rate_limit`` error body). Nothing has started when it raises.
-* ``charge(record)`` -> the ``on_end`` callback of a ``PromptResponse``: the tokens the answer
-  used go to the key's day.
+* ``charge(record, model=, dialect=, caller=)`` -> the ``on_end`` callback of a response: the
+  tokens the answer used go to the key's day budget, and the request (input and output tokens,
+  model, dialect, key, the user it acted as, the UTC day) to the runtime's ``UsageMeter``
+  (``GET /api/usage``'s ``gateway`` section; ``drupe keys usage``).
 
 The clock is injected (epoch seconds) so tests drive budgets without sleeping.
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from starlette.requests import Request
@@ -29,6 +32,8 @@ from drupe.gateway.limits import (
     check_scope,
 )
 from drupe.gateway.prompt import GatewayError, GatewayFailure
+from drupe.gateway.usage_meter import TokenUsage
+from drupe.persistence.gateway_usage import UsageDelta
 from drupe.persistence.records import ApiKeyRecord
 
 if TYPE_CHECKING:
@@ -98,8 +103,33 @@ class GatewayAccess:
                 headers={"retry-after": str(retry_after)},
             )
 
-    def charge(self, record: ApiKeyRecord | None) -> Callable[[int], None]:
-        def on_end(tokens: int) -> None:
-            self.limiter.charge(record, tokens, self.clock())
+    def charge(
+        self,
+        record: ApiKeyRecord | None,
+        *,
+        model: str,
+        dialect: str,
+        caller: Principal | None = None,
+    ) -> Callable[[TokenUsage], None]:
+        """The ``on_end`` of one request: budget and usage (the user is ``caller``, else the
+        key's owner)."""
+        owner = caller.user_id if caller is not None else record.owner_id if record else None
+
+        def on_end(used: TokenUsage) -> None:
+            now = self.clock()
+            self.limiter.charge(record, used.total, now)
+            meter = self.runtime.gateway_usage
+            if meter is not None:
+                meter.record(
+                    UsageDelta(
+                        day=datetime.fromtimestamp(now, UTC).date(),
+                        key_id=record.id if record is not None else None,
+                        owner_id=owner,
+                        model=model,
+                        dialect=dialect,
+                        input_tokens=used.input_tokens,
+                        output_tokens=used.output_tokens,
+                    )
+                )
 
         return on_end

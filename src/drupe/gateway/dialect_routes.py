@@ -33,6 +33,7 @@ from drupe.gateway.prompt import (
     PromptStream,
 )
 from drupe.gateway.prompt_response import PromptResponse
+from drupe.gateway.usage_meter import TokenUsage
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
@@ -99,7 +100,7 @@ async def respond(
     error_body: ErrorBody,
     *,
     stream: bool,
-    on_end: Callable[[int], None] | None = None,
+    on_end: Callable[[TokenUsage], None] | None = None,
     before_success: Callable[[], Coroutine[Any, Any, None]] | None = None,
     caller: Principal | None = None,
 ) -> PromptResponse:

@@ -20,8 +20,8 @@ failure is the OpenAI error JSON with a 4xx/5xx status (upstream 429 -> 429, 400
 400, anything else -> 502; ``settings.gateway_idle_timeout`` without a byte -> 504), after it an
 error frame. Retryable upstream failures (408, 409, 429, 5xx, transport errors) are tried again
 before anything was committed, following the agent loop's ``RetryPolicy``. A client
-disconnect closes the upstream request at once. ``on_end(tokens)`` is called once with the
-tokens the upstream reported, whatever the outcome.
+disconnect closes the upstream request at once. ``on_end(TokenUsage)`` is called once with the
+input and output tokens the upstream reported, whatever the outcome.
 
 Never: log a request body or a key, or keep an upstream request open after its response ended.
 """
@@ -46,6 +46,7 @@ from drupe.errors import ConfigError
 from drupe.gateway.openai_compat import DONE, OpenAIChat, openai_error_body
 from drupe.gateway.prompt import GatewayFailure
 from drupe.gateway.prompt_response import SSE_HEADERS
+from drupe.gateway.usage_meter import TokenUsage
 
 if TYPE_CHECKING:
     import aiohttp
@@ -152,7 +153,7 @@ class Passthrough:
         body: Mapping[str, Any],
         chat: OpenAIChat,
         *,
-        on_end: Callable[[int], None] | None = None,
+        on_end: Callable[[TokenUsage], None] | None = None,
     ) -> PassthroughResponse:
         return PassthroughResponse(
             self.client(upstream),
@@ -191,16 +192,18 @@ def upstream_body(body: Mapping[str, Any], upstream: Upstream, *, stream: bool) 
     return orjson.dumps(out)
 
 
-def _tokens(usage: Any) -> int:
+def _count(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
+
+
+def _tokens(usage: Any) -> TokenUsage:
+    """An OpenAI ``usage`` object's split (a bare ``total_tokens`` counts as input)."""
     if not isinstance(usage, dict):
-        return 0
-    total = usage.get("total_tokens")
-    if isinstance(total, int) and not isinstance(total, bool):
-        return total
-    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
-    return (prompt if isinstance(prompt, int) else 0) + (
-        completion if isinstance(completion, int) else 0
-    )
+        return TokenUsage()
+    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
+    if prompt is None and completion is None:
+        return TokenUsage(_count(usage.get("total_tokens")) or 0, 0)
+    return TokenUsage(prompt or 0, completion or 0)
 
 
 def _meaningful(frame: Mapping[str, Any]) -> bool:
@@ -273,7 +276,7 @@ class PassthroughResponse(Response):
         retry: RetryPolicy,
         idle_timeout: float,
         proxy: str | None = None,
-        on_end: Callable[[int], None] | None = None,
+        on_end: Callable[[TokenUsage], None] | None = None,
         closing: bool = False,
     ) -> None:
         super().__init__()
@@ -288,7 +291,7 @@ class PassthroughResponse(Response):
         self.on_end = on_end
         self.shutting_down = closing
         self.committed = False
-        self.tokens = 0
+        self.tokens = TokenUsage()
         self._done = False
         self._send: Send | None = None
 
@@ -451,7 +454,9 @@ class PassthroughResponse(Response):
             raise _Failed(upstream_failure(502, data))
         usage = payload.get("usage")
         if usage is not None:
-            self.tokens = max(self.tokens, _tokens(usage))
+            used = _tokens(usage)
+            if used.total > self.tokens.total:
+                self.tokens = used
         if "model" in payload:
             payload["model"] = self.model
         if not self.include_usage:

@@ -19,8 +19,9 @@ committed. Rules (reference §9, scenario 40):
   and a client that got its answer (or its 504) knows the model stream is over.
 * ``before_success`` (optional) is awaited after a success terminal and before the success
   frames or body are produced (the Responses API stores its response there, so a client that
-  saw ``response.completed`` can chain from it at once). ``on_end(tokens)`` is called once with
-  the tokens the answer used (from its ``message-metadata`` usage), whatever the outcome.
+  saw ``response.completed`` can chain from it at once). ``on_end(TokenUsage)`` is called once
+  with the input and output tokens the answer used (its largest ``message-metadata`` usage),
+  whatever the outcome (zeros when the model reported none).
 """
 
 from __future__ import annotations
@@ -37,6 +38,7 @@ from starlette.types import Message, Receive, Scope, Send
 from drupe.chunks.types import Chunk
 from drupe.errors import AdmissionError
 from drupe.gateway.prompt import Dialect, GatewayError, GatewayFailure, GatewayStream
+from drupe.gateway.usage_meter import TokenUsage
 from drupe.streaming.listeners.base import TerminalResult
 
 __all__ = ["MEANINGFUL_CHUNKS", "SSE_HEADERS", "PromptResponse", "failure_of_terminal"]
@@ -99,7 +101,7 @@ class PromptResponse(Response):
         streaming: bool,
         idle_timeout: float,
         before_success: Callable[[], Awaitable[None]] | None = None,
-        on_end: Callable[[int], None] | None = None,
+        on_end: Callable[[TokenUsage], None] | None = None,
         headers: Mapping[str, str] | None = None,
     ) -> None:
         super().__init__()
@@ -112,7 +114,7 @@ class PromptResponse(Response):
         self.extra_headers = dict(headers or {})
         self.committed = False
         self.disconnected = False
-        self.tokens = 0
+        self.tokens = TokenUsage()
         self._send: Send | None = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -212,8 +214,11 @@ class PromptResponse(Response):
         metadata = chunk.get("messageMetadata")
         usage = metadata.get("usage") if isinstance(metadata, dict) else None
         if isinstance(usage, dict):
-            used = int(usage.get("inputTokens") or 0) + int(usage.get("outputTokens") or 0)
-            self.tokens = max(self.tokens, used)
+            used = TokenUsage(
+                int(usage.get("inputTokens") or 0), int(usage.get("outputTokens") or 0)
+            )
+            if used.total > self.tokens.total:
+                self.tokens = used
 
     async def _terminal(self, result: TerminalResult, pending: list[bytes]) -> None:
         await self.stream.close()  # settled and forgotten before the client hears the end

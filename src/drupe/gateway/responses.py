@@ -159,6 +159,8 @@ def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_d
 
         dialect = ResponsesDialect(parsed, response_id=new_response_id())
 
+        caller = request_caller(request)
+
         async def save() -> None:
             if parsed.store:
                 await store.put(
@@ -175,9 +177,9 @@ def add_routes(router: APIRouter, runtime: Runtime, access: GatewayAccess, key_d
             dialect,
             openai_error_body,
             stream=parsed.stream,
-            on_end=access.charge(key),
+            on_end=access.charge(key, model=parsed.model, dialect="responses", caller=caller),
             before_success=save,
-            caller=request_caller(request),
+            caller=caller,
         )
 
     @router.get("/v1/responses/{response_id}", summary="Retrieve a stored response")

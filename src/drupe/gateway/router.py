@@ -206,17 +206,19 @@ def _add_completion_routes(
         chat = parse_chat_request(body, refusal(openai_error_body))
         check_model(runtime, chat.model, openai_error_body)
         await access.admit(key, chat.model, openai_error_body)
+        caller = request_caller(request)
+        on_end = access.charge(key, model=chat.model, dialect="chat-completions", caller=caller)
         upstream = fast.upstream(chat.model)
         if upstream is not None:  # an OpenAI-wire provider: forwarded as-is
-            return fast.respond(upstream, body, chat, on_end=access.charge(key))
+            return fast.respond(upstream, body, chat, on_end=on_end)
         return await respond(
             runtime,
             chat.spec,
             OpenAIDialect(chat),
             openai_error_body,
             stream=chat.stream,
-            on_end=access.charge(key),
-            caller=request_caller(request),
+            on_end=on_end,
+            caller=caller,
         )
 
 
@@ -234,14 +236,15 @@ def _add_messages_routes(
         check_model(runtime, model_id, anthropic_error_body)
         await access.admit(key, model_id, anthropic_error_body)
         spec = replace(parsed.spec, model_id=model_id)
+        caller = request_caller(request)
         return await respond(
             runtime,
             spec,
             AnthropicDialect(parsed),
             anthropic_error_body,
             stream=parsed.stream,
-            on_end=access.charge(key),
-            caller=request_caller(request),
+            on_end=access.charge(key, model=model_id, dialect="messages", caller=caller),
+            caller=caller,
         )
 
     async def count_tokens(

@@ -33,6 +33,7 @@ from drupe.persistence.audit import AuditLog
 from drupe.persistence.auth_sessions import AuthSessionStore
 from drupe.persistence.channels import ChannelStore
 from drupe.persistence.conversations import ConversationStore
+from drupe.persistence.gateway_usage import GatewayUsageStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
@@ -71,6 +72,7 @@ class Database:
     channels: ChannelStore
     schedules: ScheduleStore
     usage: UsageStore
+    gateway_usage: GatewayUsageStore
     search: SearchStore
     users: UserStore
     auth_sessions: AuthSessionStore
@@ -193,6 +195,7 @@ async def open_database(
             channels=ChannelStore(transactions),
             schedules=ScheduleStore(transactions),
             usage=UsageStore(transactions),
+            gateway_usage=GatewayUsageStore(transactions, dialect=dialect),
             search=SearchStore(transactions, dialect=dialect),
             users=UserStore(transactions),
             auth_sessions=AuthSessionStore(transactions),

@@ -11,13 +11,14 @@ no SQL: only the stores do.
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime
 from typing import Any, Final
 
 from sqlalchemy import (
     BigInteger,
     Boolean,
     CheckConstraint,
+    Date,
     Dialect,
     ForeignKey,
     Index,
@@ -44,6 +45,7 @@ __all__ = [
     "ChannelDeliveryRow",
     "ConversationRow",
     "GatewayResponseRow",
+    "GatewayUsageRow",
     "JsonValue",
     "MessageRow",
     "ScheduleRow",
@@ -241,6 +243,27 @@ class GatewayResponseRow(Base):
     """The ``response`` object as the API returned it."""
     owner_id: Mapped[str | None] = mapped_column(String(64), index=True)
     """The user it belongs to (None: an admin's, from before identity)."""
+
+
+class GatewayUsageRow(Base):
+    """Gateway traffic of one group (UTC day, key, user, model, dialect): one row per group,
+    its counters added to in place (``persistence.gateway_usage``), never one row per request."""
+
+    __tablename__ = "gateway_usage"
+
+    id: Mapped[str] = mapped_column(String(64), primary_key=True)
+    """The SHA-256 (hex) of the group's columns: the upsert's conflict target."""
+    day: Mapped[date] = mapped_column(Date, index=True)
+    key_id: Mapped[str | None] = mapped_column(String(64), index=True)
+    """The API key that made the requests (None: keys not required)."""
+    owner_id: Mapped[str | None] = mapped_column(String(255), index=True)
+    """The user the requests acted as (None: unknown)."""
+    model: Mapped[str] = mapped_column(String(255))
+    dialect: Mapped[str] = mapped_column(String(32))
+    requests: Mapped[int] = mapped_column(BigInteger)
+    input_tokens: Mapped[int] = mapped_column(BigInteger)
+    output_tokens: Mapped[int] = mapped_column(BigInteger)
+    updated_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class AgentRow(Base):

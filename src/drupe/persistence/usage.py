@@ -5,7 +5,9 @@ Reads what the persistence listener already stores: every settled assistant row 
 ``outputTokens``, as the UI stream's message metadata reported them). A row without usage
 counts as an answer with zero tokens. Days are UTC calendar days. One read transaction; the
 folding happens here in Python, so the same code runs on SQLite and PostgreSQL (their JSON and
-date functions differ). The window is the caller's limit: the gateway caps it.
+date functions differ). ``usage_window(since, until, days, today)`` turns a query's window into
+inclusive UTC days (at most ``MAX_DAYS``) or a ``ValidationError`` that says what is wrong; the
+HTTP route and the CLI share it.
 """
 
 from __future__ import annotations
@@ -17,10 +19,40 @@ from typing import Any
 
 from sqlalchemy import select
 
+from drupe.errors import ValidationError
 from drupe.persistence.tables import ConversationRow, MessageRow
 from drupe.persistence.transaction import Transactions
 
-__all__ = ["UsageCount", "UsageStore", "UsageSummary", "summarize"]
+__all__ = [
+    "DEFAULT_DAYS",
+    "MAX_DAYS",
+    "UsageCount",
+    "UsageStore",
+    "UsageSummary",
+    "summarize",
+    "usage_window",
+]
+
+MAX_DAYS = 366
+DEFAULT_DAYS = 30
+
+
+def usage_window(
+    since: date | None, until: date | None, days: int | None, today: date
+) -> tuple[date, date]:
+    """The inclusive UTC days of a usage query; ``ValidationError`` says what is wrong."""
+    last = until or today
+    if since is not None and days is not None:
+        raise ValidationError("give either since or days, not both")
+    try:
+        first = since if since is not None else last - timedelta(days=(days or DEFAULT_DAYS) - 1)
+    except OverflowError:
+        raise ValidationError(f"the window starts before year 1 (until {last})") from None
+    if first > last:
+        raise ValidationError(f"since ({first.isoformat()}) is after until ({last.isoformat()})")
+    if (last - first).days + 1 > MAX_DAYS:
+        raise ValidationError(f"the window is {(last - first).days + 1} days; at most {MAX_DAYS}")
+    return first, last
 
 
 @dataclass(slots=True)
