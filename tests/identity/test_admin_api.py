@@ -153,6 +153,10 @@ async def test_an_owner_shares_a_conversation_and_an_agent_and_takes_them_back(
         refused = await alice.put(path, json=body)
         assert refused.status_code == 422 and says in refused.text, (path, refused.text)
     assert (await alice.put(f"{shares}/nobody", json={"access": "read"})).status_code == 404
+    # A name that looks like a key prefix is still just a name (the audit row holds its id).
+    assert (await root.post("/api/users", json={"name": "sk-dan"})).status_code == 201
+    assert (await alice.put(f"{shares}/sk-dan", json={"access": "read"})).status_code == 200
+    assert (await alice.delete(f"{shares}/sk-dan")).status_code == 204
 
     assert (await alice.delete(f"{shares}/bob")).status_code == 204
     assert (await alice.delete(f"{shares}/bob")).status_code == 204  # nothing left: still 204
@@ -185,9 +189,12 @@ async def test_the_audit_log_has_every_change_and_no_secret(site: Site) -> None:
         if not e["action"].startswith("auth.")
     ]
     target = f"conversation:{conversation}"
+    bob_id = next(
+        u["id"] for u in (await root.get("/api/users")).json()["items"] if u["name"] == "bob"
+    )
     assert ours == [  # newest first
-        ("share.remove", "alice", target, {"user": "bob"}),
-        ("share.set", "alice", target, {"user": "bob", "access": "read"}),
+        ("share.remove", "alice", target, {"userId": bob_id}),
+        ("share.set", "alice", target, {"userId": bob_id, "access": "read"}),
         ("user.enable", "root", "carol", {}),
         ("user.disable", "root", "carol", {"sessionsEnded": 0}),
         ("user.role", "root", "carol", {"from": "member", "to": "admin"}),

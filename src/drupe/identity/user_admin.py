@@ -11,6 +11,8 @@ Contract (every change is audited with its actor, target and address; never a se
 * ``shares_of``, ``share``, ``unshare``: a conversation's or an agent's shares. Only the
   resource's owner or an admin may see or change them; for anyone else the resource answers
   ``NotFoundError`` (404), exactly like a missing one (``share.set``, ``share.remove``).
+* A share's audit row names the user by id (a name could look like a secret to
+  ``AuditLog.record``: ``sk-...`` is a valid user name).
 * ``Actor``: who acts; ``CLI_ACTOR`` is the operator at the command line (an admin).
 """
 
@@ -167,7 +169,7 @@ async def share(
         actor,
         "share.set",
         f"{checked}:{resource_id}",
-        {"user": user.name, "access": given.access},
+        {"userId": user.id, "access": given.access},
     )
     return given
 
@@ -181,5 +183,5 @@ async def unshare(db: Database, actor: Actor, kind: str, resource_id: str, user_
         raise NotFoundError("user", user_name)
     removed = await db.shares.unshare(checked, resource_id, user.id)
     if removed:
-        await _audit(db, actor, "share.remove", f"{checked}:{resource_id}", {"user": user.name})
+        await _audit(db, actor, "share.remove", f"{checked}:{resource_id}", {"userId": user.id})
     return removed
