@@ -223,6 +223,17 @@ class UserStore:
         if role is not None and role not in ROLES:
             raise ValidationError(f"role must be one of {', '.join(ROLES)}")
         async with self._transactions.write() as db:
+            # Lock the enabled admins first, always in id order, then the user: two changes
+            # at once wait for each other instead of deadlocking (Postgres; SQLite has one
+            # writer).
+            admins = (
+                await db.scalars(
+                    select(UserRow.id)
+                    .where(UserRow.role == "admin", UserRow.disabled.is_(False))
+                    .order_by(UserRow.id)
+                    .with_for_update()
+                )
+            ).all()
             row = await db.scalar(select(UserRow).where(UserRow.name == name).with_for_update())
             if row is None:
                 raise NotFoundError("user", name)
@@ -230,17 +241,11 @@ class UserStore:
             new_role = role if role is not None else before.role
             new_disabled = disabled if disabled is not None else before.disabled
             stays_admin = new_role == "admin" and not new_disabled
-            if before.role == "admin" and not before.disabled and not stays_admin:
-                admins = await db.scalars(
-                    select(UserRow.id)
-                    .where(UserRow.role == "admin", UserRow.disabled.is_(False))
-                    .with_for_update()
+            if before.id in admins and not stays_admin and len(admins) <= 1:
+                raise ValidationError(
+                    f"{name!r} is the last enabled admin: make another user an admin "
+                    "before demoting or disabling this one"
                 )
-                if len(admins.all()) <= 1:
-                    raise ValidationError(
-                        f"{name!r} is the last enabled admin: make another user an admin "
-                        "before demoting or disabling this one"
-                    )
             row.role = new_role
             row.disabled = new_disabled
             return before, user_record(row)
