@@ -24,7 +24,15 @@ PUBLIC: set[tuple[str, str]] = {
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
 }
-ADMIN_ONLY = {"/metrics", "/api/usage", "/api/channels", "/api/channels/{channel_id}"}
+ADMIN_ONLY = {
+    "/metrics",
+    "/api/usage",
+    "/api/channels",
+    "/api/channels/{channel_id}",
+    "/api/users",
+    "/api/users/{name}",
+    "/api/audit",
+}
 # Routes that name no resource of the owner: any signed-in user may call them.
 OPEN_TO_MEMBERS = {
     "/api/models",
@@ -39,6 +47,7 @@ OPEN_TO_MEMBERS = {
     "/api/sessions",
     "/api/schedules",
     "/api/search",
+    "/api/users/directory",
 }
 
 

@@ -45,6 +45,7 @@ from drupe.api import (
     task_routes,
     trace_routes,
     usage_routes,
+    user_routes,
 )
 from drupe.api.model_titles import Titler
 from drupe.api.static_ui import StaticUI
@@ -140,6 +141,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.gateway_slot = len(app.router.routes)
     app.include_router(system_routes.router)
     app.include_router(auth_routes.router)
+    app.include_router(user_routes.router)
     app.include_router(chat_routes.router)
     app.include_router(conversation_routes.router)
     app.include_router(search_routes.router)

@@ -24,7 +24,7 @@ from drupe.cli.agent import agent_app
 from drupe.cli.channel import channel_app
 from drupe.cli.keys_usage import keys_usage
 from drupe.cli.task import task_app
-from drupe.cli.users import users_app
+from drupe.cli.users import audit_command, users_app
 from drupe.errors import ConfigError, DrupeError
 from drupe.settings import Settings
 
@@ -46,6 +46,7 @@ app.add_typer(agent_app, name="agent")
 app.add_typer(channel_app, name="channel")
 app.add_typer(task_app, name="task")
 app.add_typer(users_app, name="users")
+app.command("audit")(audit_command)
 
 console = Console(highlight=False)
 errors = Console(stderr=True, highlight=False)

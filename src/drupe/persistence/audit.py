@@ -23,7 +23,7 @@ from drupe.persistence.clock import utc_now
 from drupe.persistence.tables import AuditRow
 from drupe.persistence.transaction import Transactions
 
-__all__ = ["AuditEvent", "AuditLog"]
+__all__ = ["MAX_PAGE", "AuditEvent", "AuditLog"]
 
 _SECRET_KEYS: Final = frozenset(("password", "token", "secret", "key", "cookie", "authorization"))
 _SECRET_PREFIXES: Final = ("drt_", "sk-", "Bearer ")

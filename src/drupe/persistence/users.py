@@ -12,6 +12,7 @@ Contract (issue 20, step 1: the accounts; sign-in and enforcement build on it):
   returns the plaintext once, the database keeps its SHA-256 and a short prefix. At most
   ``MAX_TOKENS_PER_USER`` live tokens per user. ``verify_token`` refuses revoked tokens and the
   tokens of a disabled user, and stamps ``last_used_at``.
+* ``change(name, role=, disabled=)`` never leaves the server without an enabled admin.
 * No password, hash or token is ever put in an exception message or a record's ``repr``.
 """
 
@@ -209,6 +210,45 @@ class UserStore:
         async with self._transactions.write() as db:
             await db.execute(update(UserRow).where(UserRow.id == user.id).values(role=role))
         return await self._require(name)
+
+    async def change(
+        self, name: str, *, role: Role | None = None, disabled: bool | None = None
+    ) -> tuple[UserRecord, UserRecord]:
+        """Set the role and/or the disabled flag of user ``name``: ``(before, after)``.
+
+        Refuses (``ValidationError``) to leave the server without an enabled admin: the check
+        and the change are one transaction, and on Postgres the admin rows are locked, so two
+        admins demoting each other at once cannot both succeed.
+        """
+        if role is not None and role not in ROLES:
+            raise ValidationError(f"role must be one of {', '.join(ROLES)}")
+        async with self._transactions.write() as db:
+            # Lock the enabled admins first, always in id order, then the user: two changes
+            # at once wait for each other instead of deadlocking (Postgres; SQLite has one
+            # writer).
+            admins = (
+                await db.scalars(
+                    select(UserRow.id)
+                    .where(UserRow.role == "admin", UserRow.disabled.is_(False))
+                    .order_by(UserRow.id)
+                    .with_for_update()
+                )
+            ).all()
+            row = await db.scalar(select(UserRow).where(UserRow.name == name).with_for_update())
+            if row is None:
+                raise NotFoundError("user", name)
+            before = user_record(row)
+            new_role = role if role is not None else before.role
+            new_disabled = disabled if disabled is not None else before.disabled
+            stays_admin = new_role == "admin" and not new_disabled
+            if before.id in admins and not stays_admin and len(admins) <= 1:
+                raise ValidationError(
+                    f"{name!r} is the last enabled admin: make another user an admin "
+                    "before demoting or disabling this one"
+                )
+            row.role = new_role
+            row.disabled = new_disabled
+            return before, user_record(row)
 
     async def authenticate(self, name: str, password: str) -> UserRecord | None:
         """The enabled user ``name`` when ``password`` matches; None otherwise, in the same
