@@ -141,26 +141,66 @@ def _gate_probe(gate: Any, headers: list[tuple[bytes, bytes]], route: str) -> Pr
     return probe
 
 
-async def _cpu_us(probe: Probe, count: int) -> float:
-    gc.collect()
+SLICES = 10
+"""Each round runs every mode in this many slices, the modes alternating slice by slice, so a
+change of the machine's load during a round hits every mode alike."""
+
+
+async def _cpu_s(probe: Probe, count: int) -> float:
     started = time.process_time()
     await probe(count)
-    return (time.process_time() - started) / count * 1e6
+    return time.process_time() - started
 
 
-async def _rounds(probes: dict[str, tuple[Probe, int]], rounds: int) -> dict[str, float]:
-    """Median CPU us per call of each probe over ``rounds`` rotated, interleaved rounds."""
+async def _rounds(probes: dict[str, tuple[Probe, int]], rounds: int) -> dict[str, list[float]]:
+    """CPU us per call of each probe, one sample per round: the modes alternate slice by slice
+    within a round (the order rotating), with a full garbage collection before each round."""
     names = list(probes)
     for name in names:  # warm-up: imports, caches, the first session lookup
         probe, count = probes[name]
-        await _cpu_us(probe, max(1, count // 5))
+        await _cpu_s(probe, max(1, count // 5))
     samples: dict[str, list[float]] = {name: [] for name in names}
     for index in range(rounds):
-        order = names[index % len(names) :] + names[: index % len(names)]
-        for name in order:
-            probe, count = probes[name]
-            samples[name].append(await _cpu_us(probe, count))
-    return {name: median(values) for name, values in samples.items()}
+        gc.collect()
+        spent = dict.fromkeys(names, 0.0)
+        for piece in range(SLICES):
+            shift = (index + piece) % len(names)
+            for name in names[shift:] + names[:shift]:
+                probe, count = probes[name]
+                spent[name] += await _cpu_s(probe, max(1, count // SLICES))
+        for name in names:
+            calls = max(1, probes[name][1] // SLICES) * SLICES
+            samples[name].append(spent[name] / calls * 1e6)
+    return samples
+
+
+def _figures(
+    label: str, names: tuple[str, str], samples: dict[str, list[float]]
+) -> dict[str, float]:
+    """Per mode: the median us per call (``<names[0]>_<mode>``), and the median of the per-round
+    differences from ``off`` (``<names[1]>_<mode>``, paired within a round: the load a round
+    saw cancels out) with their range (``_min``, ``_max``), and the ratio of the medians."""
+    value_key, added_key = names
+    out: dict[str, float] = {}
+    base = samples["off"]
+    for mode, values in samples.items():
+        value = median(values)
+        out[f"{value_key}_{mode}"] = round(value, 2)
+        if mode == "off":
+            print(f"{label} {mode:>8}: {value:8.2f} us CPU/call")
+            continue
+        added = [one - ref for one, ref in zip(values, base, strict=True)]
+        out[f"{added_key}_{mode}"] = round(median(added), 2)
+        out[f"{added_key}_{mode}_min"] = round(min(added), 2)
+        out[f"{added_key}_{mode}_max"] = round(max(added), 2)
+        out[f"ratio_{mode}" if value_key == "us_per_request" else f"gate_ratio_{mode}"] = round(
+            value / median(base), 3
+        )
+        print(
+            f"{label} {mode:>8}: {value:8.2f} us CPU/call, {median(added):+8.2f} us over off "
+            f"(rounds: {min(added):+.2f} .. {max(added):+.2f})"
+        )
+    return out
 
 
 async def _request_figures(args: argparse.Namespace, on: Any, off: Any) -> dict[str, Any]:
@@ -213,19 +253,9 @@ async def _request_figures(args: argparse.Namespace, on: Any, off: Any) -> dict[
             rounds,
         )
     out: dict[str, Any] = {"requests": requests, "rounds": rounds, "route": route}
-    base = per_request["off"]
-    for mode, value in per_request.items():
-        out[f"us_per_request_{mode}"] = round(value, 1)
-        if mode != "off":
-            out[f"added_us_{mode}"] = round(value - base, 1)
-            out[f"ratio_{mode}"] = round(value / base, 3)
-        print(f"GET {route} {mode:>8}: {value:8.1f} us CPU/request ({value - base:+7.1f} us)")
+    out.update(_figures(f"GET {route}", ("us_per_request", "added_us"), per_request))
     out["gate_calls"] = gate_calls
-    for mode, value in per_gate.items():
-        out[f"gate_us_{mode}"] = round(value, 2)
-        if mode != "off":
-            out[f"gate_added_us_{mode}"] = round(value - per_gate["off"], 2)
-        print(f"AuthGate.run alone {mode:>8}: {value:7.2f} us CPU/call")
+    out.update(_figures("AuthGate.run alone", ("gate_us", "gate_added_us"), per_gate))
     return out
 
 

@@ -50,6 +50,7 @@ KEYS = {
 }
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(200)
 def test_auth_bench_prints_its_figures() -> None:
     proc = subprocess.run(
