@@ -6,10 +6,16 @@ when it presents none, or raises ``BadCredentials`` with a message that says wha
 like a bearer value. A bearer value is ``token`` when it is a personal token
 (``drt_...``) and ``key`` otherwise (a gateway API key). An ``Authorization`` header wins over
 a cookie. Nothing here looks anything up.
+
+A ``Cookie`` header is read exactly as ``http.cookies.SimpleCookie`` reads it (an unreadable
+header presents no session). The common header, plain ``name=value`` pairs, takes a fast path
+that gives the same answer without building a ``SimpleCookie`` (``bench/auth.py``: the
+per-request CPU of the gate).
 """
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from http.cookies import CookieError, SimpleCookie
@@ -36,7 +42,37 @@ class Credential:
         return f"Credential(kind={self.kind!r}, value=<{len(self.value)} chars>)"
 
 
+# Plain pairs: keys of characters ``Morsel`` accepts (no ``$``), values of characters the
+# ``SimpleCookie`` pattern takes unquoted (no quote, backslash, comma or space), ``; `` between.
+_PAIR: Final = r"[A-Za-z0-9!#%&'*+\-.^_`|~]+=[A-Za-z0-9!#%&'*+\-./:=?@^_`|~]*"
+_PLAIN: Final = re.compile(rf" *{_PAIR}(?:; *{_PAIR})*;? *")
+_RESERVED: Final = frozenset(
+    ("expires", "path", "comment", "domain", "max-age", "secure", "httponly", "version", "samesite")
+)
+"""``Morsel``'s attribute names: such a key is an attribute of the cookie before it."""
+
+
+def _plain_cookie(raw: str, name: str) -> tuple[bool, str | None]:
+    """``(True, value)`` when ``raw`` is plain pairs (``SimpleCookie`` gives the last value of
+    ``name``), ``(False, None)`` when only ``SimpleCookie`` can say."""
+    if _PLAIN.fullmatch(raw) is None:
+        return False, None
+    found: str | None = None
+    for pair in raw.split(";"):
+        key, _, value = pair.strip(" ").partition("=")
+        if not key:  # after a trailing ';'
+            continue
+        if key.lower() in _RESERVED:
+            return False, None
+        if key == name:
+            found = value  # a repeated cookie: the last one wins, as in SimpleCookie
+    return True, found or None
+
+
 def _cookie(raw: str, name: str) -> str | None:
+    plain, value = _plain_cookie(raw, name)
+    if plain:
+        return value
     jar: SimpleCookie = SimpleCookie()
     try:
         jar.load(raw)
