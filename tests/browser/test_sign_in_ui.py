@@ -191,6 +191,7 @@ def test_a_personal_token_is_shown_once_and_works(site: Drupe, browser: Browser)
         page.get_by_test_id("user-menu-button").click()
         page.get_by_test_id("tokens-link").click()
         expect(page.get_by_test_id("tokens-page")).to_be_visible()
+        expect(page.get_by_test_id("sign-out")).to_be_hidden()  # the menu closed
         page.get_by_test_id("token-name").fill("laptop script")
         page.get_by_test_id("token-create").click()
         shown = page.get_by_test_id("new-token")

@@ -1,6 +1,6 @@
 // The signed-in user's menu (name and role): personal tokens, the admin page (admins), sign out.
 // Not shown when the server runs with auth off.
-import { useState } from "react";
+import { useEffect, useRef, useState } from "react";
 import { errorMessage } from "../api";
 import { authApi, useAuth } from "../auth";
 import { ADMIN_HASH, TOKENS_HASH } from "../route";
@@ -8,6 +8,23 @@ import { ADMIN_HASH, TOKENS_HASH } from "../route";
 export function UserMenu() {
   const auth = useAuth();
   const [error, setError] = useState<string | null>(null);
+  const menu = useRef<HTMLDetailsElement>(null);
+  useEffect(() => {
+    // Following one of its links (any hash change), Escape or a click elsewhere closes it.
+    const close = () => menu.current?.removeAttribute("open");
+    const onKey = (e: KeyboardEvent) => e.key === "Escape" && close();
+    const onClick = (e: MouseEvent) => {
+      if (menu.current && !menu.current.contains(e.target as Node)) close();
+    };
+    window.addEventListener("hashchange", close);
+    window.addEventListener("keydown", onKey);
+    document.addEventListener("click", onClick);
+    return () => {
+      window.removeEventListener("hashchange", close);
+      window.removeEventListener("keydown", onKey);
+      document.removeEventListener("click", onClick);
+    };
+  }, []);
   if (auth.kind !== "signed-in") return null;
   const { user } = auth;
   const signOut = async () => {
@@ -19,7 +36,7 @@ export function UserMenu() {
     }
   };
   return (
-    <details className="user-menu" data-testid="user-menu">
+    <details className="user-menu" data-testid="user-menu" ref={menu}>
       <summary data-testid="user-menu-button" aria-label={`Account: ${user.name}`}>
         <span className="user-name" data-testid="user-name">
           {user.name}
