@@ -7,7 +7,8 @@ URL), sign out (the session is revoked on the server, a reload stays signed out,
 user in the same tab sees nothing of the previous one), a session that ends elsewhere (the next
 poll's 401 returns to the sign-in page), the CSRF header on every state-changing request, a
 personal token shown once (copy button, works as a Bearer token, only its prefix listed,
-revoked), and no sign-in UI at all with auth off. The first test saves the sign-in page into
+revoked), and no sign-in UI at all with auth off. axe-core finds no serious violation on the
+sign-in page, the open user menu and the tokens page. The first test saves the sign-in page into
 ``docs/ui/``.
 """
 
@@ -23,6 +24,7 @@ from playwright.sync_api import Browser, BrowserContext, Page, Request, expect
 
 from tests.browser.auth_site import MAX_FAILURES, PASSWORDS, api_as, auth_site, sign_in
 from tests.browser.conftest import WAIT_MS, Drupe
+from tests.browser.test_layout_a11y import serious_violations
 
 pytestmark = pytest.mark.browser
 
@@ -56,6 +58,7 @@ def test_sign_in_with_a_password(site: Drupe, page: Page) -> None:
     expect(page.get_by_test_id("sign-in-page")).to_be_visible()
     expect(page.get_by_test_id("composer-input")).to_have_count(0)
     expect(page.get_by_test_id("sign-in-sso")).to_have_count(0)  # no OIDC configured
+    assert serious_violations(page) == []
     DOCS_UI.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS_UI / "sign-in-1280.png"))
     page.set_viewport_size({"width": 390, "height": 780})
@@ -73,6 +76,7 @@ def test_sign_in_with_a_password(site: Drupe, page: Page) -> None:
     page.get_by_test_id("user-menu-button").click()
     expect(page.get_by_test_id("tokens-link")).to_be_visible()
     expect(page.get_by_test_id("admin-link")).to_have_count(0)  # members have no Users page
+    assert serious_violations(page) == []
 
 
 def test_a_wrong_password_then_too_many_attempts_show_the_servers_words(
@@ -109,10 +113,16 @@ def test_a_second_user_does_not_see_the_first_users_conversations(
         alice_page, bob_page = alice_ctx.new_page(), bob_ctx.new_page()
         sign_in(alice_page, site, "alice")
         sign_in(bob_page, site, "bob")
-        alice_item = alice_page.locator(f'[data-conversation-id="{secret["id"]}"]')
+        alice_item = alice_page.locator(
+            f'[data-testid="conversation-item"][data-conversation-id="{secret["id"]}"]'
+        )
         expect(alice_item).to_contain_text("alice private plan")
         bob_list = bob_page.get_by_test_id("conversation-list")
-        expect(bob_page.locator(f'[data-conversation-id="{own["id"]}"]')).to_be_visible()
+        expect(
+            bob_page.locator(
+                f'[data-testid="conversation-item"][data-conversation-id="{own["id"]}"]'
+            )
+        ).to_be_visible()
         expect(bob_list).not_to_contain_text("alice private plan")
         expect(bob_page.locator(f'[data-conversation-id="{secret["id"]}"]')).to_have_count(0)
         # Nor by its address: the page shows the server's 404.
@@ -131,7 +141,8 @@ def test_sign_out_returns_to_the_sign_in_page_and_the_next_user_sees_only_theirs
         mine = alice.post("/api/conversations", json={"title": "alice before sign out"}).json()
     sign_in(page, site, "alice")
     page.goto(f"{site.url}/#/c/{mine['id']}")
-    expect(page.locator(f'[data-conversation-id="{mine["id"]}"]')).to_be_visible()
+    item = f'[data-testid="conversation-item"][data-conversation-id="{mine["id"]}"]'
+    expect(page.locator(item)).to_be_visible()
     cookie = session_cookie(page.context)
 
     page.get_by_test_id("user-menu-button").click()
@@ -172,8 +183,8 @@ def test_every_state_changing_request_carries_the_csrf_token(site: Drupe, page: 
     sign_in(page, site, "alice")
     token = page.evaluate("fetch('/api/auth/me').then(r => r.json()).then(j => j.csrfToken)")
     assert isinstance(token, str) and token
-    page.get_by_test_id("new-conversation").click()
-    expect(page.get_by_test_id("composer-input")).to_be_visible()
+    # From the home screen: POST /api/conversations, then POST /api/chat.
+    expect(page.get_by_test_id("empty-state")).to_be_visible()
     page.get_by_test_id("composer-input").fill("hello there")
     page.get_by_test_id("send-button").click()
     expect(page.locator('[data-role="assistant"]').last).to_contain_text("You said: hello there")
@@ -205,6 +216,7 @@ def test_a_personal_token_is_shown_once_and_works(site: Drupe, browser: Browser)
         me = httpx.get(f"{site.url}/api/auth/me", headers=bearer, timeout=20)
         assert me.status_code == 200 and me.json()["user"]["name"] == "alice"
 
+        assert serious_violations(page) == []
         row = page.get_by_test_id("token-row").filter(has_text="laptop script")
         expect(row).to_contain_text(token[:8])
         page.get_by_test_id("new-token-done").click()

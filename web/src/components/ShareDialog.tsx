@@ -114,7 +114,7 @@ export function ShareDialog({
                   type="button"
                   className="danger small"
                   data-testid="share-remove"
-                  aria-label={`Stop sharing with ${s.name}`}
+                  aria-label={`Remove ${s.name}`}
                   onClick={() => void run(() => usersApi.unshare(kind, id, s.name))}
                 >
                   Remove

@@ -37,7 +37,7 @@ export function UserMenu() {
   };
   return (
     <details className="user-menu" data-testid="user-menu" ref={menu}>
-      <summary data-testid="user-menu-button" aria-label={`Account: ${user.name}`}>
+      <summary data-testid="user-menu-button" title="Your account">
         <span className="user-name" data-testid="user-name">
           {user.name}
         </span>
