@@ -7,7 +7,8 @@ URL), sign out (the session is revoked on the server, a reload stays signed out,
 user in the same tab sees nothing of the previous one), a session that ends elsewhere (the next
 poll's 401 returns to the sign-in page), the CSRF header on every state-changing request, a
 personal token shown once (copy button, works as a Bearer token, only its prefix listed,
-revoked), and no sign-in UI at all with auth off. axe-core finds no serious violation on the
+revoked), the "Sign in with <provider>" button (the methods answer replaced in the browser: no
+OIDC on this server), and no sign-in UI at all with auth off. axe-core finds no serious violation on the
 sign-in page, the open user menu and the tokens page. The first test saves the sign-in page into
 ``docs/ui/``.
 """
@@ -240,3 +241,17 @@ def test_no_sign_in_ui_with_auth_off(drupe_server: Drupe, page: Page) -> None:
     expect(page.get_by_test_id("sign-in-page")).to_have_count(0)
     expect(page.get_by_test_id("user-menu")).to_have_count(0)
     expect(page.get_by_test_id("share-button")).to_have_count(0)
+
+
+def test_the_sso_button_goes_to_the_url_the_server_names(site: Drupe, page: Page) -> None:
+    # This server has no OIDC configured: its /api/auth/methods answer is replaced in the browser
+    # by one that names a provider (the shape of issue 20's `oidc: {name, url}`).
+    methods = httpx.get(f"{site.url}/api/auth/methods", timeout=20).json()
+    assert methods["oidc"] is None
+    offered = {**methods, "oidc": {"name": "Keycloak", "url": "/api/auth/oidc/login?next=%2F"}}
+    page.route("**/api/auth/methods", lambda route: route.fulfill(json=offered))
+    page.goto(f"{site.url}/#/")
+    button = page.get_by_test_id("sign-in-sso")
+    expect(button).to_have_text("Sign in with Keycloak")
+    button.click()
+    page.wait_for_url(f"{site.url}/api/auth/oidc/login?next=%2F")
