@@ -37,8 +37,10 @@ MAX_FAILURES = 3
 async def _create_users(data_dir: Path) -> None:
     async with open_database(None, data_dir=data_dir) as db:
         for name, password in PASSWORDS.items():
-            role = "admin" if name in ADMINS else "member"
-            await db.users.create(name, password=password, role=role)
+            if name in ADMINS:
+                await db.users.create(name, password=password, role="admin")
+            else:
+                await db.users.create(name, password=password, role="member")
 
 
 @contextmanager

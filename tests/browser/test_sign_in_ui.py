@@ -8,9 +8,9 @@ user in the same tab sees nothing of the previous one), a session that ends else
 poll's 401 returns to the sign-in page), the CSRF header on every state-changing request, a
 personal token shown once (copy button, works as a Bearer token, only its prefix listed,
 revoked), the "Sign in with <provider>" button (the methods answer replaced in the browser: no
-OIDC on this server), and no sign-in UI at all with auth off. axe-core finds no serious violation on the
-sign-in page, the open user menu and the tokens page. The first test saves the sign-in page into
-``docs/ui/``.
+OIDC on this server), and no sign-in UI at all with auth off. axe-core finds no serious
+violation on the sign-in page, the open user menu and the tokens page. The first test saves the
+sign-in page into ``docs/ui/``.
 """
 
 from __future__ import annotations
