@@ -116,12 +116,16 @@ class Drupe:
 
 
 @contextmanager
-def serve(data_dir: Path, config_text: str) -> Iterator[Drupe]:
-    """A real server on ``config_text`` (the TOML of ``config.toml``) until the block ends."""
+def serve(data_dir: Path, config_text: str, *, auth: AuthSettings | None = None) -> Iterator[Drupe]:
+    """A real server on ``config_text`` (the TOML of ``config.toml``) until the block ends.
+
+    ``auth`` None: --no-auth on loopback (these pages are under test, not sign-in); the
+    sign-in tests pass an ``AuthSettings`` and create their users in the database first.
+    """
     config = data_dir / "config.toml"
     config.write_text(config_text)
-    # --no-auth on loopback: these pages are under test, not sign-in.
-    settings = Settings(data_dir=data_dir, config_path=config, auth=AuthSettings(enabled=False))
+    auth = auth if auth is not None else AuthSettings(enabled=False)
+    settings = Settings(data_dir=data_dir, config_path=config, auth=auth)
     started = threading.Event()
     app = _StartupSignal(create_app_with_lifespan(settings), started)
 

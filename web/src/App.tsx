@@ -23,6 +23,11 @@ import { FirstRunNotice, firstRunSeen, markFirstRunSeen } from "./components/Fir
 import { SchedulesPage } from "./components/SchedulesPage";
 import { TracePanel } from "./components/TracePanel";
 import { UsagePage } from "./components/UsagePage";
+import { AdminPage } from "./components/AdminPage";
+import { ShareDialog } from "./components/ShareDialog";
+import { TokensPage } from "./components/TokensPage";
+import { UserMenu } from "./components/UserMenu";
+import { useAuth } from "./auth";
 import { conversationHash, type Page, parsePage, parseRoute, traceHash } from "./route";
 import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
 
@@ -111,6 +116,9 @@ export function App() {
   const [selected, setSelected] = usePersisted<string[]>("drupe.models", [], isStringList);
   const [strategy, setStrategy] = usePersisted<Strategy>("drupe.strategy", "enqueue", isStrategy);
   const [firstMessage, setFirstMessage] = useState<{ id: string; text: string } | null>(null);
+  const signedIn = useAuth().kind === "signed-in";
+  const [sharing, setSharing] = useState<{ id: string; title: string } | null>(null);
+  const closeShare = useCallback(() => setSharing(null), []);
 
   // Under 768 px the sidebar is a panel over the page: the ☰ button opens it, following a link
   // (any hash change) or Escape closes it.
@@ -287,6 +295,7 @@ export function App() {
         onLoadMore={loadMore}
         onRename={onRename}
         onDelete={onDelete}
+        onShare={signedIn ? (id, title) => setSharing({ id, title }) : undefined}
       >
         <nav className="side-links">
           <a href="#/schedules" data-testid="schedules-link" data-active={String(page?.kind === "schedules")}>
@@ -307,6 +316,7 @@ export function App() {
         >
           Channels
         </a>
+        <UserMenu />
       </Sidebar>
       <main className="main">
         {route && !channelsOpen ? (
@@ -320,6 +330,10 @@ export function App() {
           <SchedulesPage />
         ) : page?.kind === "usage" ? (
           <UsagePage />
+        ) : page?.kind === "tokens" ? (
+          <TokensPage />
+        ) : page?.kind === "admin" ? (
+          <AdminPage />
         ) : page?.kind === "trace" ? (
           <TracePanel key={page.conversationId} conversationId={page.conversationId} />
         ) : route && sessionIdOf(route) ? (
@@ -353,6 +367,7 @@ export function App() {
           </section>
         )}
       </main>
+      {sharing && <ShareDialog kind="conversation" id={sharing.id} title={sharing.title} onClose={closeShare} />}
     </div>
   );
 }

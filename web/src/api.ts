@@ -123,7 +123,8 @@ export function errorMessage(err: unknown): string {
   return String(err);
 }
 
-async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
+/** One JSON request; a non-2xx answer throws ApiError with the server's detail. */
+export async function request<T>(method: string, url: string, body?: unknown): Promise<T> {
   const res = await fetch(url, {
     method,
     headers: body === undefined ? undefined : { "Content-Type": "application/json" },

@@ -1,5 +1,8 @@
 import { createRoot } from "react-dom/client";
-import { App } from "./App";
+import { installFetchGuard } from "./auth";
+import { AuthRoot } from "./components/AuthRoot";
 import "./styles.css";
+import "./auth.css";
 
-createRoot(document.getElementById("root") as HTMLElement).render(<App />);
+installFetchGuard();
+createRoot(document.getElementById("root") as HTMLElement).render(<AuthRoot />);

@@ -1,7 +1,7 @@
 // Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation (`?m=<message id>`
 // scrolls to one message),
 // `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
-// conversation's trace.
+// conversation's trace, `#/tokens` one's personal tokens, `#/admin` the users (admins).
 
 function decoded(raw: string): string {
   try {
@@ -19,6 +19,8 @@ export function parseRoute(hash: string): string | null {
 export type Page =
   | { kind: "schedules" }
   | { kind: "usage" }
+  | { kind: "tokens" }
+  | { kind: "admin" }
   | { kind: "trace"; conversationId: string }
   | null;
 
@@ -26,6 +28,8 @@ export type Page =
 export function parsePage(hash: string): Page {
   if (/^#\/schedules\/?$/.test(hash)) return { kind: "schedules" };
   if (isUsageRoute(hash)) return { kind: "usage" };
+  if (/^#\/tokens\/?$/.test(hash)) return { kind: "tokens" };
+  if (/^#\/admin\/?$/.test(hash)) return { kind: "admin" };
   const m = /^#\/trace\/([^/?#]+)/.exec(hash);
   return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
@@ -56,3 +60,9 @@ export const USAGE_HASH = "#/usage";
 export function isUsageRoute(hash: string): boolean {
   return /^#\/usage\/?$/.test(hash);
 }
+
+/** `#/tokens`: the signed-in user's personal tokens. */
+export const TOKENS_HASH = "#/tokens";
+
+/** `#/admin`: the users (admins only). */
+export const ADMIN_HASH = "#/admin";

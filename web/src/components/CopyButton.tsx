@@ -12,7 +12,7 @@ export function CopyButton({ text, label, testId }: { text: string; label: strin
     <button
       type="button"
       className="ghost small copy-button"
-      aria-label={label}
+      aria-label={state === "idle" ? label : undefined /* then the visible text is the name */}
       title={label}
       data-testid={testId}
       data-state={state}

@@ -15,6 +15,7 @@ export function Sidebar({
   onLoadMore,
   onRename,
   onDelete,
+  onShare,
   children,
 }: {
   items: ConversationSummary[];
@@ -26,6 +27,8 @@ export function Sidebar({
   onLoadMore: () => void;
   onRename: (id: string, title: string) => void;
   onDelete: (id: string) => void;
+  /** Opens the share dialog (only when signed in: with auth off there is no one to share with). */
+  onShare?: (id: string, title: string) => void;
   /** Further sections under the conversation list (the agents). */
   children?: React.ReactNode;
 }) {
@@ -53,6 +56,7 @@ export function Sidebar({
             active={c.id === activeId}
             onRename={onRename}
             onDelete={onDelete}
+            onShare={onShare}
           />
         ))}
         {items.length === 0 && !error && <li className="muted small pad">No conversations yet.</li>}
@@ -73,12 +77,14 @@ function ConversationItem({
   active,
   onRename,
   onDelete,
+  onShare,
 }: {
   item: ConversationSummary;
   status: ConversationStatus;
   active: boolean;
   onRename: (id: string, title: string) => void;
   onDelete: (id: string) => void;
+  onShare?: (id: string, title: string) => void;
 }) {
   const [editing, setEditing] = useState(false);
   const [confirming, setConfirming] = useState(false);
@@ -151,6 +157,18 @@ function ConversationItem({
             >
               ✎
             </button>
+            {onShare && (
+              <button
+                type="button"
+                className="ghost small"
+                data-testid="share-button"
+                title="Share"
+                aria-label={`Share ${title}`}
+                onClick={() => onShare(item.id, title)}
+              >
+                ⇪
+              </button>
+            )}
             <button
               type="button"
               className="ghost small"
