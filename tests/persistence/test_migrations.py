@@ -35,10 +35,12 @@ TABLES = {
     "conversations",
     "gateway_responses",
     "messages",
+    "oidc_logins",
     "schedules",
     "shares",
     "sign_in_links",
     "task_runs",
+    "user_identities",
     "user_tokens",
     "users",
 }

@@ -212,7 +212,7 @@ def create_app_with_lifespan(
     """An app that opens the runtime on startup and closes it on shutdown."""
     from drupe.app import open_runtime
 
-    settings = (settings or Settings.from_env()).with_file_limits()
+    settings = (settings or Settings.from_env()).with_file_tables()
     routers = list(extra_routers)
 
     @asynccontextmanager
