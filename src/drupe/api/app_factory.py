@@ -38,6 +38,7 @@ from drupe.api import (
     conversation_routes,
     export_routes,
     limits_routes,
+    oidc_routes,
     search_routes,
     system_routes,
     task_routes,
@@ -137,6 +138,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(limits_routes.router)
     app.include_router(agent_routes.router)
     app.include_router(task_routes.router)
+    app.include_router(oidc_routes.router)
     app.include_router(trace_routes.router)
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
@@ -163,6 +165,8 @@ def install_runtime(
     app.state.auth_gate = AuthGate(
         authenticator=runtime.authenticator,
         allowed_origins=runtime.settings.allowed_origins,
+        trusted_header=runtime.settings.auth.trusted_header,
+        trusted_proxies=runtime.settings.auth.trusted_proxies,
     )
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
