@@ -7,7 +7,8 @@ with the reason shown to the person:
 * ``allowed_domains`` set: the ``email`` claim must be there, not marked unverified
   (``email_verified: false``), and its domain (or a subdomain of it) must be listed.
 * The name comes from ``name_claim`` (default ``preferred_username``), else the e-mail's local
-  part, else the subject; characters a Drupe user name cannot hold become ``-`` (``safe_name``).
+  part, else the subject; accents are dropped and other characters a Drupe user name cannot
+  hold become ``-`` (``safe_name``).
 * The role is ``admin`` when ``role_claim`` holds (as a string or in a list of strings) one of
   ``admin_values``; ``member`` otherwise, and when no ``role_claim`` is configured.
 """
@@ -15,6 +16,7 @@ with the reason shown to the person:
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -43,7 +45,8 @@ class OidcPerson:
 
 def safe_name(value: str) -> str:
     """``value`` as a Drupe user name (1 to 64 of letters, digits, ``.``, ``_``, ``-``)."""
-    name = _UNSAFE.sub("-", value.strip()).strip("-.")[:NAME_CHARS]
+    ascii_only = unicodedata.normalize("NFKD", value).encode("ascii", "ignore").decode()
+    name = _UNSAFE.sub("-", ascii_only.strip()).strip("-.")[:NAME_CHARS]
     return name or "user"
 
 
