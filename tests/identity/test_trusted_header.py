@@ -44,6 +44,18 @@ async def test_the_header_from_a_trusted_proxy_names_the_user(tmp_path: Path) ->
         assert me.status_code == 200, me.text
         assert me.json()["user"]["name"] == "alice" and me.json()["via"] == "header"
         assert (await proxy.get("/api/auth/me")).status_code == 401  # no header: nobody
+        # A real proxy also says whom it serves: the peer (the proxy) is what is trusted, and
+        # routes still see the browser's address (X-Forwarded-For from 127.0.0.1, as uvicorn).
+        browser = {HEADER: "alice", "x-forwarded-for": "203.0.113.9"}
+        assert (await proxy.get("/api/auth/me", headers=browser)).status_code == 200
+        failed = await proxy.post(
+            "/api/auth/login",
+            json={"username": "bob", "password": "wrong-password"},
+            headers={"x-forwarded-for": "203.0.113.9"},
+        )
+        assert failed.status_code == 401
+        (event,) = await runtime.db.audit.list(action="auth.login_failed")
+        assert event.address == "203.0.113.9"
         new = await proxy.get("/api/auth/me", headers={HEADER: "frank@example.org"})
         assert new.json()["user"] == {
             "id": new.json()["user"]["id"],

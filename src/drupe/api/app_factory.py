@@ -6,9 +6,11 @@
   that is what ``drupe serve`` runs.
 * The OpenAI/Anthropic gateway router comes from ``drupe.gateway.router.build_router(runtime)``
   when that module exists; ``extra_routers`` are included after it.
-* Guards (outermost first): request body cap (413), the ``Origin`` check on ``/api/``
-  (403), then the identity gate (``drupe.identity.gate``: 401 for an anonymous ``/api/``
-  request; built when the runtime is installed, so an app without a runtime answers 503).
+* Guards (outermost first): ``ForwardedPeer`` (keeps the TCP peer, then applies
+  ``X-Forwarded-*`` from trusted hosts as uvicorn would), request body cap (413), the
+  ``Origin`` check on ``/api/`` (403), then the identity gate (``drupe.identity.gate``: 401
+  for an anonymous ``/api/`` request; built when the runtime is installed, so an app without
+  a runtime answers 503).
   Exceptions map to HTTP only in ``drupe.http.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
 * The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
@@ -52,6 +54,7 @@ from drupe.gateway.refusals import dialect_refusal, is_gateway_path
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
 from drupe.http.guards import BodyLimit, OriginCheck
+from drupe.http.peer import ForwardedPeer
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
@@ -152,6 +155,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
         wider_max_bytes=settings.limits.max_gateway_body_bytes,
         shape_of=dialect_refusal,
     )
+    app.add_middleware(ForwardedPeer)  # outermost: the TCP peer, then X-Forwarded-*
     return app
 
 

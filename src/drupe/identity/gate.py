@@ -13,7 +13,8 @@ Contract:
   too (it acts only on ``/v1`` and the protocol routes, within its scopes).
 * A trusted proxy header (``trusted_header``, e.g. ``X-Forwarded-User``) names the user of a
   request that presents no credential of its own, only when the request comes from one of
-  ``trusted_proxies`` (the TCP peer address); from any other address the header is ignored.
+  ``trusted_proxies`` (the TCP peer's address, kept by ``http.peer``); from any other
+  address the header is ignored.
 * A signed-in browser (a session cookie, or a proxy's header) sending an unsafe request
   (POST, PUT, PATCH, DELETE) must show its own origin (``Origin``, checked by
   ``OriginCheck``) or the session's CSRF token (``X-CSRF-Token``); else 403.
@@ -36,7 +37,20 @@ from drupe.admission.principal import LOCAL_ADMIN
 from drupe.identity.authenticator import Authenticator, Identity
 from drupe.identity.credentials import BadCredentials, presented
 
-__all__ = ["PUBLIC_PATHS", "AuthGate", "needs_user"]
+__all__ = ["PEER_KEY", "PUBLIC_PATHS", "AuthGate", "needs_user", "peer_of"]
+
+PEER_KEY: Final = "peer"
+"""Where ``http.peer.ForwardedPeer`` keeps the TCP peer's address in ``scope["state"]``."""
+
+
+def peer_of(scope: Scope) -> str | None:
+    """The TCP peer's address of a request (kept before any ``X-Forwarded-For`` rewrite)."""
+    peer = (scope.get("state") or {}).get(PEER_KEY)
+    if isinstance(peer, str):
+        return peer
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
 
 PUBLIC_PATHS: Final = frozenset(
     (
@@ -91,11 +105,11 @@ class AuthGate:
         self.trusted_proxies = tuple(ipaddress.ip_network(p, strict=False) for p in trusted_proxies)
 
     def _from_trusted_proxy(self, scope: Scope) -> bool:
-        client = scope.get("client")
-        if not client or not self.trusted_proxies:
+        peer = peer_of(scope)
+        if peer is None or not self.trusted_proxies:
             return False
         try:
-            address = ipaddress.ip_address(client[0])
+            address = ipaddress.ip_address(peer)
         except ValueError:
             return False
         return any(address in network for network in self.trusted_proxies)
