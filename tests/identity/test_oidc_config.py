@@ -106,6 +106,11 @@ def test_claims_map_to_a_person_or_a_refusal() -> None:
     ):
         with pytest.raises(OidcRefused, match=reason):
             person_of(OIDC, claims)
+    keycloak = OidcSettings(
+        issuer="https://sso", client_id="d", role_claim="realm_access.roles", admin_values=("a",)
+    )
+    assert person_of(keycloak, {"sub": "s", "realm_access": {"roles": ["u", "a"]}}).role == "admin"
+    assert person_of(keycloak, {"sub": "s", "realm_access": ["a"]}).role == "member"
     no_role = OidcSettings(issuer="https://sso", client_id="d")
     assert person_of(no_role, {"sub": "s", "roles": "admin"}).role == "member"
     assert person_of(no_role, {"sub": "abc|123"}).name == "abc-123"

@@ -9,8 +9,9 @@ with the reason shown to the person:
 * The name comes from ``name_claim`` (default ``preferred_username``), else the e-mail's local
   part, else the subject; accents are dropped and other characters a Drupe user name cannot
   hold become ``-`` (``safe_name``).
-* The role is ``admin`` when ``role_claim`` holds (as a string or in a list of strings) one of
-  ``admin_values``; ``member`` otherwise, and when no ``role_claim`` is configured.
+* The role is ``admin`` when ``role_claim`` (a claim, or a dotted path into nested ones)
+  holds, as a string or in a list of strings, one of ``admin_values``; ``member`` otherwise,
+  and when no ``role_claim`` is configured.
 """
 
 from __future__ import annotations
@@ -24,7 +25,15 @@ from typing import Any, Final
 from drupe.admission.principal import Role
 from drupe.settings_auth import OidcSettings
 
-__all__ = ["OidcPerson", "OidcRefused", "candidate_names", "person_of", "role_of", "safe_name"]
+__all__ = [
+    "OidcPerson",
+    "OidcRefused",
+    "candidate_names",
+    "claim_at",
+    "person_of",
+    "role_of",
+    "safe_name",
+]
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 NAME_CHARS: Final = 64
@@ -59,10 +68,23 @@ def candidate_names(base: str, tries: int) -> list[str]:
     return names
 
 
+def claim_at(claims: Mapping[str, Any], path: str) -> Any:
+    """The claim ``path`` names: a top-level claim, else a dotted path into nested objects
+    (Keycloak's ``realm_access.roles``)."""
+    if path in claims:
+        return claims[path]
+    value: Any = claims
+    for part in path.split("."):
+        if not isinstance(value, Mapping):
+            return None
+        value = value.get(part)
+    return value
+
+
 def role_of(settings: OidcSettings, claims: Mapping[str, Any]) -> Role:
     if settings.role_claim is None:
         return "member"
-    value = claims.get(settings.role_claim)
+    value = claim_at(claims, settings.role_claim)
     values = value if isinstance(value, list) else [value]
     admin = set(settings.admin_values)
     return "admin" if any(isinstance(v, str) and v in admin for v in values) else "member"
