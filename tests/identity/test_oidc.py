@@ -53,7 +53,8 @@ async def _me(site: OidcSite, client: httpx.AsyncClient) -> dict[str, object]:
 
 async def test_sign_in_maps_the_claims_to_a_user_and_starts_a_session(tmp_path: Path) -> None:
     async with oidc_site(tmp_path, ACCOUNTS, **OIDC) as site:
-        methods = (await httpx.AsyncClient().get(f"{site.url}/api/auth/methods")).json()
+        async with site.client() as anon:
+            methods = (await anon.get(f"{site.url}/api/auth/methods")).json()
         assert methods["oidc"] == {
             "name": "Sign in with Example ID",
             "url": "/api/auth/oidc/login",

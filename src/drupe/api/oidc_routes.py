@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import hmac
 from html import escape
-from typing import Annotated, Final
+from typing import TYPE_CHECKING, Annotated, Final
 
 from fastapi import APIRouter, Query, Request, Response
 from fastapi.responses import HTMLResponse, JSONResponse, RedirectResponse
@@ -28,9 +28,11 @@ from drupe.api.auth_routes import client_address, start_session
 from drupe.errors import NotFoundError
 from drupe.http.state import get_runtime
 from drupe.identity.accounts import user_for_oidc
-from drupe.identity.oidc import OidcClient, OidcError
-from drupe.identity.oidc_claims import OidcRefused, person_of
+from drupe.identity.oidc_claims import OidcError, OidcRefused, person_of
 from drupe.settings_auth import OidcSettings
+
+if TYPE_CHECKING:
+    from drupe.identity.oidc import OidcClient
 
 __all__ = ["STATE_COOKIE", "router"]
 
@@ -53,7 +55,10 @@ def _settings(request: Request) -> OidcSettings:
 
 
 def _client(request: Request, settings: OidcSettings) -> OidcClient:
-    """One client per app (it keeps the provider's discovery document and keys)."""
+    """One client per app (it keeps the provider's discovery document and keys); authlib and
+    httpx load here, on the first sign-in, not at boot."""
+    from drupe.identity.oidc import OidcClient
+
     client: OidcClient | None = getattr(request.app.state, "oidc_client", None)
     if client is None or client.settings is not settings:
         client = OidcClient(settings)

@@ -17,6 +17,8 @@ Contract:
 * Failures raise ``OidcError`` with a message for the person signing in: the provider refused
   the code (``status`` 400), the ID token failed a check (400), or the provider could not be
   reached or answered nonsense (502). No secret (code, token, verifier) is in a message.
+* This module imports ``authlib`` and ``httpx``: the routes load it on the first sign-in, not
+  at boot (``tests/test_boot_imports.py``).
 """
 
 from __future__ import annotations
@@ -30,20 +32,13 @@ from authlib.integrations.base_client import OAuthError
 from authlib.integrations.starlette_client import StarletteOAuth2App
 from joserfc.errors import JoseError
 
+from drupe.identity.oidc_claims import OidcError
 from drupe.settings_auth import OidcSettings
 
 __all__ = ["LEEWAY_SECONDS", "OidcClient", "OidcError", "Start"]
 
 LEEWAY_SECONDS: Final = 120
 TIMEOUT_SECONDS: Final = 10.0
-
-
-class OidcError(Exception):
-    """A sign-in that failed on the provider's side or its token's checks."""
-
-    def __init__(self, message: str, status: int = 400) -> None:
-        super().__init__(message)
-        self.status = status
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

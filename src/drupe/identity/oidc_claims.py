@@ -26,6 +26,7 @@ from drupe.admission.principal import Role
 from drupe.settings_auth import OidcSettings
 
 __all__ = [
+    "OidcError",
     "OidcPerson",
     "OidcRefused",
     "candidate_names",
@@ -37,6 +38,15 @@ __all__ = [
 
 _UNSAFE: Final = re.compile(r"[^A-Za-z0-9._-]+")
 NAME_CHARS: Final = 64
+
+
+class OidcError(Exception):
+    """A sign-in that failed on the provider's side or its token's checks (``status``: 400,
+    or 502 when the provider could not be reached or answered nonsense)."""
+
+    def __init__(self, message: str, status: int = 400) -> None:
+        super().__init__(message)
+        self.status = status
 
 
 class OidcRefused(Exception):
