@@ -188,3 +188,10 @@ async def test_scenario_22_approval_through_the_real_agent_loop(tmp_path: Path) 
         assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/x"
         assert "All clean." in "".join(p.get("text", "") for p in row.parts)
         assert rt.manager.status(cid).status == "done"  # type: ignore[union-attr]
+        # The same decision again (a double click, a stale button): nothing runs or is stored.
+        again = await rt.approvals.respond(
+            cid, [Decision(approval_id=tool["approval"]["id"], approved=True)]
+        )
+        assert again.ok and not again.continued and again.reason == "already decided"
+        assert not rt.manager.is_live(cid)
+        assert await rt.db.messages.get(result.placeholder_ids[0]) == row

@@ -15,6 +15,7 @@ from drupe.channels.config import ChannelConfig, parse_channel_configs
 from drupe.channels.outbox import Clock
 from drupe.channels.service import ChannelService
 from drupe.settings import AuthSettings, Settings
+from drupe.testing.fake_slack import FakeSlack, fake_slack
 from drupe.testing.fake_telegram import FakeTelegram, fake_telegram
 
 TG_TOKEN = "123456789:TESTtokenTESTtokenTESTtokenTESTtoken"
@@ -58,6 +59,12 @@ def settings(tmp_path: Path) -> Settings:
 async def runtime(settings: Settings) -> AsyncIterator[Runtime]:
     async with open_runtime(settings) as rt:
         yield rt
+
+
+@pytest.fixture
+async def slack() -> AsyncIterator[FakeSlack]:
+    async with fake_slack() as fake:
+        yield fake
 
 
 @pytest.fixture

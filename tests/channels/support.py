@@ -8,6 +8,9 @@ from drupe.app import Runtime
 from drupe.channels.service import ChannelService
 from drupe.persistence.records import MessageRecord
 
+STOPPED_SHOWN = "(stopped)"
+"""What a Telegram user sees of the stopped mark ``_(stopped)_``: "(stopped)", in italics."""
+
 
 async def conversation_of(runtime: Runtime, chat_id: int | str, channel: str = "tg") -> str:
     binding = await runtime.db.channels.binding(channel, str(chat_id))

@@ -9,13 +9,12 @@ from typing import Any
 from drupe.agent.models.script import Text, ToolCall
 from drupe.agent.models.scripted import register_script
 from drupe.app import Runtime, channel_service, open_runtime
-from drupe.channels.text_shaping import STOPPED_SUFFIX
 from drupe.settings import Settings
 from drupe.testing.fake_driver import FakeDriver, SteerableFakeConnection
 from drupe.testing.fake_telegram import FakeTelegram
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ALICE, CHAT_A, OpenChannels, telegram_config
-from tests.channels.support import drained, rows_of, text_of
+from tests.channels.support import STOPPED_SHOWN, drained, rows_of, text_of
 
 
 async def test_a_restart_mid_answer_sends_the_terminal_text_exactly_once(
@@ -39,10 +38,10 @@ async def test_a_restart_mid_answer_sends_the_terminal_text_exactly_once(
     answer = rows[1]
     assert answer.status == "paused"
     partial = text_of(answer).rstrip()
-    stopped = f"{partial}\n\n{STOPPED_SUFFIX}"
-    assert tg.messages(CHAT_A) == [stopped]  # one platform message, finished once
-    finals = [e for e in tg.edits(CHAT_A) if e["text"] == stopped]
-    assert len(finals) == 1
+    assert tg.messages(CHAT_A) == [f"{partial}\n\n{STOPPED_SHOWN}"]  # one message, finished once
+    assert tg.entities(CHAT_A, tg.message_ids(CHAT_A)[0])[-1] == ("italic", STOPPED_SHOWN)
+    finals = [e for e in tg.edits(CHAT_A) if e["text"].endswith("\n\n_\\(stopped\\)_")]
+    assert len(finals) == 1 and finals[0]["parse_mode"] == "MarkdownV2"
     assert len(tg.sends(CHAT_A)) == 1
 
 
@@ -84,8 +83,8 @@ async def test_an_approval_answered_by_a_button_continues_the_turn(
         assert service.channels["tg"].refused == 1
     tool = next(p for p in rows[1].parts if p["type"] == "tool-rm")
     assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/x"
-    assert "Approved." in tg.messages(CHAT_A)
-    assert len(tg.recorder.of("answerCallbackQuery")) == 2
+    assert tg.messages(CHAT_A)[0].endswith("\n\n✅ Approved by user1001")
+    assert sorted(tg.answers()) == ["Approved.", "You are not allowed to decide this."]
 
 
 async def test_an_agent_session_target_with_a_steer_redirect(

@@ -8,7 +8,6 @@ import anyio
 from drupe.agent.models.scripted import lorem
 from drupe.app import Runtime
 from drupe.channels.config import parse_channel_configs
-from drupe.channels.text_shaping import STOPPED_SUFFIX
 from drupe.testing.clock import ManualClock
 from drupe.testing.fake_telegram import FakeTelegram
 from tests.channels.conftest import (
@@ -19,7 +18,7 @@ from tests.channels.conftest import (
     OpenChannels,
     telegram_config,
 )
-from tests.channels.support import conversation_of, drained, rows_of, text_of
+from tests.channels.support import STOPPED_SHOWN, conversation_of, drained, rows_of, text_of
 
 SLOW = "model:scripted:lorem?words=60&rate=40"
 
@@ -116,7 +115,7 @@ async def test_stop_mid_answer_keeps_the_partial_and_ends_stopped(
         await tg.recorder.wait_until(lambda: len(tg.sends(CHAT_A)) >= 1)
         tg.push_message(CHAT_A, ALICE, "/stop")
         await tg.recorder.wait_until(
-            lambda: any(m.endswith(STOPPED_SUFFIX) for m in tg.messages(CHAT_A))
+            lambda: any(m.endswith(STOPPED_SHOWN) for m in tg.messages(CHAT_A))
         )
         await drained(service, CHAT_A)
         rows = await rows_of(runtime, CHAT_A)
@@ -128,7 +127,7 @@ async def test_stop_mid_answer_keeps_the_partial_and_ends_stopped(
     assert partial and partial != lorem(60)
     messages = tg.messages(CHAT_A)
     # Issue 23.8: the stopped answer's mark is the one reply (no extra "Stopped.").
-    assert messages == [f"{partial.rstrip()}\n\n{STOPPED_SUFFIX}", "Nothing to stop."]
+    assert messages == [f"{partial.rstrip()}\n\n{STOPPED_SHOWN}", "Nothing to stop."]
 
 
 async def test_edits_of_a_long_answer_are_bounded_by_the_throttle(

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Mapping
+from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlencode
 
@@ -19,7 +19,7 @@ from drupe.api.app_factory import create_app
 from drupe.app import Runtime
 from drupe.channels.config import ChannelConfig, parse_channel_configs
 from drupe.channels.slack import SlackAdapter
-from drupe.testing.fake_slack import FakeSlack, fake_slack, signed_request
+from drupe.testing.fake_slack import FakeSlack, signed_request
 from drupe.tools.base import ToolContext, ToolEntry
 from tests.channels.conftest import ENV, OpenChannels
 from tests.channels.support import drained, rows_of, text_of
@@ -59,12 +59,6 @@ def event(text: str, *, event_id: str, ts: str = "1700000000.000100") -> dict[st
             "ts": ts,
         },
     }
-
-
-@pytest.fixture
-async def slack() -> AsyncIterator[FakeSlack]:
-    async with fake_slack() as fake:
-        yield fake
 
 
 async def test_a_redelivered_event_never_starts_a_second_turn(

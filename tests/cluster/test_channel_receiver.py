@@ -192,4 +192,6 @@ async def test_a_chat_whose_conversation_another_node_owns_is_answered_and_appro
     assert b.runtime.manager.status(conversation.id) is None  # B only relayed the turns
     tool = next(p for p in answer.parts if p["type"] == "tool-rm")
     assert tool["state"] == "output-available" and tool["output"] == "removed /tmp/x"
-    assert "Approved." in tg.messages(CHAT_A)
+    assert tg.messages(CHAT_A)[0].endswith("\n\n✅ Approved by user1001")  # buttons settled
+    assert tg.keyboard(CHAT_A, tg.message_ids(CHAT_A)[0]) is None
+    assert tg.answers() == ["Approved."]

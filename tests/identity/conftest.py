@@ -17,7 +17,7 @@ import pytest
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
 from drupe.settings import Settings
-from drupe.testing.fake_providers import serve_app
+from drupe.testing.loopback import serve_app
 
 PASSWORDS = {"alice": "alice-password-1", "bob": "bob-password-22", "root": "root-password-333"}
 

@@ -6,7 +6,9 @@ and store them; while other approvals on the row are pending, that is all. Once 
 of the row is decided, dispatch a continue-conversation turn that updates the SAME row
 (``pending`` -> terminal) with its original model. A continuation racing a live submit is
 refused with ``ok=False`` (never silently dropped); the decisions stay stored, so a later call
-with no new decision can still continue.
+with no new decision can still continue. A repeat of stored decisions whose continuation
+already ran (every decided call has its output) changes nothing and continues nothing
+(``reason = "already decided"``): a double click never answers twice.
 
 Cluster mode: ``fence_for(conversation_id)`` gives this node's fencing token (None: single
 node); the stored decisions are a fenced write, and the continuation's provider fences the rest.
@@ -16,7 +18,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from drupe.admission.base import ContinueConversation
 from drupe.admission.dispatch import Dispatcher
@@ -85,6 +87,11 @@ class ApprovalService:
                 return ApprovalOutcome(
                     ok=True, continued=False, message_id=row.id, pending=len(result.still_pending)
                 )
+            if not result.changed and not _awaiting_continuation(result.parts):
+                # A repeat (a double click, a stale button): its continuation already ran.
+                return ApprovalOutcome(
+                    ok=True, continued=False, message_id=row.id, reason="already decided"
+                )
             if manager.is_live(conversation_id):
                 return ApprovalOutcome(
                     ok=False,
@@ -118,3 +125,8 @@ class ApprovalService:
             f"no message of conversation {conversation_id!r} asks for approval "
             f"{sorted(approval_ids)!r}"
         )
+
+
+def _awaiting_continuation(parts: list[dict[str, Any]]) -> bool:
+    """Whether a decided tool call still waits for its continuation (no output yet)."""
+    return any(p.get("state") == "approval-responded" for p in parts)

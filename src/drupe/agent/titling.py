@@ -14,11 +14,11 @@ without a ``Title:`` prefix, surrounding quotes, markdown markers or a final ful
 from __future__ import annotations
 
 import re
-from typing import Final
+from typing import TYPE_CHECKING, Final
 
-from pydantic_ai.direct import model_request_stream
-from pydantic_ai.messages import ModelMessage, ModelRequest, TextPart
-from pydantic_ai.models import Model
+if TYPE_CHECKING:
+    from pydantic_ai.messages import ModelMessage
+    from pydantic_ai.models import Model
 
 __all__ = ["MAX_EXCERPT_CHARS", "MAX_TITLE_TOKENS", "clean_title", "model_title", "title_prompt"]
 
@@ -48,6 +48,10 @@ def clean_title(text: str) -> str | None:
 
 async def model_title(model: Model, user_text: str, answer_text: str) -> str | None:
     """Ask ``model`` for a title of the exchange; its cleaned text, or ``None``."""
+    # The model layer loads on first use, not at boot (tests/test_boot_imports.py).
+    from pydantic_ai.direct import model_request_stream
+    from pydantic_ai.messages import ModelRequest, TextPart
+
     messages: list[ModelMessage] = [
         ModelRequest.user_text_prompt(title_prompt(user_text, answer_text))
     ]

@@ -245,7 +245,7 @@ async def create_agent(body: CreateAgent, request: Request) -> dict[str, Any]:
     _validate_agent(runtime, agent_id, fields, set(store_fields(body)))
     _check_code(runtime, request, body.driverType, body.tools)
     record = await runtime.db.agents.create_agent(
-        agent_id=agent_id, owner_id=get_caller(request).user_id, **fields
+        agent_id=agent_id, owner_id=_resources(runtime).owner_of_new(get_caller(request)), **fields
     )
     return agent_json(record)
 
@@ -317,7 +317,10 @@ async def create_session(agent_id: str, body: CreateSession, request: Request) -
     if body.settings and body.settings.get("shell"):
         _check_code(runtime, request, agent.driver_type, ("shell",))
     record = await runtime.db.agents.create_session(
-        agent_id, title=body.title, settings=body.settings, owner_id=get_caller(request).user_id
+        agent_id,
+        title=body.title,
+        settings=body.settings,
+        owner_id=_resources(runtime).owner_of_new(get_caller(request)),
     )
     return _session_json(runtime, get_board(request), record)
 

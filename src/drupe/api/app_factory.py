@@ -15,8 +15,10 @@
 * Anything no route claims goes to the built web UI (``static_ui``).
 * The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
   (no middleware, routing or FastAPI frames kept per live connection).
-* The lifespan owns the app's ``PingTicker`` (``app.state.ping_ticker``): one task that pings
-  every idle SSE connection (an app whose lifespan does not run times each ping per connection).
+* The lifespan owns the app's ``StreamRevoker`` (``drupe.identity.revocation``: the streams
+  of a revoked sign-in end within ``AuthSettings.sweep_seconds``) and its ``PingTicker``
+  (``app.state.ping_ticker``): one task that pings every idle SSE connection (an app whose
+  lifespan does not run times each ping per connection).
 
 Routes never own a stream's tasks: they dispatch to the runtime, whose manager owns them.
 """
@@ -59,6 +61,7 @@ from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
 from drupe.identity.gate import AuthGate, LateAuthGate
+from drupe.identity.revocation import StreamRevoker
 from drupe.protocols.routes import REFUSAL_BODIES, build_protocol_routers
 from drupe.settings import Settings
 
@@ -101,11 +104,18 @@ class DrupeApp(FastAPI):
         for key in [key for key in scope if key.startswith("fastapi_")]:
             del scope[key]
         response, ticker, receive, send = slot.pop()
+        revoker: StreamRevoker | None = self.state.stream_revoker
+        identity = scope.get("state", {}).get("identity")
+        if revoker is not None and identity is not None:
+            revoker.add(response.buffer, identity)  # ended when its sign-in is revoked
         try:
             await response.stream(ticker, receive, send)
         except Exception:  # as the app's last-resort handler (errors.on_unexpected) logs it
             log.exception("%s %s failed", scope.get("method"), scope.get("path"))
             raise
+        finally:
+            if revoker is not None:
+                revoker.discard(response.buffer)
 
 
 def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
@@ -126,6 +136,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.auth_gate = None
     app.state.close_gateway = None
     app.state.ping_ticker = None
+    app.state.stream_revoker = None
     install_error_handlers(app)
     # The channels' catch-all /channels/{id}/{path} must win over the gateway's
     # /{provider}/v1/messages; the gateway router goes right after it (install_runtime).
@@ -157,6 +168,19 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     )
     app.add_middleware(ForwardedPeer)  # outermost: the TCP peer, then X-Forwarded-*
     return app
+
+
+@asynccontextmanager
+async def _revoker(runtime: Runtime) -> AsyncIterator[StreamRevoker | None]:
+    """The sweep that ends revoked sign-ins' streams (none with auth off)."""
+    if runtime.authenticator is None:
+        yield None
+        return
+    revoker = StreamRevoker(
+        runtime.db, runtime.authenticator, interval=runtime.settings.auth.sweep_seconds
+    )
+    async with revoker:
+        yield revoker
 
 
 def install_runtime(
@@ -202,10 +226,15 @@ def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         try:
-            async with PingTicker() as app.state.ping_ticker, app.state.titler:
+            async with (
+                PingTicker() as app.state.ping_ticker,
+                app.state.titler,
+                _revoker(runtime) as app.state.stream_revoker,
+            ):
                 yield
         finally:
             app.state.ping_ticker = None
+            app.state.stream_revoker = None
             if app.state.close_gateway is not None:
                 await app.state.close_gateway()
 
@@ -228,10 +257,15 @@ def create_app_with_lifespan(
         async with open_runtime(settings) as runtime:
             install_runtime(app, runtime, routers)
             try:
-                async with PingTicker() as app.state.ping_ticker, app.state.titler:
+                async with (
+                    PingTicker() as app.state.ping_ticker,
+                    app.state.titler,
+                    _revoker(runtime) as app.state.stream_revoker,
+                ):
                     yield
             finally:
                 app.state.ping_ticker = None
+                app.state.stream_revoker = None
                 app.state.remove_observer()
                 if app.state.close_gateway is not None:
                     await app.state.close_gateway()

@@ -198,7 +198,8 @@ async def create_schedule(body: ScheduleIn, request: Request) -> dict[str, Any]:
         missed_policy=body.missedPolicy,
         enabled=body.enabled,
     )
-    record = await runtime.db.schedules.update(record.id, owner_id=get_caller(request).user_id)
+    owner = _resources(runtime).owner_of_new(get_caller(request))
+    record = await runtime.db.schedules.update(record.id, owner_id=owner)
     return schedule_json(record)
 
 
@@ -293,7 +294,11 @@ async def start_run(agent_id: str, body: RunIn, request: Request) -> dict[str, A
         await _resources(get_runtime(request)).session(get_caller(request), body.sessionId)
     tasks = _tasks(get_runtime(request))
     record = await tasks.start_background(
-        agent_id, body.prompt, session_id=body.sessionId, timeout_minutes=body.timeoutMinutes
+        agent_id,
+        body.prompt,
+        session_id=body.sessionId,
+        timeout_minutes=body.timeoutMinutes,
+        owner_id=_resources(get_runtime(request)).owner_of_new(get_caller(request)),
     )
     return run_json(record, live_text=tasks.live_text(record.id))
 

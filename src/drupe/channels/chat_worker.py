@@ -15,6 +15,9 @@ Contract (``docs/lifecycles/channels.md``):
   reaches the chat once.
 * Session resolution: the chat's binding (``ChannelStore``) names its conversation or agent
   session; a missing, deleted or foreign one is replaced by a new one; ``/new`` always rebinds.
+* Approval buttons: a press is applied once; a press on an approval already decided (here,
+  on another surface, or stored before a restart) is answered "already decided" to its
+  presser and changes nothing; every press is answered (``adapter.answer``).
 * Commands: see ``drupe.channels.chat_commands``. A failing item gets one error notice; the worker
   goes on.
 """
@@ -34,17 +37,19 @@ import anyio.abc
 
 from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN
+from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
+from drupe.channels.callers import channel_caller
 from drupe.channels.chat_commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
 from drupe.ids import session_conversation_id, session_id_of
 from drupe.persistence.channels import ChannelBinding
-from drupe.streaming.approval_rules import Decision
 
 if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription
+    from drupe.channels.approvals import ApprovalBoard
     from drupe.channels.config import ChannelConfig
     from drupe.channels.contract import ChannelAdapter
     from drupe.channels.delivery_listener import ChannelListener
@@ -52,13 +57,11 @@ if TYPE_CHECKING:
     from drupe.persistence.db import Database
     from drupe.sessions.host import AgentSessionHost
 
-__all__ = ["HEADLESS", "ChatContext", "ChatWorker"]
+__all__ = ["ChatContext", "ChatWorker"]
 
 log = logging.getLogger(__name__)
 
 TYPING_INTERVAL = 4.0
-HEADLESS = ""
-"""The user id of a denial the channel makes itself (a headless chat cannot approve)."""
 _Item = Inbound | ButtonPress
 
 
@@ -76,6 +79,7 @@ class ChatContext:
     validate_model: Callable[[str], None]
     clock: Clock
     task_group: anyio.abc.TaskGroup
+    approvals: ApprovalBoard
     send_timeout: float = 15.0
 
 
@@ -108,18 +112,20 @@ class ChatWorker:
             if self._follower is not None:
                 self._follower.close()
 
-    async def _dispatch(self, submit: Submit) -> None:
-        """Admit ``submit``; the chat's listener gets every answer of its conversation (in
-        cluster mode from the chunk log, wherever the conversation's owner runs it)."""
+    async def _dispatch(self, submit: Submit, user_id: str | None) -> None:
+        """Admit ``submit`` as the Drupe user ``user_id`` maps to (``channels.callers``); the
+        chat's listener gets every answer of its conversation (in cluster mode from the chunk
+        log, wherever the conversation's owner runs it)."""
         ctx = self.ctx
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
         if self._followed != submit.conversation_id:
             if self._follower is not None:
                 self._follower.close()
             self._follower = await ctx.conversations.follow_turns(
-                LOCAL_ADMIN, submit.conversation_id, ctx.listener
+                caller, submit.conversation_id, ctx.listener
             )
             self._followed = submit.conversation_id
-        await ctx.conversations.submit(LOCAL_ADMIN, submit)
+        await ctx.conversations.submit(caller, submit)
 
     async def _loop(self) -> None:
         debounce = self.ctx.config.debounce
@@ -183,11 +189,15 @@ class ChatWorker:
 
     # --- sessions -------------------------------------------------------------------------------
 
-    async def binding(self, *, fresh: bool = False) -> ChannelBinding:
+    async def binding(self, *, fresh: bool = False, user_id: str | None = None) -> ChannelBinding:
+        """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
+        the platform user ``user_id`` maps to (``channels.callers``)."""
         ctx = self.ctx
         current = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if current is not None and not fresh and await self._still_valid(current):
             return current
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        owner_id = None if caller == LOCAL_ADMIN else caller.user_id
         target = ctx.config.target
         title = f"{ctx.config.type} {self.chat_id}"
         if target.kind == "model":
@@ -195,7 +205,9 @@ class ChatWorker:
             if current is not None and current.target.startswith("model:"):
                 model_id = current.target.removeprefix("model:")  # keep a /model switch
             conversation = await ctx.db.conversations.create(
-                title=title, metadata={"channel": ctx.config.id, "chatId": self.chat_id}
+                title=title,
+                metadata={"channel": ctx.config.id, "chatId": self.chat_id},
+                owner_id=owner_id,
             )
             return await ctx.db.channels.bind(
                 ctx.config.id,
@@ -207,6 +219,7 @@ class ChatWorker:
             target.id,
             title=title,
             settings={"channel": ctx.config.id, "chatId": self.chat_id},
+            owner_id=owner_id,
         )
         return await ctx.db.channels.bind(
             ctx.config.id,
@@ -238,7 +251,7 @@ class ChatWorker:
             )
         if not message.text.strip() and not message.attachments:
             return
-        binding = await self.binding()
+        binding = await self.binding(user_id=message.user_id)
         text = raw_text
         if text is None:
             text = wrap_untrusted(
@@ -268,7 +281,8 @@ class ChatWorker:
                 parts=parts,
                 model_ids=model_ids,
                 metadata=metadata,
-            )
+            ),
+            message.user_id,
         )
         self._start_typing(binding.conversation_id)
 
@@ -323,13 +337,13 @@ class ChatWorker:
             case "whoami":
                 reply(whoami_text(ctx.config.id, message.user_id, self.chat_id))
             case "new":
-                binding = await self.binding(fresh=True)
+                binding = await self.binding(fresh=True, user_id=message.user_id)
                 kind = "agent session" if binding.target.startswith("agent:") else "conversation"
                 reply(f"New {kind} started.")
             case "stop":
                 # An answer shown in the chat ends with its "(stopped)" mark: that is the reply.
                 showing = ctx.listener.answering
-                if not await self._stop():
+                if not await self._stop(message.user_id):
                     reply("Nothing to stop.")
                 elif not showing:
                     reply("Stopped.")
@@ -344,12 +358,13 @@ class ChatWorker:
                     return
                 await self._submit(replace(message, text="/compact"), raw_text="/compact")
 
-    async def _stop(self) -> bool:
+    async def _stop(self, user_id: str | None) -> bool:
         ctx = self.ctx
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             return False
-        return await ctx.conversations.stop(LOCAL_ADMIN, binding.conversation_id)
+        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        return await ctx.conversations.stop(caller, binding.conversation_id)
 
     async def _status(self) -> str:
         ctx = self.ctx
@@ -398,36 +413,12 @@ class ChatWorker:
     # --- approvals ------------------------------------------------------------------------------
 
     async def _button(self, press: ButtonPress) -> None:
-        ctx = self.ctx
-        verb, _, approval_id = press.data.partition(":")
-        if verb not in ("approve", "deny") or not approval_id:
-            return
-        approved = verb == "approve"
-        system = press.user_id == HEADLESS
-        binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
-        if binding is None:
-            ctx.outbox.notice("That approval is no longer pending.")
-            return
-        session_id = session_id_of(binding.conversation_id)
-        decision = Decision(approval_id=approval_id, approved=approved)
-        # A chat turn's decision applies once the turn that asked has ended (awaiting
-        # approval); an agent session's driver holds it while its turn is live. In cluster
-        # mode the owner's node answers, and the continuation reaches this chat from the log.
-        outcome = await ctx.conversations.approve(
-            LOCAL_ADMIN, binding.conversation_id, [decision], after_settle=session_id is None
-        )
-        if not outcome.ok:
-            if not system:  # a headless agent turn was already denied by its host
-                ctx.outbox.notice(
-                    "That approval is no longer pending."
-                    if session_id is not None
-                    else f"⚠️ {outcome.reason or 'the decision was not applied'}"
-                )
-            return
-        if outcome.continued:
-            self._start_typing(binding.conversation_id)
-        if not system:
-            ctx.outbox.notice("Approved." if approved else "Denied.")
+        reply = ""
+        try:
+            reply = await decide_press(self.ctx, self.chat_id, press, self._start_typing)
+        finally:
+            if press.user_id != HEADLESS:
+                await answer_press(self.ctx.adapter, press, reply, self.ctx.send_timeout)
 
 
 def _file_part(name: str, media_type: str, data: bytes) -> dict[str, Any]:

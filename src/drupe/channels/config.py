@@ -53,6 +53,8 @@ _KEYS: Final = frozenset(
         "app_token_env",
         "allowed_users",
         "allowed_chats",
+        "run_as",
+        "users",
         "target",
         "debounce",
         "mode",
@@ -96,6 +98,10 @@ class ChannelConfig:
     headless: bool = False
     slash_command: str = "/drupe"
     """Slack: the slash command that carries the chat commands (``/drupe stop``)."""
+    run_as: str | None = None
+    """The Drupe user the chats act as (their conversations are that user's); None: the admin."""
+    users: Mapping[str, str] = field(default_factory=dict)
+    """Platform user id -> Drupe user name (wins over ``run_as`` for that platform user)."""
     secrets: Mapping[str, str] = field(default_factory=dict, repr=False, compare=False)
     """``token`` / ``secret`` / ``app_token`` values read from the environment."""
 
@@ -232,8 +238,31 @@ def _one(channel_id: str, table: Mapping[str, Any], env: Mapping[str, str]) -> C
         max_attachment_bytes=cap,
         headless=bool(table.get("headless", kind == "webhook")),
         slash_command=_slash_command(table.get("slash_command", "/drupe"), prefix),
+        run_as=_user_name(table.get("run_as"), f"{prefix}.run_as"),
+        users=_user_map(table.get("users"), prefix),
         secrets=secrets,
     )
+
+
+def _user_name(value: object, where: str) -> str | None:
+    if value is None:
+        return None
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"{where} must be a Drupe user name")
+    return value.strip()
+
+
+def _user_map(value: object, prefix: str) -> dict[str, str]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ConfigError(f"{prefix}.users must be a table: platform user id = Drupe user name")
+    mapped: dict[str, str] = {}
+    for platform_id, name in value.items():
+        user = _user_name(name, f"{prefix}.users.{platform_id}")
+        assert user is not None
+        mapped[str(platform_id)] = user
+    return mapped
 
 
 def parse_channel_configs(

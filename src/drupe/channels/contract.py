@@ -2,7 +2,8 @@
 
 An adapter turns platform events into ``Inbound`` messages and ``ButtonPress``es and hands them
 to its ``Inbox`` (non-blocking calls: the core queues them per chat). Outbound, it implements
-``ChannelSink`` (send, edit, typing; ``RateLimited`` on a 429). ``run(inbox)`` connects (long
+``ChannelSink`` (send, edit, typing; ``RateLimited`` on a 429) and answers each button press
+to its presser (``answer``). ``run(inbox)`` connects (long
 polling, Socket Mode, nothing for HTTP-only adapters), reports ``inbox.connected()``, then serves
 until cancelled. An adapter that receives HTTP (Slack events, the signed webhook, Telegram's
 webhook mode) answers ``handle_http``; the gateway mounts it at ``/channels/<id>/...``.
@@ -54,6 +55,9 @@ class ButtonPress:
     user_id: str
     data: str
     event_id: str | None = None
+    user_name: str = ""
+    answer_id: str | None = None
+    """The platform's handle to answer this press (Telegram's callback query id)."""
 
 
 class Inbox(Protocol):
@@ -87,4 +91,9 @@ class ChannelAdapter(ChannelSink, Protocol):
 
     async def handle_http(self, request: Request, path: str) -> Response:
         """Answer a platform HTTP request addressed to ``/channels/<id>/<path>``."""
+        ...
+
+    async def answer(self, press: ButtonPress, text: str) -> None:
+        """Answer a button press to its presser only (Telegram's callback answer, a Slack
+        ephemeral message, the webhook's ``answer``); every press gets one answer."""
         ...

@@ -10,6 +10,9 @@ replay such a re-attach sends is recognised by its sequence numbers and ignored.
   ``tool-approval-request`` queues a notice with Approve/Deny buttons (``approve:<id>`` /
   ``deny:<id>``) when the channel has buttons, else a plain notice and
   ``on_unanswerable_approval(id)`` (the channel denies it: a headless chat never hangs).
+  Offered buttons are reported (``on_offer(id)``); the call's later ``tool-output-available``,
+  ``tool-output-error`` (approved) or ``tool-output-denied`` (denied) reports the decision,
+  whatever surface made it (``on_decided(id, approved)``: the buttons are settled).
 * ``on_done``: the redacted final text (nothing when it is empty); ``on_paused``: the partial
   text followed by ``_(stopped)_``; ``on_error``: the partial text (if any) followed by
   ``Error: <message>``. Each is queued as the execution's terminal text; the ``ChatOutbox``
@@ -29,6 +32,9 @@ from drupe.channels.text_shaping import error_text, stopped_text
 from drupe.streaming.listeners.base import BaseListener, Listener, StreamEvent, TerminalResult
 
 __all__ = ["ChannelListener", "ChatDelivery", "channel_listener_id"]
+
+_DECIDED = frozenset(("tool-output-available", "tool-output-error", "tool-output-denied"))
+_MAX_ASKED = 256
 
 
 class ChatDelivery(Protocol):
@@ -73,6 +79,8 @@ class ChannelListener(BaseListener):
         buttons: bool = True,
         on_terminal: Callable[[TerminalResult], None] = lambda result: None,
         on_unanswerable_approval: Callable[[str], None] = lambda approval_id: None,
+        on_offer: Callable[[str], None] = lambda approval_id: None,
+        on_decided: Callable[[str, bool], object] = lambda approval_id, approved: None,
     ) -> None:
         super().__init__(channel_listener_id(channel_id, chat_id))
         self.outbox = outbox
@@ -80,6 +88,10 @@ class ChannelListener(BaseListener):
         self.buttons = buttons
         self.on_terminal = on_terminal
         self.on_unanswerable_approval = on_unanswerable_approval
+        self.on_offer = on_offer
+        self.on_decided = on_decided
+        self._asked: dict[str, str] = {}
+        """tool call id -> approval id of the approvals this chat was asked."""
         self._executions: dict[str, _Execution] = {}
         self._tools: dict[str, tuple[str, Any]] = {}
 
@@ -112,6 +124,8 @@ class ChannelListener(BaseListener):
             )
         elif kind == "tool-approval-request":
             self._approval(str(chunk.get("approvalId")), str(chunk.get("toolCallId")))
+        elif kind in _DECIDED and (asked := self._asked.pop(str(chunk.get("toolCallId")), None)):
+            self.on_decided(asked, kind != "tool-output-denied")
 
     def _approval(self, approval_id: str, tool_call_id: str) -> None:
         name, args = self._tools.get(tool_call_id, ("a tool", None))
@@ -124,7 +138,12 @@ class ChannelListener(BaseListener):
                     Button("Approve", f"approve:{approval_id}"),
                     Button("Deny", f"deny:{approval_id}"),
                 ],
+                approval_id=approval_id,
             )
+            self._asked[tool_call_id] = approval_id
+            while len(self._asked) > _MAX_ASKED:
+                del self._asked[next(iter(self._asked))]
+            self.on_offer(approval_id)
         else:
             self.outbox.notice(f"{text}\n(this channel cannot approve: the call is denied)")
             self.on_unanswerable_approval(approval_id)

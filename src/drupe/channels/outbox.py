@@ -11,6 +11,10 @@ Contract:
 * Throttle: at most one platform call per ``edit_interval`` seconds per chat (default 1 s), on an
   injected ``Clock``. A ``RateLimited`` answer (HTTP 429) waits its ``retry_after`` on the same
   clock and retries the same call (at most ``max_rate_limit_retries`` times).
+* Approvals: a notice queued with an ``approval_id`` carries the buttons on its last piece,
+  and the outbox keeps that message's id; ``settle(approval_id, line)`` later edits it to its
+  text followed by ``line`` (the decision), its buttons removed (the last ``max_offers``
+  approvals are kept).
 * Every call is bounded by ``send_timeout`` (15 s). A timed-out or failed TERMINAL send is never
   retried (it may have arrived: at-most-once); the failure is reported through ``on_error``.
 * At-most-once terminal delivery, across restarts: the ``DeliveryLedger`` must grant
@@ -34,6 +38,7 @@ from typing import Final, Protocol
 
 import anyio
 
+from drupe.channels.ledger import DeliveryLedger, MemoryLedger
 from drupe.channels.text_shaping import preview, split_message
 
 __all__ = [
@@ -79,8 +84,11 @@ class ChannelSink(Protocol):
         """Send a message; return its platform id. Raise ``RateLimited`` on a 429."""
         ...
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
-        """Replace a sent message's text. Raise ``RateLimited`` on a 429."""
+    async def edit(
+        self, chat_id: str, message_id: str, text: str, *, drop_buttons: bool = False
+    ) -> None:
+        """Replace a sent message's text; ``drop_buttons``: remove its buttons too. Raise
+        ``RateLimited`` on a 429."""
         ...
 
     async def typing(self, chat_id: str) -> None:
@@ -100,43 +108,6 @@ class MonotonicClock:
 
     async def sleep(self, seconds: float) -> None:
         await anyio.sleep(seconds)
-
-
-class DeliveryLedger(Protocol):
-    async def opened(
-        self,
-        delivery_id: str,
-        *,
-        channel_id: str,
-        chat_id: str,
-        anchor_message_id: str | None,
-        platform_message_id: str | None,
-    ) -> None: ...
-
-    async def claim_terminal(
-        self, delivery_id: str, *, channel_id: str, chat_id: str, anchor_message_id: str | None
-    ) -> bool: ...
-
-    async def delivered(self, delivery_id: str) -> None: ...
-
-
-class MemoryLedger:
-    """An in-process ledger (no restart safety): for channels without a database."""
-
-    def __init__(self) -> None:
-        self.claimed: set[str] = set()
-
-    async def opened(self, delivery_id: str, **_: object) -> None:
-        return None
-
-    async def claim_terminal(self, delivery_id: str, **_: object) -> bool:
-        if delivery_id in self.claimed:
-            return False
-        self.claimed.add(delivery_id)
-        return True
-
-    async def delivered(self, delivery_id: str) -> None:
-        return None
 
 
 @dataclass(slots=True)
@@ -164,9 +135,16 @@ class _Terminal:
 class _Notice:
     text: str
     buttons: tuple[Button, ...] = ()
+    approval_id: str | None = None
 
 
-_Op = _Live | _Terminal | _Notice
+@dataclass(frozen=True, slots=True)
+class _Settle:
+    approval_id: str
+    line: str
+
+
+_Op = _Live | _Terminal | _Notice | _Settle
 
 
 @dataclass(slots=True)
@@ -193,6 +171,7 @@ class ChatOutbox:
         send_timeout: float = DEFAULT_SEND_TIMEOUT,
         max_queued: int = 256,
         max_rate_limit_retries: int = 5,
+        max_offers: int = 256,
         on_error: Callable[[str], None] = lambda message: None,
     ) -> None:
         self.sink = sink
@@ -205,6 +184,9 @@ class ChatOutbox:
         self.max_queued = max_queued
         self.max_rate_limit_retries = max_rate_limit_retries
         self.on_error = on_error
+        self.max_offers = max_offers
+        self._offers: dict[str, tuple[str, str]] = {}
+        """approval id -> (platform message id, text) of the message that offers it."""
         self.stats = OutboxStats()
         self._answers: dict[str, _Answer] = {}
         self._queue: deque[_Op] = deque()
@@ -242,8 +224,15 @@ class ChatOutbox:
         answer.terminal_queued = True
         self._push(_Terminal(delivery_id, text))
 
-    def notice(self, text: str, buttons: Sequence[Button] = ()) -> None:
-        self._push(_Notice(text, tuple(buttons)))
+    def notice(
+        self, text: str, buttons: Sequence[Button] = (), *, approval_id: str | None = None
+    ) -> None:
+        self._push(_Notice(text, tuple(buttons), approval_id))
+
+    def settle(self, approval_id: str, line: str) -> None:
+        """Edit the message that offered ``approval_id`` (if this chat has one): its text and
+        ``line``, no buttons. Queued after the offer itself (FIFO)."""
+        self._push(_Settle(approval_id, line))
 
     def _push(self, op: _Op) -> None:
         if len(self._queue) >= self.max_queued:
@@ -284,9 +273,24 @@ class ChatOutbox:
             case _Terminal(delivery_id=delivery_id, text=text):
                 if (answer := self._answers.get(delivery_id)) is not None:
                     await self._terminal(answer, text)
-            case _Notice(text=text, buttons=buttons):
-                for piece in split_message(text, self.sink.limit):
-                    await self._send(piece, buttons)
+            case _Notice(text=text, buttons=buttons, approval_id=approval_id):
+                pieces = split_message(text, self.sink.limit)
+                for piece in pieces[:-1]:
+                    await self._send(piece)
+                message_id = await self._send(pieces[-1], buttons)
+                if approval_id is not None:
+                    self._offers[approval_id] = (message_id, pieces[-1])
+                    while len(self._offers) > self.max_offers:
+                        del self._offers[next(iter(self._offers))]
+            case _Settle(approval_id=approval_id, line=line):
+                if (offer := self._offers.pop(approval_id, None)) is not None:
+                    message_id, shown = offer
+                    await self._call(
+                        lambda: self.sink.edit(
+                            self.chat_id, message_id, f"{shown}\n\n{line}", drop_buttons=True
+                        )
+                    )
+                    self.stats.edits += 1
 
     async def _live(self, answer: _Answer) -> None:
         await self._wait_turn()  # the text is read AFTER the throttle: the newest one is shown
@@ -348,9 +352,10 @@ class ChatOutbox:
             await self._send(piece)
         await self.ledger.delivered(answer.delivery_id)
 
-    async def _send(self, text: str, buttons: Sequence[Button] = ()) -> None:
-        await self._call(lambda: self.sink.send(self.chat_id, text, buttons=buttons))
+    async def _send(self, text: str, buttons: Sequence[Button] = ()) -> str:
+        message_id = await self._call(lambda: self.sink.send(self.chat_id, text, buttons=buttons))
         self.stats.sends += 1
+        return message_id
 
     async def _wait_turn(self) -> None:
         wait = self._next_call_at - self.clock.now()

@@ -10,6 +10,9 @@ Contract:
   event ids), refuses chats that are not allowed (one reply per user per 10 minutes, with the
   ids to allow; nothing is dispatched or stored), applies the per-chat rate limit, and queues
   the item on the chat's ``ChatWorker`` (one task per active chat, started on first use).
+* Approvals: one ``ApprovalBoard`` for every channel: a decision (a chat's press, or the
+  tool's output or denial reaching any chat's listener) settles the buttons of every chat
+  that offered the approval; a press refused by the allow-list is answered "not allowed".
 * Outbound: one ``ChatOutbox`` pump and one ``ChannelListener`` per chat; the delivery ledger is
   the database's ``ChannelStore`` (at-most-once terminal messages across restarts). At start,
   answers a previous process left ``live`` get their terminal text once (from the stored row).
@@ -32,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 import anyio
 import anyio.abc
 
+from drupe.channels.approval_press import HEADLESS, answer_press
+from drupe.channels.approvals import ApprovalBoard, Verdict
 from drupe.channels.chat_commands import refusal_text
-from drupe.channels.chat_worker import HEADLESS, ChatContext, ChatWorker
+from drupe.channels.chat_worker import ChatContext, ChatWorker
 from drupe.channels.contract import ButtonPress, ChannelAdapter, Inbound
 from drupe.channels.delivery_listener import ChannelListener
 from drupe.channels.guard import RateWindow, admitted
@@ -46,6 +51,7 @@ from drupe.channels.outbox import (
     MonotonicClock,
 )
 from drupe.channels.receiver import ReceiverLease, serve_single_receiver
+from drupe.channels.registry import UnavailableAdapter
 from drupe.channels.text_shaping import error_text, redact, stopped_text
 from drupe.errors import ValidationError
 from drupe.lifetimes import TaskOwner
@@ -170,6 +176,9 @@ class ChannelRuntime:
             return
         if not admitted(self.config, press.user_id, press.chat_id):
             self.refused += 1
+            self.service.task_group.start_soon(
+                answer_press, self.adapter, press, "You are not allowed to decide this.", 5.0
+            )
             return
         self.worker(press.chat_id).put(press)
 
@@ -203,6 +212,12 @@ class ChannelRuntime:
                 redact=self.redact,
                 buttons=self.adapter.buttons and not self.config.headless,
                 on_unanswerable_approval=lambda approval_id: self._deny(chat_id, approval_id),
+                on_offer=lambda approval_id: self.service.approvals.offered(
+                    approval_id, self.config.id, chat_id
+                ),
+                on_decided=lambda approval_id, approved: self.service.approvals.decide(
+                    approval_id, approved
+                ),
             )
             self.listeners[chat_id] = listener
         return listener
@@ -227,6 +242,7 @@ class ChannelRuntime:
                 validate_model=deps.validate_model,
                 clock=self.service.clock,
                 task_group=self.service.task_group,
+                approvals=self.service.approvals,
                 send_timeout=deps.send_timeout,
             )
             worker = self.workers[chat_id] = ChatWorker(context, chat_id)
@@ -308,7 +324,13 @@ class ChannelService(TaskOwner):
         self.registry = registry
         self.clock: Clock = deps.clock or MonotonicClock()
         self.channels: dict[str, ChannelRuntime] = {}
+        self.approvals = ApprovalBoard(self._settle)
         self.started = False
+
+    def _settle(self, channel_id: str, chat_id: str, approval_id: str, verdict: Verdict) -> None:
+        channel = self.channels.get(channel_id)
+        if channel is not None:
+            channel.outbox(chat_id).settle(approval_id, channel.redact(verdict.line()))
 
     async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         for config in self.configs:
@@ -317,7 +339,7 @@ class ChannelService(TaskOwner):
             except Exception as err:
                 install_secret_filter(v for v in config.secrets.values() if v)
                 log.warning("channel %s cannot start: %s", config.id, err)
-                channel = ChannelRuntime(self, config, _Unavailable(config))
+                channel = ChannelRuntime(self, config, UnavailableAdapter(config))
                 channel.disconnected(str(err) or type(err).__name__)
                 self.channels[config.id] = channel
                 continue
@@ -379,30 +401,3 @@ class ChannelService(TaskOwner):
                 }
             )
         return out
-
-
-class _Unavailable:
-    """Stands in for an adapter that could not be built (its SDK is missing, ...)."""
-
-    buttons = False
-    limit = 4096
-
-    def __init__(self, config: ChannelConfig) -> None:
-        self.config = config
-
-    async def run(self, inbox: Any, *, receive: bool = True) -> None:
-        await anyio.sleep_forever()
-
-    async def send(self, chat_id: str, text: str, *, buttons: Any = ()) -> str:
-        raise RuntimeError(f"channel {self.config.id!r} is not running")
-
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
-        raise RuntimeError(f"channel {self.config.id!r} is not running")
-
-    async def typing(self, chat_id: str) -> None:
-        return None
-
-    async def handle_http(self, request: Any, path: str) -> Any:
-        from starlette.responses import JSONResponse
-
-        return JSONResponse({"detail": f"channel {self.config.id!r} is not running"}, 503)

@@ -11,7 +11,9 @@
   ``<channel>:<thread_ts>`` (a top-level message starts a thread), and replies go into that
   thread (``thread_ts``). Mentions (``<@U...>``) are stripped; bot messages, edits and other
   subtypes are ignored.
-* Approvals: Block Kit buttons (``action_id`` approve/deny, ``value`` the approval data).
+* Approvals: Block Kit buttons (``action_id`` approve/deny, ``value`` the approval data). A
+  press is answered to its presser by an ephemeral message (``chat.postEphemeral``); a decided
+  approval's message is updated with blocks of its text alone (its buttons removed).
 * Outbound: ``chat.postMessage`` / ``chat.update``; a 429 (``SlackApiError``) becomes
   ``RateLimited`` with its ``Retry-After``; messages are at most 4,000 characters. Slack has no
   typing API for bots: ``typing`` does nothing.
@@ -41,6 +43,7 @@ __all__ = ["SlackAdapter"]
 DEFAULT_BASE_URL: Final = "https://slack.com/api/"
 _MENTION: Final = re.compile(r"<@[A-Z0-9]+>\s*")
 _ACTIONS: Final = re.compile(r"^(approve|deny)$")
+SECTION_LIMIT: Final = 3000
 
 
 def _split_chat(chat_id: str) -> tuple[str, str | None]:
@@ -160,12 +163,14 @@ class SlackAdapter:
         thread = message.get("thread_ts") or message.get("ts")
         is_dm = str(channel or "").startswith("D")
         chat_id = str(channel) if is_dm or not thread else f"{channel}:{thread}"
+        user = body.get("user") or {}
         inbox.button(
             ButtonPress(
                 chat_id=chat_id,
-                user_id=str((body.get("user") or {}).get("id")),
+                user_id=str(user.get("id")),
                 data=str(action.get("value")),
                 event_id=f"action:{action.get('action_ts')}:{action.get('value')}",
+                user_name=str(user.get("username") or user.get("name") or ""),
             )
         )
 
@@ -178,7 +183,7 @@ class SlackAdapter:
             kwargs["thread_ts"] = thread
         if buttons:
             kwargs["blocks"] = [
-                {"type": "section", "text": {"type": "mrkdwn", "text": text}},
+                _section(text),
                 {
                     "type": "actions",
                     "elements": [
@@ -198,15 +203,37 @@ class SlackAdapter:
             raise _translated(err) from err
         return str(response["ts"])
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
+    async def edit(
+        self, chat_id: str, message_id: str, text: str, *, drop_buttons: bool = False
+    ) -> None:
         channel, _thread = _split_chat(chat_id)
+        kwargs: dict[str, Any] = {"channel": channel, "ts": message_id, "text": text}
+        if drop_buttons:  # blocks left out may be kept: replace them by the text alone
+            kwargs["blocks"] = [_section(text)]
         try:
-            await self.client.chat_update(channel=channel, ts=message_id, text=text)
+            await self.client.chat_update(**kwargs)
+        except SlackApiError as err:
+            raise _translated(err) from err
+
+    async def answer(self, press: ButtonPress, text: str) -> None:
+        if not text or not press.user_id:
+            return
+        channel, thread = _split_chat(press.chat_id)
+        kwargs: dict[str, Any] = {"channel": channel, "user": press.user_id, "text": text}
+        if thread:
+            kwargs["thread_ts"] = thread
+        try:
+            await self.client.chat_postEphemeral(**kwargs)
         except SlackApiError as err:
             raise _translated(err) from err
 
     async def typing(self, chat_id: str) -> None:
         return None
+
+
+def _section(text: str) -> dict[str, Any]:
+    """A mrkdwn section block (Slack refuses one over 3,000 characters)."""
+    return {"type": "section", "text": {"type": "mrkdwn", "text": text[:SECTION_LIMIT]}}
 
 
 def _translated(err: SlackApiError) -> Exception:

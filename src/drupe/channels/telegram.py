@@ -9,10 +9,14 @@
   30, 60 s); a ``RetryAfter`` waits what Telegram asks. The poll runs in the channel's task.
 * Inbound: text, captions, the largest photo and documents (refused past
   ``max_attachment_bytes`` by their announced size: never downloaded); ``update_id`` is the
-  dedupe key. Inline-keyboard presses are answered (``answerCallbackQuery``) and become
-  ``ButtonPress``es.
-* Outbound: plain text (no parse mode: model output is not valid MarkdownV2), inline keyboards
-  for buttons, ``editMessageText`` for edits ("message is not modified" is not an error),
+  dedupe key. Inline-keyboard presses become ``ButtonPress``es; each is answered
+  (``answerCallbackQuery``, its text shown to the presser) once the core decided it.
+* Outbound: Markdown (model answers, Drupe's own texts) converted to MarkdownV2 by
+  ``telegramify-markdown`` (every reserved character escaped; code, tables as code blocks) and
+  sent with ``parse_mode=MarkdownV2``, live edits included; when Telegram refuses to parse it
+  (400 "can't parse entities"), the same text is sent again as plain text: nothing is lost.
+  Inline keyboards for buttons, ``editMessageText`` for edits ("message is not modified" is not
+  an error; an edit removes the inline keyboard: a decided approval's buttons go),
   ``sendChatAction(typing)``. ``RetryAfter`` (HTTP 429) becomes ``RateLimited``.
 """
 
@@ -20,11 +24,12 @@ from __future__ import annotations
 
 import hmac
 import logging
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from datetime import timedelta
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 
 import anyio
+import telegramify_markdown
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 from telegram import (
@@ -35,7 +40,7 @@ from telegram import (
     Message,
     Update,
 )
-from telegram.constants import ChatAction
+from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, RetryAfter, TelegramError
 from telegram.request import HTTPXRequest
 
@@ -52,10 +57,37 @@ DEFAULT_BASE_URL: Final = "https://api.telegram.org/bot"
 POLL_TIMEOUT: Final = 30
 BACKOFF: Final = (1.0, 2.0, 5.0, 10.0, 30.0, 60.0)
 SECRET_HEADER: Final = "X-Telegram-Bot-Api-Secret-Token"
+_T = TypeVar("_T")
 
 
 def _seconds(value: int | float | timedelta) -> float:
     return value.total_seconds() if isinstance(value, timedelta) else float(value)
+
+
+def markdown_v2(text: str) -> str | None:
+    """``text`` (Markdown, as models and Drupe write it) as Telegram MarkdownV2, every reserved
+    character escaped (``telegramify-markdown``); None if the converter fails."""
+    try:
+        return str(telegramify_markdown.markdownify(text))
+    except Exception as err:  # a converter bug never loses the message: it goes plain
+        log.warning("converting to MarkdownV2 failed (%s); sending plain text", err)
+        return None
+
+
+async def _formatted(call: Callable[[str, str | None], Awaitable[_T]], text: str) -> _T:
+    """``call`` with ``text`` rendered as MarkdownV2; when Telegram refuses to parse it (400
+    "can't parse entities", or too long once rendered), the same text again, plain."""
+    rendered = markdown_v2(text)
+    if rendered is None:
+        return await call(text, None)
+    try:
+        return await call(rendered, ParseMode.MARKDOWN_V2)
+    except BadRequest as err:
+        reason = str(err).lower()
+        if "can't parse entities" not in reason and "too long" not in reason:
+            raise
+        log.info("Telegram refused the MarkdownV2 (%s); sending plain text", err)
+        return await call(text, None)
 
 
 def _chat(chat_id: str) -> int | str:
@@ -163,16 +195,15 @@ class TelegramAdapter:
         event_id = f"tg:{update.update_id}"
         query = update.callback_query
         if query is not None and query.data and query.message is not None:
-            try:
-                await query.answer()
-            except TelegramError as err:
-                log.debug("answerCallbackQuery failed: %s", err)
-            inbox.button(
+            user = query.from_user
+            inbox.button(  # answered (answerCallbackQuery) once the press is decided
                 ButtonPress(
                     chat_id=str(query.message.chat.id),
-                    user_id=str(query.from_user.id),
+                    user_id=str(user.id),
                     data=query.data,
                     event_id=event_id,
+                    user_name=f"@{user.username}" if user.username else user.first_name,
+                    answer_id=query.id,
                 )
             )
             return
@@ -253,19 +284,29 @@ class TelegramAdapter:
             markup = InlineKeyboardMarkup(
                 [[InlineKeyboardButton(b.label, callback_data=b.data) for b in buttons]]
             )
-        try:
-            sent = await self.bot.send_message(
-                chat_id=_chat(chat_id), text=text, reply_markup=markup
+
+        async def send(body: str, parse_mode: str | None) -> Message:
+            return await self.bot.send_message(
+                chat_id=_chat(chat_id), text=body, parse_mode=parse_mode, reply_markup=markup
             )
+
+        try:
+            sent = await _formatted(send, text)
         except RetryAfter as err:
             raise RateLimited(_seconds(err.retry_after)) from err
         return str(sent.message_id)
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
-        try:
-            await self.bot.edit_message_text(
-                text=text, chat_id=_chat(chat_id), message_id=int(message_id)
+    async def edit(
+        self, chat_id: str, message_id: str, text: str, *, drop_buttons: bool = False
+    ) -> None:
+        # An edit without ``reply_markup`` removes the inline keyboard: every edit drops it.
+        async def edit(body: str, parse_mode: str | None) -> Any:
+            return await self.bot.edit_message_text(
+                text=body, chat_id=_chat(chat_id), message_id=int(message_id), parse_mode=parse_mode
             )
+
+        try:
+            await _formatted(edit, text)
         except RetryAfter as err:
             raise RateLimited(_seconds(err.retry_after)) from err
         except BadRequest as err:
@@ -277,3 +318,11 @@ class TelegramAdapter:
             await self.bot.send_chat_action(chat_id=_chat(chat_id), action=ChatAction.TYPING)
         except RetryAfter as err:
             raise RateLimited(_seconds(err.retry_after)) from err
+
+    async def answer(self, press: ButtonPress, text: str) -> None:
+        if press.answer_id is None:
+            return
+        try:
+            await self.bot.answer_callback_query(press.answer_id, text=text[:200] or None)
+        except TelegramError as err:  # too late (Telegram keeps a query for minutes), ...
+            log.debug("answerCallbackQuery failed: %s", err)

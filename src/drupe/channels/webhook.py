@@ -4,16 +4,19 @@ Inbound: ``POST /channels/<id>/webhook`` with a JSON body, signed (``drupe.chann
 
 * ``{"type": "message", "chatId", "userId", "userName"?, "text", "messageId"?, "eventId"?,
   "attachments"?: [{"name", "mediaType", "data": base64}]}``
-* ``{"type": "button", "chatId", "userId", "data", "eventId"?}`` (an approval button press)
+* ``{"type": "button", "chatId", "userId", "userName"?, "data", "eventId"?}`` (an approval
+  button press)
 
 A missing or wrong signature, or a timestamp outside the 5-minute window, answers 401 and
 nothing is queued or stored; a malformed body answers 400; an accepted one 202 at once.
 
 Outbound: signed ``POST``s to the configured ``url``: ``{"type": "send", "chatId", "messageId",
-"text", "buttons": [{"label", "data"}]}``, ``{"type": "edit", "chatId", "messageId", "text"}``
-and ``{"type": "typing", "chatId"}``. ``messageId`` is Drupe's (the bridge maps it to its
-platform's). A 429 answer (``Retry-After`` seconds) raises ``RateLimited``; another non-2xx
-raises. Messages are at most ``limit`` (4,000) characters.
+"text", "buttons": [{"label", "data"}]}``, ``{"type": "edit", "chatId", "messageId", "text",
+"buttons": []}`` (an edit removes the message's buttons), ``{"type": "typing", "chatId"}`` and
+``{"type": "answer", "chatId", "userId", "eventId", "text"}`` (the answer to a button press,
+for its presser only: "Approved.", "Already decided: approved by Ann.", ...). ``messageId``
+is Drupe's (the bridge maps it to its platform's). A 429 answer (``Retry-After`` seconds)
+raises ``RateLimited``; another non-2xx raises. Messages are at most ``limit`` (4,000) characters.
 """
 
 from __future__ import annotations
@@ -136,8 +139,29 @@ class WebhookAdapter:
         )
         return message_id
 
-    async def edit(self, chat_id: str, message_id: str, text: str) -> None:
-        await self._post({"type": "edit", "chatId": chat_id, "messageId": message_id, "text": text})
+    async def edit(
+        self, chat_id: str, message_id: str, text: str, *, drop_buttons: bool = False
+    ) -> None:
+        await self._post(
+            {
+                "type": "edit",
+                "chatId": chat_id,
+                "messageId": message_id,
+                "text": text,
+                "buttons": [],
+            }
+        )
+
+    async def answer(self, press: ButtonPress, text: str) -> None:
+        await self._post(
+            {
+                "type": "answer",
+                "chatId": press.chat_id,
+                "userId": press.user_id,
+                "eventId": press.event_id,
+                "text": text,
+            }
+        )
 
     async def typing(self, chat_id: str) -> None:
         await self._post({"type": "typing", "chatId": chat_id})
@@ -160,7 +184,11 @@ def _parse(data: Any, cap: int) -> Inbound | ButtonPress:
     event_id = _text(data, "eventId", required=False) or None
     if kind == "button":
         return ButtonPress(
-            chat_id=chat_id, user_id=user_id, data=_text(data, "data"), event_id=event_id
+            chat_id=chat_id,
+            user_id=user_id,
+            data=_text(data, "data"),
+            event_id=event_id,
+            user_name=_text(data, "userName", required=False),
         )
     if kind != "message":
         raise ValueError("'type' must be 'message' or 'button'")

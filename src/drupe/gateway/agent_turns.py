@@ -102,7 +102,10 @@ async def agent_turn(
                 error_body,
             )
         session = await agents.create_session(
-            agent_id, title="gateway", settings={}, owner_id=caller.user_id
+            agent_id,
+            title="gateway",
+            settings={},
+            owner_id=resources.owner_of_new(caller) if resources is not None else None,
         )
     else:
         session_id = model_id[len(SESSION_PREFIX) :]

@@ -22,7 +22,7 @@ from collections import OrderedDict
 from typing import TYPE_CHECKING, Final
 
 from drupe.admission.access import Action
-from drupe.admission.principal import Principal
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import UnknownConversationError
 from drupe.ids import is_session_conversation, session_id_of
 
@@ -56,7 +56,9 @@ class OwnerPolicy:
         raise UnknownConversationError(conversation_id)
 
     def owner_for_new(self, caller: Principal) -> str | None:
-        return caller.user_id
+        # The local admin is no user: what it creates is unowned (an admin's) until the first
+        # admin adopts it.
+        return None if caller == LOCAL_ADMIN else caller.user_id
 
     def list_filter(self, caller: Principal) -> str | None:
         return None if caller.is_admin else caller.user_id

@@ -44,6 +44,11 @@ class Resources:
     def owner_filter(self, caller: Principal) -> str | None:
         return None if not self.enabled or caller.is_admin else caller.user_id
 
+    def owner_of_new(self, caller: Principal) -> str | None:
+        """The owner stamped on what ``caller`` creates (None with auth off: the first admin
+        adopts it when identity is turned on)."""
+        return caller.user_id if self.enabled else None
+
     def _sees(self, caller: Principal, owner_id: str | None) -> bool:
         return self.owner_filter(caller) is None or owner_id == caller.user_id
 

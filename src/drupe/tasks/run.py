@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Literal
 import anyio
 
 from drupe.admission.base import Submit
-from drupe.admission.principal import LOCAL_ADMIN
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, DrupeError, ValidationError
 from drupe.persistence.agents import session_conversation_id
 from drupe.persistence.schedules import TaskRunRecord
@@ -83,6 +83,8 @@ class TaskJob:
     session_id: str | None = None
     """A background run on an existing session."""
     deliver_to: tuple[DeliveryTarget, ...] = ()
+    owner_id: str | None = None
+    """The user the run acts as (its task's owner); None: the local admin (no identity)."""
 
 
 @dataclass(slots=True)
@@ -99,6 +101,8 @@ class RunControl:
     """Set once the run's turn was admitted (or the run ended without one)."""
     finished: anyio.Event = field(default_factory=anyio.Event)
     """Set once the run row holds the outcome."""
+    caller: Principal = LOCAL_ADMIN
+    """Who the run acts as (its task's owner)."""
     cancel_requested: bool = False
 
 
@@ -119,7 +123,11 @@ async def execute_run(deps: TaskDeps, job: TaskJob, control: RunControl) -> Task
 async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRunRecord:
     store = deps.db.schedules
     agent = await deps.db.agents.get_agent(job.agent_id)
-    if agent is None:
+    try:
+        control.caller = await _owner(deps, job)
+    except DrupeError as err:
+        return await _finish(deps, job, control, "failed", None, str(err))
+    if agent is None or not await _may_use(deps, control.caller, agent.id, agent.owner_id):
         return await _finish(deps, job, control, "failed", None, f"Agent not found: {job.agent_id}")
     prompt = job.prompt
     if job.schedule_kind == "heartbeat":
@@ -150,7 +158,7 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
     # cluster mode: answering on another node) refuses the submit before anything is written.
     try:
         admission = await deps.conversations.submit(
-            LOCAL_ADMIN,
+            control.caller,
             Submit(
                 conversation_id=conversation_id,
                 parts=[{"type": "text", "text": prompt}],
@@ -180,6 +188,24 @@ async def _execute(deps: TaskDeps, job: TaskJob, control: RunControl) -> TaskRun
     return await _finish(deps, job, control, outcome.status, outcome.text, outcome.error)
 
 
+async def _owner(deps: TaskDeps, job: TaskJob) -> Principal:
+    """The user the run acts as: its task's owner (the local admin for a task from before
+    identity, or with auth off). A disabled or deleted owner's task does not run."""
+    if job.owner_id is None:
+        return LOCAL_ADMIN
+    user = await deps.db.users.get(job.owner_id)
+    if user is None or user.disabled:
+        raise ValidationError("the task's owner is disabled: the task does not run")
+    return Principal(user_id=user.id, name=user.name, role=user.role)
+
+
+async def _may_use(deps: TaskDeps, caller: Principal, agent_id: str, owner_id: str | None) -> bool:
+    """Whether ``caller`` may run the agent: an admin's, their own, or shared with them."""
+    if caller.is_admin or owner_id == caller.user_id:
+        return True
+    return await deps.db.shares.access_of("agent", agent_id, caller.user_id) is not None
+
+
 async def _session_for(deps: TaskDeps, job: TaskJob) -> str:
     agents = deps.db.agents
     if job.session_id is not None:
@@ -191,7 +217,7 @@ async def _session_for(deps: TaskDeps, job: TaskJob) -> str:
         session = await agents.get_session(job.sticky_session_id)
         if session is not None and session.agent_id == job.agent_id:
             return session.id
-    created = await agents.create_session(job.agent_id, title=job.name)
+    created = await agents.create_session(job.agent_id, title=job.name, owner_id=job.owner_id)
     if job.session_mode == "sticky" and job.schedule_id is not None:
         await deps.db.schedules.bind_sticky(job.schedule_id, created.id)
     return created.id
@@ -215,7 +241,7 @@ async def stop_run(deps: TaskDeps, control: RunControl, reason: str) -> None:
         for listener in control.deliveries:
             control.admission.detach(listener)
     control.deliveries = []
-    await deps.conversations.stop(LOCAL_ADMIN, control.conversation_id, reason=reason)
+    await deps.conversations.stop(control.caller, control.conversation_id, reason=reason)
 
 
 def _detach(deps: TaskDeps, control: RunControl) -> None:

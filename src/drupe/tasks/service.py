@@ -266,6 +266,7 @@ class TaskService(TaskOwner):
             session_mode="sticky" if schedule.session_mode == "sticky" else "fresh",
             sticky_session_id=schedule.sticky_session_id,
             deliver_to=tuple(DeliveryTarget.of(item) for item in schedule.deliver_to),
+            owner_id=schedule.owner_id,
         )
         self._spawn(job)
         return run
@@ -312,8 +313,10 @@ class TaskService(TaskOwner):
         *,
         session_id: str | None = None,
         timeout_minutes: int = 0,
+        owner_id: str | None = None,
     ) -> TaskRunRecord:
-        """Start a headless run of ``agent_id`` now; returns once its turn was admitted."""
+        """Start a headless run of ``agent_id`` now, as ``owner_id`` (None: the local admin);
+        returns once its turn was admitted."""
         agent = await self.deps.db.agents.get_agent(agent_id)
         if agent is None:
             raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
@@ -326,7 +329,10 @@ class TaskService(TaskOwner):
             deliver_to=(),
         )
         if session_id is None:
-            session_id = (await self.deps.db.agents.create_session(agent_id, title=prompt[:80])).id
+            created = await self.deps.db.agents.create_session(
+                agent_id, title=prompt[:80], owner_id=owner_id
+            )
+            session_id = created.id
         run = await self.store.start_run(  # the session is on the row from its start
             kind="background",
             started_at=self.deps.clock.now(),
@@ -341,6 +347,7 @@ class TaskService(TaskOwner):
             prompt=values["prompt"],
             timeout_minutes=values["timeout_minutes"],
             session_id=session_id,
+            owner_id=owner_id,
         )
         control = self._spawn(job)
         with anyio.move_on_after(_START_WAIT_S):

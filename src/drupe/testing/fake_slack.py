@@ -1,7 +1,9 @@
 """A loopback fake of the Slack Web API for ``slack-sdk``'s ``AsyncWebClient(base_url=...)``.
 
 Serves ``POST /api/<method>``: ``auth.test``, ``chat.postMessage`` (returns a ``ts``; keeps
-the message's text per channel), ``chat.update``, ``apps.connections.open`` (the URL of its own
+the message's text and blocks per channel), ``chat.update`` (blocks left out are kept, as
+Slack's reference says: ``blocks(ts)`` is what a message shows now), ``chat.postEphemeral``
+(``ephemerals()``: what each user was shown), ``apps.connections.open`` (the URL of its own
 Socket Mode WebSocket at ``/link``: it greets with ``hello``, sends the envelopes a test queues
 with ``push_envelope`` and records each ``envelope_id`` the client acknowledges). Records
 every call (``recorder``); faults come from the ``PlatformRecorder`` (a 429 answers with
@@ -40,6 +42,7 @@ class FakeSlack:
     base_url: str = ""
     texts: dict[str, str] = field(default_factory=dict)
     channels: dict[str, str] = field(default_factory=dict)
+    message_blocks: dict[str, Any] = field(default_factory=dict)
     _ts: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     acked: list[str] = field(default_factory=list)
     root: str = ""
@@ -83,6 +86,17 @@ class FakeSlack:
         except WebSocketDisconnect:
             return
 
+    def blocks(self, ts: str) -> Any:
+        """The blocks a message shows now (None: none)."""
+        return self.message_blocks.get(ts)
+
+    def ephemerals(self) -> list[tuple[str, str]]:
+        """(user, text) of every ephemeral message, in order."""
+        return [
+            (str(c.params.get("user")), str(c.params.get("text")))
+            for c in self.recorder.of("chat.postEphemeral")
+        ]
+
     def messages(self, channel: str) -> list[str]:
         return [text for ts, text in self.texts.items() if self.channels[ts] == channel]
 
@@ -106,6 +120,7 @@ class FakeSlack:
             ts = f"{int(time.time())}.{next(self._ts):06d}"
             self.texts[ts] = str(params.get("text"))
             self.channels[ts] = str(params.get("channel"))
+            self.message_blocks[ts] = params.get("blocks")
             self.recorder.notify()
             return JSONResponse({"ok": True, "channel": params.get("channel"), "ts": ts})
         if method == "chat.update":
@@ -113,8 +128,14 @@ class FakeSlack:
             if ts not in self.texts:
                 return JSONResponse({"ok": False, "error": "message_not_found"})
             self.texts[ts] = str(params.get("text"))
+            if "blocks" in params:
+                self.message_blocks[ts] = params["blocks"]
             self.recorder.notify()
             return JSONResponse({"ok": True, "channel": params.get("channel"), "ts": ts})
+        if method == "chat.postEphemeral":
+            if not params.get("user") or not params.get("channel"):
+                return JSONResponse({"ok": False, "error": "invalid_arguments"})
+            return JSONResponse({"ok": True, "message_ts": f"{time.time():.6f}"})
         return JSONResponse({"ok": False, "error": "unknown_method"})
 
     def app(self) -> Starlette:

@@ -5,9 +5,20 @@ downloads under ``/file/bot<token>/``. It records every call (``recorder``), kee
 messages with their current text (``messages(chat_id)``), and answers like Telegram: ``getMe``,
 ``getUpdates`` (a real long poll over the updates a test pushes with ``push_message`` /
 ``push_photo`` / ``push_callback``), ``sendMessage``, ``editMessageText`` (400 "message is not
-modified" for the same text), ``sendChatAction``, ``answerCallbackQuery``, ``setMyCommands``,
-``deleteWebhook``, ``setWebhook``, ``getFile``. Faults come from the ``PlatformRecorder``: a 429
-answers ``{"ok": false, "error_code": 429, "parameters": {"retry_after": N}}``.
+modified" for the same text and keyboard; an edit without ``reply_markup`` removes the inline
+keyboard, as Telegram does: ``keyboard(chat_id, message_id)`` is a message's current one),
+``sendChatAction``, ``answerCallbackQuery`` (once per query id, else 400, as Telegram;
+``answers()`` are the texts shown to the pressers), ``setMyCommands``, ``deleteWebhook``,
+``setWebhook``, ``getFile``.
+
+Formatting: a text sent or edited with ``parse_mode=MarkdownV2`` is parsed as Telegram parses
+it (``drupe.testing.markdown_v2``): a reserved character left unescaped or an unclosed entity
+answers 400 "Bad Request: can't parse entities: ...". A message keeps what its user SEES
+(``messages``, trailing whitespace trimmed as Telegram does) and its entities (``entities``);
+the recorded call keeps the source and its ``parse_mode``.
+
+Faults come from the ``PlatformRecorder``: a 429 answers ``{"ok": false, "error_code": 429,
+"parameters": {"retry_after": N}}``.
 """
 
 from __future__ import annotations
@@ -27,6 +38,7 @@ from starlette.routing import Route
 
 from drupe.testing.fake_platform import PlatformRecorder, request_params
 from drupe.testing.loopback import serve_app
+from drupe.testing.markdown_v2 import Entity, MarkdownV2Error, parse
 
 __all__ = ["FakeTelegram", "fake_telegram"]
 
@@ -40,6 +52,9 @@ class FakeTelegram:
     updates: list[dict[str, Any]] = field(default_factory=list)
     files: dict[str, bytes] = field(default_factory=dict)
     texts: dict[tuple[str, int], str] = field(default_factory=dict)
+    keyboards: dict[tuple[str, int], Any] = field(default_factory=dict)
+    styles: dict[tuple[str, int], list[Entity]] = field(default_factory=dict)
+    answered: set[str] = field(default_factory=set)
     _order: list[tuple[str, int]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(100))
@@ -108,12 +123,30 @@ class FakeTelegram:
         """The chat's bot messages, oldest first, each with its CURRENT text."""
         return [self.texts[key] for key in self._order if key[0] == str(chat_id)]
 
+    def message_ids(self, chat_id: int | str) -> list[int]:
+        """The chat's bot message ids, oldest first (as ``messages``)."""
+        return [key[1] for key in self._order if key[0] == str(chat_id)]
+
     def sends(self, chat_id: int | str) -> list[dict[str, Any]]:
         return [
             c.params
             for c in self.recorder.of("sendMessage")
             if str(c.params.get("chat_id")) == str(chat_id)
         ]
+
+    def keyboard(self, chat_id: int | str, message_id: int | str) -> Any:
+        """The inline keyboard a message shows now (None: no buttons)."""
+        return self.keyboards.get((str(chat_id), int(message_id)))
+
+    def entities(self, chat_id: int | str, message_id: int | str) -> list[tuple[str, str]]:
+        """A message's entities as (type, the text they cover), in order."""
+        key = (str(chat_id), int(message_id))
+        text = self.texts[key]
+        return [(e.type, text[e.offset : e.offset + e.length]) for e in self.styles.get(key, [])]
+
+    def answers(self) -> list[str]:
+        """The texts of every callback answer, in order ("" for an answer without text)."""
+        return [str(c.params.get("text") or "") for c in self.recorder.of("answerCallbackQuery")]
 
     def edits(self, chat_id: int | str) -> list[dict[str, Any]]:
         return [
@@ -170,6 +203,12 @@ class FakeTelegram:
         return True
 
     async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> Any:
+        query_id = str(params["callback_query_id"])
+        if query_id in self.answered:
+            return _bad_request(
+                "query is too old and response timeout expired or query ID is invalid"
+            )
+        self.answered.add(query_id)
         return True
 
     async def _m_getFile(self, params: dict[str, Any]) -> Any:
@@ -194,8 +233,12 @@ class FakeTelegram:
 
     async def _m_sendMessage(self, params: dict[str, Any]) -> Any:
         chat_id = str(params["chat_id"])
+        parsed = _parsed(params)
+        if isinstance(parsed, Response):
+            return parsed
         message_id = next(self._message_ids)
-        self.texts[(chat_id, message_id)] = str(params["text"])
+        self.texts[(chat_id, message_id)], self.styles[(chat_id, message_id)] = parsed
+        self.keyboards[(chat_id, message_id)] = params.get("reply_markup")
         self._order.append((chat_id, message_id))
         self.recorder.notify()
         return {
@@ -203,33 +246,29 @@ class FakeTelegram:
             "date": int(time.time()),
             "chat": {"id": int(chat_id), "type": "private"},
             "from": BOT,
-            "text": params["text"],
+            "text": self.texts[(chat_id, message_id)],
         }
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> Any:
         key = (str(params["chat_id"]), int(params["message_id"]))
         if key not in self.texts:
-            return JSONResponse(
-                {"ok": False, "error_code": 400, "description": "Bad Request: message not found"},
-                400,
-            )
-        if self.texts[key] == params["text"]:
-            return JSONResponse(
-                {
-                    "ok": False,
-                    "error_code": 400,
-                    "description": "Bad Request: message is not modified",
-                },
-                400,
-            )
-        self.texts[key] = str(params["text"])
+            return _bad_request("message not found")
+        parsed = _parsed(params)
+        if isinstance(parsed, Response):
+            return parsed
+        markup = params.get("reply_markup")  # left out: the keyboard is removed
+        current = (self.texts[key], self.styles.get(key, []))
+        if current == parsed and self.keyboards.get(key) == markup:
+            return _bad_request("message is not modified")
+        self.texts[key], self.styles[key] = parsed
+        self.keyboards[key] = markup
         self.recorder.notify()
         return {
             "message_id": key[1],
             "date": int(time.time()),
             "chat": {"id": int(key[0]), "type": "private"},
             "from": BOT,
-            "text": params["text"],
+            "text": self.texts[key],
         }
 
     def app(self) -> Starlette:
@@ -244,6 +283,27 @@ class FakeTelegram:
         self.closing = True
         self._new_update.set()
         self.recorder.release()
+
+
+def _parsed(params: dict[str, Any]) -> tuple[str, list[Entity]] | Response:
+    """The text a user sees and its entities, or Telegram's 400 for unparsable MarkdownV2."""
+    text = str(params["text"])
+    mode = params.get("parse_mode")
+    if mode is None:
+        return text.rstrip(), []
+    if mode != "MarkdownV2":
+        return _bad_request(f"unsupported parse_mode {mode!r} (the fake knows MarkdownV2)")
+    try:
+        shown, entities = parse(text)
+    except MarkdownV2Error as err:
+        return _bad_request(f"can't parse entities: {err}")
+    return shown.rstrip(), entities
+
+
+def _bad_request(description: str) -> JSONResponse:
+    return JSONResponse(
+        {"ok": False, "error_code": 400, "description": f"Bad Request: {description}"}, 400
+    )
 
 
 @asynccontextmanager
