@@ -13,25 +13,30 @@ import httpx
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
-from drupe.settings import Settings
+from drupe.settings import AuthSettings, Settings
 from drupe.testing.fake_providers import serve_app
 from tests.identity.conftest import PASSWORDS
+from tests.identity.test_revocation import DEADLINE, _ended_after
 
 HEADER = "X-Forwarded-User"
 
 
 @asynccontextmanager
 async def _site(tmp_path: Path, proxies: list[str]) -> AsyncIterator[tuple[str, Runtime]]:
+    """A server whose [auth] trusts ``HEADER`` from ``proxies`` (sweeping revocations every
+    0.5 s), with the users alice and bob; its lifespan runs (the revocation sweep)."""
     config = tmp_path / "config.toml"
     listed = ", ".join(f'"{p}"' for p in proxies)
     config.write_text(
         'default_model = "scripted:echo"\n\n[auth]\n'
         f'trusted_header = "{HEADER}"\ntrusted_proxies = [{listed}]\n'
     )
-    async with open_runtime(Settings(data_dir=tmp_path, config_path=config)) as runtime:
+    settings = Settings(data_dir=tmp_path, config_path=config, auth=AuthSettings(sweep_seconds=0.5))
+    async with open_runtime(settings) as runtime:
         await runtime.db.users.create("alice", password=PASSWORDS["alice"])
         await runtime.db.users.create("bob", password=PASSWORDS["bob"])
-        async with serve_app(create_app(runtime)) as url:
+        app = create_app(runtime)
+        async with app.router.lifespan_context(app), serve_app(app) as url:
             yield url, runtime
 
 
@@ -89,3 +94,19 @@ async def test_the_header_from_any_other_address_is_ignored(tmp_path: Path) -> N
             made = await stranger.get("/api/auth/me", headers={HEADER: "mallory"})
             assert made.status_code == 401
         assert await runtime.db.users.get_by_name("mallory") is None
+
+
+async def test_disabling_a_header_user_ends_their_open_stream(tmp_path: Path) -> None:
+    async with (
+        _site(tmp_path, ["127.0.0.1/32"]) as (url, runtime),
+        httpx.AsyncClient(base_url=url, timeout=30, headers={HEADER: "alice"}) as proxy,
+    ):
+        made = await proxy.post("/api/conversations", json={"title": "t"}, headers={"origin": url})
+        assert made.status_code == 201, made.text
+
+        async def disable_on_another_node() -> None:
+            await runtime.db.users.set_disabled("alice")  # the database only
+
+        took = await _ended_after(proxy, made.json()["id"], disable_on_another_node)
+        assert took < DEADLINE, took
+        assert (await proxy.get("/api/conversations")).status_code == 401
