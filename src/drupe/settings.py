@@ -22,6 +22,7 @@ import platformdirs
 
 from drupe.agent.models.config import config_path as default_config_path
 from drupe.errors import ConfigError
+from drupe.settings_auth import OidcSettings, read_auth_table
 from drupe.settings_env import read_environment
 from drupe.streaming.checkpoints import CheckpointPolicy
 from drupe.streaming.config import StreamConfig
@@ -34,6 +35,7 @@ __all__ = [
     "AuthSettings",
     "ClusterSettings",
     "Limits",
+    "OidcSettings",
     "OwnerLoss",
     "Settings",
     "is_loopback",
@@ -69,6 +71,13 @@ class AuthSettings:
     max_failures_per_user: int = 5
     max_failures_per_address: int = 20
     """Failed sign-ins allowed per minute, per user name and per client address."""
+    oidc: OidcSettings | None = None
+    """Single sign-on through one OpenID Connect provider (``[auth.oidc]`` in config.toml)."""
+    trusted_header: str | None = None
+    """A header a reverse proxy sets to the signed-in user's name (``[auth] trusted_header``),
+    believed only from ``trusted_proxies``."""
+    trusted_proxies: tuple[str, ...] = ()
+    """Addresses or networks (``127.0.0.1/32``) whose ``trusted_header`` is believed."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -173,6 +182,24 @@ class Settings:
             max_body_bytes=env.MAX_BODY_BYTES, max_gateway_body_bytes=env.MAX_GATEWAY_BODY_BYTES
         )
         return replace(self, limits=replace(self.limits, **{**table, **given_by_env}))
+
+    def with_file_tables(self) -> Settings:
+        """These settings with the config file's ``[limits]`` and ``[auth]`` tables."""
+        return self.with_file_limits().with_file_auth()
+
+    def with_file_auth(self) -> Settings:
+        """These settings with the ``[auth]`` table of the config file (``drupe.settings_auth``:
+        ``[auth.oidc]``, ``trusted_header``, ``trusted_proxies``)."""
+        path = self.config_path or default_config_path()
+        if not path.is_file():
+            return self
+        try:
+            table = tomllib.loads(path.read_text()).get("auth")
+        except (OSError, tomllib.TOMLDecodeError) as err:
+            raise ConfigError(f"{path}: cannot read [auth]: {err}") from err
+        if table is None:
+            return self
+        return replace(self, auth=replace(self.auth, **read_auth_table(path, table)))
 
     def check(self) -> None:
         """Refuse settings that cannot work together (``ConfigError`` says what to change).

@@ -21,6 +21,8 @@ PUBLIC: set[tuple[str, str]] = {
     ("POST", "/api/auth/logout"),
     ("GET", "/api/auth/methods"),
     ("GET", "/api/auth/link"),
+    ("GET", "/api/auth/oidc/login"),
+    ("GET", "/api/auth/oidc/callback"),
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
 }

@@ -36,10 +36,12 @@ TABLES = {
     "gateway_responses",
     "gateway_usage",
     "messages",
+    "oidc_logins",
     "schedules",
     "shares",
     "sign_in_links",
     "task_runs",
+    "user_identities",
     "user_tokens",
     "users",
 }

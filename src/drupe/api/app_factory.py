@@ -6,9 +6,11 @@
   that is what ``drupe serve`` runs.
 * The OpenAI/Anthropic gateway router comes from ``drupe.gateway.router.build_router(runtime)``
   when that module exists; ``extra_routers`` are included after it.
-* Guards (outermost first): request body cap (413), the ``Origin`` check on ``/api/``
-  (403), then the identity gate (``drupe.identity.gate``: 401 for an anonymous ``/api/``
-  request; built when the runtime is installed, so an app without a runtime answers 503).
+* Guards (outermost first): ``ForwardedPeer`` (keeps the TCP peer, then applies
+  ``X-Forwarded-*`` from trusted hosts as uvicorn would), request body cap (413), the
+  ``Origin`` check on ``/api/`` (403), then the identity gate (``drupe.identity.gate``: 401
+  for an anonymous ``/api/`` request; built when the runtime is installed, so an app without
+  a runtime answers 503).
   Exceptions map to HTTP only in ``drupe.http.errors``.
 * Anything no route claims goes to the built web UI (``static_ui``).
 * The app is a ``DrupeApp``: an SSE response streams after the request's own stack has unwound
@@ -40,6 +42,7 @@ from drupe.api import (
     conversation_routes,
     export_routes,
     limits_routes,
+    oidc_routes,
     search_routes,
     system_routes,
     task_routes,
@@ -54,6 +57,7 @@ from drupe.gateway.refusals import dialect_refusal, is_gateway_path
 from drupe.gateway.router import build_router
 from drupe.http.errors import install_error_handlers
 from drupe.http.guards import BodyLimit, OriginCheck
+from drupe.http.peer import ForwardedPeer
 from drupe.http.ping_ticker import PingTicker
 from drupe.http.sse_response import HANDOFF_KEY, SseHandoff
 from drupe.http.state import StatusBoard
@@ -150,6 +154,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(limits_routes.router)
     app.include_router(agent_routes.router)
     app.include_router(task_routes.router)
+    app.include_router(oidc_routes.router)
     app.include_router(trace_routes.router)
     app.include_router(usage_routes.router)
     app.router.default = StaticUI()
@@ -163,6 +168,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
         wider_max_bytes=settings.limits.max_gateway_body_bytes,
         shape_of=dialect_refusal,
     )
+    app.add_middleware(ForwardedPeer)  # outermost: the TCP peer, then X-Forwarded-*
     return app
 
 
@@ -189,6 +195,8 @@ def install_runtime(
     app.state.auth_gate = AuthGate(
         authenticator=runtime.authenticator,
         allowed_origins=runtime.settings.allowed_origins,
+        trusted_header=runtime.settings.auth.trusted_header,
+        trusted_proxies=runtime.settings.auth.trusted_proxies,
     )
     board: StatusBoard = app.state.board
     board.max_entries = runtime.manager.config.max_status_records
@@ -243,7 +251,7 @@ def create_app_with_lifespan(
     """An app that opens the runtime on startup and closes it on shutdown."""
     from drupe.app import open_runtime
 
-    settings = (settings or Settings.from_env()).with_file_limits()
+    settings = (settings or Settings.from_env()).with_file_tables()
     routers = list(extra_routers)
 
     @asynccontextmanager

@@ -149,7 +149,17 @@ async def me(request: Request, caller: Annotated[Principal, Depends(get_caller)]
 @router.get("/api/auth/methods")
 async def methods(request: Request) -> dict[str, Any]:
     runtime = get_runtime(request)
-    return {"auth": runtime.authenticator is not None, "password": True, "oidc": None}
+    oidc = runtime.settings.auth.oidc
+    on = runtime.authenticator is not None
+    return {
+        "auth": on,
+        "password": True,
+        "oidc": (
+            {"name": oidc.display_name, "url": "/api/auth/oidc/login"}
+            if on and oidc is not None
+            else None
+        ),
+    }
 
 
 @router.get("/api/auth/link")

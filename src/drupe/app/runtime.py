@@ -98,7 +98,7 @@ class Runtime:
 @asynccontextmanager
 async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtime]:
     """Start Drupe's runtime; on exit, stop it in reverse order."""
-    settings = (settings or Settings.from_env()).with_file_limits()
+    settings = (settings or Settings.from_env()).with_file_tables()
     settings.check()
     config_file = settings.config_path or config_path()
     models = ModelRegistry(load_model_config(settings.config_path))

@@ -69,7 +69,11 @@ def run_server(
 
         server = AnnouncingServer(
             uvicorn.Config(
-                app_, log_level="info", timeout_graceful_shutdown=5, ws="websockets-sansio"
+                app_,
+                log_level="info",
+                timeout_graceful_shutdown=5,
+                ws="websockets-sansio",
+                proxy_headers=False,  # the app's ForwardedPeer applies them (drupe.http.peer)
             )
         )
         server.run(sockets=[sock])

@@ -5,8 +5,10 @@ Contract:
 * ``resolve(credential)`` looks the credential up (a session cookie in ``auth_sessions``, a
   personal token in ``user_tokens``, a gateway key in ``api_keys`` acting as its owner) and
   returns its ``Identity``, or None when it is unknown, expired, revoked, or its user is
-  disabled. A hit is cached by the credential's SHA-256 for ``cache_seconds`` (so a busy
-  client costs no database round trip per request); refusals are never cached.
+  disabled. ``by_header(value)`` does the same for the user a trusted proxy's header names
+  (``identity.accounts.user_for_header``: created as a member when missing). A hit is
+  cached by the credential's SHA-256 for ``cache_seconds`` (so a busy client costs no
+  database round trip per request); refusals are never cached.
 * ``forget_user(user_id)`` and ``forget(credential)`` drop cached hits at once (sign-out,
   disable, role change on this node); other nodes see the change within ``cache_seconds``.
 * ``local_admin()`` is the identity of a server with auth off.
@@ -16,11 +18,12 @@ from __future__ import annotations
 
 import time
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Literal
 
 from drupe.admission.principal import LOCAL_ADMIN, Principal
+from drupe.identity.accounts import user_for_header
 from drupe.identity.credentials import Credential
 from drupe.persistence.auth_sessions import hash_secret
 from drupe.persistence.records import ApiKeyRecord
@@ -67,13 +70,28 @@ class Authenticator:
 
     async def resolve(self, credential: Credential) -> Identity | None:
         digest = hash_secret(f"{credential.kind}:{credential.value}")
+        return await self._cached(digest, lambda: self._look_up(credential))
+
+    async def by_header(self, value: str) -> Identity | None:
+        """The user a trusted proxy's header names (created as a member when missing; None
+        when disabled). The caller has checked that the request comes from a trusted proxy."""
+        digest = hash_secret(f"header:{value}")
+        return await self._cached(digest, lambda: self._header_user(value))
+
+    async def _header_user(self, value: str) -> Identity | None:
+        user = await user_for_header(self.db, value)
+        return Identity(principal=principal_of(user), via="header") if user is not None else None
+
+    async def _cached(
+        self, digest: str, look_up: Callable[[], Awaitable[Identity | None]]
+    ) -> Identity | None:
         hit = self._cache.get(digest)
         now = self.clock()
         if hit is not None:
             if hit[0] > now:
                 return hit[1]
             del self._cache[digest]
-        identity = await self._look_up(credential)
+        identity = await look_up()
         if identity is not None and self.cache_seconds > 0:
             if len(self._cache) >= _CACHE_MAX:
                 self._cache.popitem(last=False)

@@ -11,9 +11,13 @@ Contract:
   and the API's schema and docs) answers 401 when there is no live credential, with a message
   that says what is wrong (none, malformed, unknown or revoked); a gateway key there is refused
   too (it acts only on ``/v1`` and the protocol routes, within its scopes).
-* A signed-in browser (a session cookie) sending an unsafe request (POST, PUT, PATCH, DELETE)
-  must show its own origin (``Origin``, checked by ``OriginCheck``) or the session's CSRF token
-  (``X-CSRF-Token``); else 403.
+* A trusted proxy header (``trusted_header``, e.g. ``X-Forwarded-User``) names the user of a
+  request that presents no credential of its own, only when the request comes from one of
+  ``trusted_proxies`` (the TCP peer's address, kept by ``http.peer``); from any other
+  address the header is ignored.
+* A signed-in browser (a session cookie, or a proxy's header) sending an unsafe request
+  (POST, PUT, PATCH, DELETE) must show its own origin (``Origin``, checked by
+  ``OriginCheck``) or the session's CSRF token (``X-CSRF-Token``); else 403.
 * Other paths (the web UI's files, ``/healthz``, the gateway and protocol routes, IM webhooks)
   pass with whatever identity was presented: the gateway and the protocols require their own
   key, a webhook its platform's signature.
@@ -22,6 +26,7 @@ Contract:
 from __future__ import annotations
 
 import hmac
+import ipaddress
 from collections.abc import Iterable
 from typing import Final
 
@@ -32,7 +37,20 @@ from drupe.admission.principal import LOCAL_ADMIN
 from drupe.identity.authenticator import Authenticator, Identity
 from drupe.identity.credentials import BadCredentials, presented
 
-__all__ = ["PUBLIC_PATHS", "AuthGate", "needs_user"]
+__all__ = ["PEER_KEY", "PUBLIC_PATHS", "AuthGate", "needs_user", "peer_of"]
+
+PEER_KEY: Final = "peer"
+"""Where ``http.peer.ForwardedPeer`` keeps the TCP peer's address in ``scope["state"]``."""
+
+
+def peer_of(scope: Scope) -> str | None:
+    """The TCP peer's address of a request (kept before any ``X-Forwarded-For`` rewrite)."""
+    peer = (scope.get("state") or {}).get(PEER_KEY)
+    if isinstance(peer, str):
+        return peer
+    client = scope.get("client")
+    return str(client[0]) if client else None
+
 
 PUBLIC_PATHS: Final = frozenset(
     (
@@ -77,10 +95,32 @@ class AuthGate:
         *,
         authenticator: Authenticator | None,
         allowed_origins: Iterable[str] = (),
+        trusted_header: str | None = None,
+        trusted_proxies: Iterable[str] = (),
     ) -> None:
         self.authenticator = authenticator
         """None: auth is off, every request is the local admin."""
         self.allowed_origins = frozenset(o.rstrip("/").lower() for o in allowed_origins)
+        self.trusted_header = trusted_header.lower().encode() if trusted_header else None
+        self.trusted_proxies = tuple(ipaddress.ip_network(p, strict=False) for p in trusted_proxies)
+
+    def _from_trusted_proxy(self, scope: Scope) -> bool:
+        peer = peer_of(scope)
+        if peer is None or not self.trusted_proxies:
+            return False
+        try:
+            address = ipaddress.ip_address(peer)
+        except ValueError:
+            return False
+        return any(address in network for network in self.trusted_proxies)
+
+    async def _proxy_identity(self, scope: Scope, authenticator: Authenticator) -> Identity | None:
+        if self.trusted_header is None:
+            return None
+        value = _header(scope, self.trusted_header)
+        if value is None or not self._from_trusted_proxy(scope):
+            return None
+        return await authenticator.by_header(value)
 
     async def run(self, app: ASGIApp, scope: Scope, receive: Receive, send: Send) -> None:
         """Put the identity on ``scope`` and call ``app``, or refuse."""
@@ -100,7 +140,10 @@ class AuthGate:
                 await _refuse(send, 401, str(err))
                 return
             credential = None
-        identity = await authenticator.resolve(credential) if credential is not None else None
+        if credential is not None:
+            identity = await authenticator.resolve(credential)
+        else:
+            identity = await self._proxy_identity(scope, authenticator)
         if identity is not None:
             state["identity"] = identity
             state["principal"] = identity.principal
@@ -127,7 +170,7 @@ class AuthGate:
                 "use a personal token (`drupe users token`) on /api"
             )
         if (
-            identity.via == "session"
+            identity.via in ("session", "header")
             and scope.get("method") in _UNSAFE
             and not self._same_site(scope, identity)
         ):

@@ -2,8 +2,9 @@
 
 Contract: the app registers each SSE response's ``FrameBuffer`` with the identity that opened it
 (``add``; ``discard`` when it ends). Every ``interval`` seconds one task asks the database which
-of the registered sessions and personal tokens are still live (one query each, however many
-streams are open: ``AuthSessionStore.still_valid``, ``UserStore.tokens_still_valid``) and closes
+of the registered sessions and personal tokens are still live, and which users named by a
+trusted proxy's header are still enabled (one query each, however many streams are open:
+``AuthSessionStore.still_valid``, ``UserStore.tokens_still_valid``, ``enabled_among``) and closes
 the buffers of the others: the response ends cleanly (what was queued is sent, then the end of
 the stream). Each node sweeps its own streams against the shared database, so a sign-out, a
 revoked token or a disabled user ends their streams within ``interval`` plus one query on every
@@ -45,7 +46,9 @@ class StreamRevoker(TaskOwner):
         return len(self._open)
 
     def add(self, buffer: FrameBuffer, identity: Identity) -> None:
-        if identity.ref is not None and identity.via in ("session", "token"):
+        if (identity.ref is not None and identity.via in ("session", "token")) or (
+            identity.via == "header"
+        ):
             self._open[buffer] = identity
 
     def discard(self, buffer: FrameBuffer) -> None:
@@ -59,10 +62,14 @@ class StreamRevoker(TaskOwner):
         tokens = {i.ref for i in self._open.values() if i.via == "token" and i.ref}
         live_sessions = await self.db.auth_sessions.still_valid(sessions) if sessions else set()
         live_tokens = await self.db.users.tokens_still_valid(sorted(tokens)) if tokens else set()
+        named = sorted({i.principal.user_id for i in self._open.values() if i.via == "header"})
+        enabled = await self.db.users.enabled_among(named) if named else set()
         closed = 0
         for buffer, identity in list(self._open.items()):
-            live = live_sessions if identity.via == "session" else live_tokens
-            if identity.ref in live:
+            if identity.via == "header":
+                if identity.principal.user_id in enabled:
+                    continue
+            elif identity.ref in (live_sessions if identity.via == "session" else live_tokens):
                 continue
             buffer.close()
             self._open.pop(buffer, None)

@@ -34,6 +34,7 @@ from drupe.persistence.auth_sessions import AuthSessionStore
 from drupe.persistence.channels import ChannelStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.gateway_usage import GatewayUsageStore
+from drupe.persistence.identities import IdentityStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
 from drupe.persistence.responses import ResponseStore
@@ -78,6 +79,7 @@ class Database:
     auth_sessions: AuthSessionStore
     shares: ShareStore
     audit: AuditLog
+    identities: IdentityStore
     transactions: Transactions
 
     @property
@@ -201,6 +203,7 @@ async def open_database(
             auth_sessions=AuthSessionStore(transactions),
             shares=ShareStore(transactions),
             audit=AuditLog(transactions),
+            identities=IdentityStore(transactions),
             transactions=transactions,
         )
     finally:

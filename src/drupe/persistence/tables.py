@@ -485,3 +485,28 @@ class AuditRow(Base):
     target: Mapped[str | None] = mapped_column(Text)
     address: Mapped[str | None] = mapped_column(String(64))
     detail: Mapped[dict[str, Any]] = mapped_column(JsonValue, default=dict)
+
+
+class UserIdentityRow(Base):
+    """A user's account at an OpenID provider: ``(issuer, subject)`` names one person there."""
+
+    __tablename__ = "user_identities"
+
+    issuer: Mapped[str] = mapped_column(String(255), primary_key=True)
+    subject: Mapped[str] = mapped_column(String(255), primary_key=True)
+    user_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    created_at: Mapped[datetime] = mapped_column(UtcDateTime)
+
+
+class OidcLoginRow(Base):
+    """A sign-in started at an OpenID provider and not finished yet: what the callback checks
+    (the nonce) and proves (the PKCE verifier). Keyed by the SHA-256 of its ``state``."""
+
+    __tablename__ = "oidc_logins"
+
+    state_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    nonce: Mapped[str] = mapped_column(String(128))
+    code_verifier: Mapped[str] = mapped_column(String(128))
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime, index=True)

@@ -337,6 +337,16 @@ class UserStore:
             )
             return {row[0] for row in rows}
 
+    async def enabled_among(self, user_ids: builtins.list[str]) -> set[str]:
+        """The subset of ``user_ids`` that are enabled users (one query)."""
+        if not user_ids:
+            return set()
+        async with self._transactions.read() as db:
+            rows = await db.execute(
+                select(UserRow.id).where(UserRow.id.in_(user_ids), UserRow.disabled.is_(False))
+            )
+            return {row[0] for row in rows}
+
     async def list_tokens(self, name: str) -> builtins.list[UserTokenRecord]:
         user = await self._require(name)
         async with self._transactions.read() as db:

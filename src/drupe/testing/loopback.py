@@ -48,7 +48,12 @@ async def serve_app(app: Any, *, port: int = 0) -> AsyncIterator[str]:
     sock = _loopback_socket(port)
     bound_port = sock.getsockname()[1]
     config = uvicorn.Config(
-        app, log_level="warning", access_log=False, lifespan="off", timeout_graceful_shutdown=2
+        app,
+        log_level="warning",
+        access_log=False,
+        lifespan="off",
+        timeout_graceful_shutdown=2,
+        proxy_headers=False,  # as `drupe serve`: the app's ForwardedPeer applies them
     )
     server = _Server(config)
     try:
