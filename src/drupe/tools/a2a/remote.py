@@ -8,8 +8,8 @@ Contract:
   ``status``: the text of the task's latest status message, when it has one). A follow-up call
   with the returned ``contextId`` continues the remote conversation. A remote that answers with
   a message instead of a task returns that message's text (``taskId`` empty, ``completed``).
-* Progress: while the remote task runs, every status or artifact update it streams is reported
-  to ``ToolContext.progress`` as a snapshot of the same shape (``state`` ``working`` and so on),
+* Progress: while the remote task runs (``submitted`` or ``working``), every status or artifact
+  update it streams is reported to ``ToolContext.progress`` as a snapshot of the same shape,
   its ``text`` the last ``PROGRESS_TEXT_CHARS`` characters (``"truncated": true`` when cut),
   coalesced to at most one per ``progress_interval_s`` (``drupe.tools.progress``). The final
   output is never cut.
@@ -102,7 +102,7 @@ class _Remote:
                 with anyio.fail_after(self.config.timeout_s):
                     async with coalesced_progress(context.progress, interval) as update:
                         async for event in client.send_message(request):
-                            if follower.take(event):
+                            if follower.take(event) and follower.running():
                                 update(follower.output(PROGRESS_TEXT_CHARS))
             except BaseException as err:
                 if follower.task is not None and not isinstance(err, ToolError):
@@ -157,6 +157,16 @@ class _Follower:
         else:
             self.task.status.CopyFrom(update.status)
         return True
+
+    def running(self) -> bool:
+        """Whether the task is still under way (an end is the call's output, not progress)."""
+        from a2a.types.a2a_pb2 import TaskState
+
+        return self.task is not None and self.task.status.state in (
+            TaskState.TASK_STATE_UNSPECIFIED,
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+        )
 
     def output(self, text_chars: int | None = None) -> dict[str, Any]:
         """The task as the tool reports it; ``text`` cut to its last ``text_chars``."""
