@@ -35,7 +35,7 @@ from drupe.tools.a2a.config import RemoteAgentConfig
 from drupe.tools.base import ToolContext, ToolEntry
 from drupe.tools.progress import coalesced_progress
 
-__all__ = ["PROGRESS_TEXT_CHARS", "remote_agent_tool"]
+__all__ = ["PROGRESS_TEXT_CHARS", "RemoteTask", "remote_agent_tool"]
 
 PROGRESS_TEXT_CHARS = 2000
 """The most of the remote's text one progress snapshot carries (its end)."""
@@ -78,7 +78,7 @@ class _Remote:
         if not isinstance(context_id, str):
             raise ToolError("contextId: text")
         name = self.config.tool_name
-        follower = _Follower()
+        follower = RemoteTask()
         async with httpx.AsyncClient(headers=self._headers(), timeout=30) as http:
             try:
                 if self._card is None:
@@ -122,7 +122,7 @@ class _Remote:
         return follower.result(name)
 
 
-class _Follower:
+class RemoteTask:
     """The remote task as its stream tells it (the SDK's merge of artifact updates)."""
 
     def __init__(self) -> None:
