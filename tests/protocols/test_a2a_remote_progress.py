@@ -21,8 +21,10 @@ from a2a.types.a2a_pb2 import TaskState
 from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN
 from drupe.app import Runtime, open_runtime
+from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.types import Chunk
 from drupe.ids import session_conversation_id
+from drupe.streaming.listeners.sse import SseListener
 from drupe.testing.recording import RecordingListener
 from tests.gateway.conftest import make_settings
 from tests.protocols.a2a_paced_agent import PacedAgent, paced_agent
@@ -90,13 +92,17 @@ async def test_the_remote_tasks_updates_reach_every_subscriber_in_order_before_t
     conversation = await _start(runtime, tmp_path, *listeners)
     # submitted, then working "looking things up": seen before the remote goes on
     await _until_seen(listeners, 2)
+    late = SseListener("web-tab")  # the browser's resume stream, joining mid-call
     for seen, gate in zip((3, 4, 5), remote.gates, strict=False):
         gate.set()
         await _until_seen(listeners, seen)
+        if seen == 3:
+            assert await runtime.conversations.resume(LOCAL_ADMIN, conversation, late, None)
     remote.gates[3].set()
     with anyio.fail_after(20):
         for listener in listeners:
             await listener.wait_done()
+        wire = b"".join([batch async for batch in late.buffer.frames()])
 
     (task,) = await remote.tasks()
     ids = {"taskId": task.id, "contextId": task.context_id}
@@ -127,6 +133,17 @@ async def test_the_remote_tasks_updates_reach_every_subscriber_in_order_before_t
     assert "preliminary" not in part
     # what the database holds is what a subscriber rebuilt from the live stream
     assert listeners[0].message()["parts"] == answer.parts
+    # the late SSE subscriber: the replay up to the join, then the later updates live, in order
+    sse = [
+        json.loads(line[6:]) for line in wire.decode().splitlines() if line.startswith("data: {")
+    ]
+    sse_progress = [c["output"] for c in sse if c.get("preliminary") is True]
+    assert sse_progress[-2:] == expected[-2:]
+    assert all(p in expected for p in sse_progress)
+    rebuilt = Accumulator()
+    for chunk in sse:
+        rebuilt.push(chunk)
+    assert rebuilt.snapshot()["parts"] == answer.parts
     # the model was given the final output, not a progress snapshot
     text = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
     assert "Part one. Part two." in text and '"completed"' in text
