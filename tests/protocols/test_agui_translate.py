@@ -134,6 +134,35 @@ def test_a_streamed_tool_call_and_its_result() -> None:
     assert run.pending_tool_calls == []
 
 
+def test_a_running_calls_progress_is_an_activity_snapshot_before_its_one_result() -> None:
+    run = AguiRun(thread_id="t1", run_id="r1")
+    call = {"toolCallId": "c1", "toolName": "a2a_r", "input": {"message": "go"}}
+    events = _feed_all(
+        run,
+        [
+            {"type": "start", "messageId": "m1"},
+            {"type": "tool-input-available", **call},
+            {"type": "tool-output-available", "toolCallId": "c1", "output": {"text": "Par"},
+             "preliminary": True},
+            {"type": "tool-output-available", "toolCallId": "c1", "output": {"text": "Part"}},
+        ],
+    )  # fmt: skip
+    assert [e["type"] for e in events] == [
+        "TOOL_CALL_START",
+        "TOOL_CALL_ARGS",
+        "TOOL_CALL_END",
+        "ACTIVITY_SNAPSHOT",
+        "TOOL_CALL_RESULT",
+    ]
+    assert events[3] == {
+        "type": "ACTIVITY_SNAPSHOT",
+        "messageId": "tool-progress-c1",
+        "activityType": "tool-progress",
+        "content": {"toolCallId": "c1", "output": {"text": "Par"}},
+    }
+    assert events[4]["content"] == '{"text": "Part"}'
+
+
 def test_a_tool_call_given_whole_is_started_with_its_arguments_and_left_pending() -> None:
     run = AguiRun(thread_id="t", run_id="r")
     events = _feed_all(

@@ -9,8 +9,9 @@ Pure and synchronous:
   ``data-*``, ``source-*`` and ``step-start`` parts are not sent. A thinking part's signature,
   id and provider travel in the reasoning part's ``providerMetadata["drupe"]`` so a provider
   that checks them (Anthropic extended thinking) accepts the history back. A tool call without a
-  result is answered with an ``interrupted`` return, except for the decided or pending approvals
-  in the open tail of an approval continuation (``open_tail=True``), which the loop answers.
+  result (a ``preliminary`` output, a running call's progress, is not one) is answered with an
+  ``interrupted`` return, except for the decided or pending approvals in the open tail of an
+  approval continuation (``open_tail=True``), which the loop answers.
   With ``wrap_last_user_as_steer`` the model-facing copy of the last user message's text is
   wrapped in a steer system reminder; the UI dicts are never mutated.
 - ``continuation_seed`` / ``approval_decisions``: when the history ends with an assistant message
@@ -218,7 +219,7 @@ def _tool_return(
     part: UIPart, name: str, call_id: str, *, leave_open: bool
 ) -> ToolReturnPart | None:
     state = part.get("state")
-    if state == "output-available":
+    if state == "output-available" and part.get("preliminary") is not True:
         return ToolReturnPart(tool_name=name, content=part.get("output"), tool_call_id=call_id)
     if state == "output-error":
         return ToolReturnPart(

@@ -23,7 +23,9 @@ Contract:
   that the step owns: the step's ``tool-approval-request`` chunks come first, in call order;
   once every call of the step has ended, the chunks hooks wrote meanwhile, then one output
   chunk per call in call order; the model sees the returns in call order too. A tool that
-  raises ends only its own call (``tool-output-error``): its siblings run on.
+  raises ends only its own call (``tool-output-error``): its siblings run on. While a call
+  runs, its progress reports go to ``request.progress`` (preliminary ``tool-output-available``
+  chunks, handed over at once, not yielded; see ``drupe.agent.tool_calls``).
 - An approval-gated call is not executed: ``tool-approval-request`` is emitted and the turn ends
   cleanly after that step (the steer is not evaluated then). Ungated calls of the step still run.
   With ``request.approve`` (agent sessions) the decision is awaited in place instead, while the

@@ -14,7 +14,7 @@ from typing import Any
 
 from drupe.agent.hooks import Hooks
 from drupe.agent.retry_policy import RetryPolicy
-from drupe.chunks.types import UIMessage
+from drupe.chunks.types import Chunk, UIMessage
 from drupe.tools.base import ToolEntry
 
 __all__ = ["ApprovalAsk", "RetryPolicy", "TurnRequest"]
@@ -64,3 +64,9 @@ class TurnRequest:
     """In-place approvals (agent sessions): an approval-gated call emits
     ``tool-approval-request``, then the loop awaits ``(approved, reason)``; approved runs the
     call, denied emits ``tool-output-denied``, and the turn goes on. ``None``: the turn ends."""
+    progress: Callable[[Chunk], None] | None = None
+    """Live tool progress: while a tool runs, each snapshot it reports
+    (``ToolContext.progress``) is handed over at once as a preliminary ``tool-output-available``
+    chunk. It comes outside the generator (the loop yields nothing while a step's tools run), so
+    the consumer puts it into the stream itself, in between the chunks it iterates: it always
+    falls after the call's input chunks and before its final output. ``None``: dropped."""

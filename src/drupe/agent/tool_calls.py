@@ -13,11 +13,16 @@ Contract:
 - ``answer_decisions`` runs the approved calls of a continuation seed concurrently, denies the
   others, answers a call whose tool is gone with ``tool-output-error``, yields the chunks hooks
   wrote meanwhile, then one chunk per decision in order, and appends the returns to the history.
+- A running tool's progress reports go to ``request.progress`` at once, as preliminary
+  ``tool-output-available`` chunks of its call (plain JSON), and only while the call runs: a
+  report after the call ended (or without ``request.progress``) is dropped. A consumer that
+  raises loses the report, never the call.
 - Never yields inside the task group (the group is entered and left between two yields).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import AsyncGenerator, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -33,6 +38,8 @@ from drupe.chunks.types import Chunk
 from drupe.tools.base import ToolContext, ToolEntry
 
 __all__ = ["Outcome", "ToolCall", "ToolCalls", "failed_return"]
+
+logger = logging.getLogger(__name__)
 
 Outcome = tuple[Chunk, ModelRequestPart]
 """A call's output chunk and the part the model sees."""
@@ -132,10 +139,12 @@ class ToolCalls:
         history: Sequence[ModelMessage],
     ) -> tuple[Chunk, ToolReturnPart]:
         """Run one tool through the hook wrapper; its error becomes ``tool-output-error``."""
+        reporter = _ProgressReporter(self.request.progress, call_id)
         tool_context = ToolContext(
             conversation_id=self.request.conversation_id,
             tool_call_id=call_id,
             message_id=self.request.message_id,
+            progress=reporter.report,
         )
         try:
             output = await execute_tool(
@@ -151,9 +160,39 @@ class ToolCalls:
             text = str(error) or type(error).__name__
             chunk: Chunk = {"type": "tool-output-error", "toolCallId": call_id, "errorText": text}
             return chunk, failed_return(entry.name, call_id, text)
+        finally:
+            reporter.close()
         chunk = {
             "type": "tool-output-available",
             "toolCallId": call_id,
             "output": to_jsonable_python(output, fallback=repr),  # chunks are plain JSON
         }
         return chunk, ToolReturnPart(tool_name=entry.name, content=output, tool_call_id=call_id)
+
+
+class _ProgressReporter:
+    """One call's ``ToolContext.progress``: live while the call runs, silent once closed."""
+
+    __slots__ = ("_call_id", "_sink")
+
+    def __init__(self, sink: Callable[[Chunk], None] | None, call_id: str) -> None:
+        self._sink = sink
+        self._call_id = call_id
+
+    def report(self, output: Any) -> None:
+        sink = self._sink
+        if sink is None:
+            return
+        chunk: Chunk = {
+            "type": "tool-output-available",
+            "toolCallId": self._call_id,
+            "output": to_jsonable_python(output, fallback=repr),
+            "preliminary": True,
+        }
+        try:
+            sink(chunk)
+        except Exception:  # isolation boundary: a failing consumer loses the report only
+            logger.warning("progress of tool call %r not delivered", self._call_id, exc_info=True)
+
+    def close(self) -> None:
+        self._sink = None

@@ -68,7 +68,7 @@ class AnswerView:
             self._label(out)
             self._flush(out)
             out.append(status_line(f"tool {chunk.get('toolName')} called"))
-        elif kind == "tool-output-available":
+        elif kind == "tool-output-available" and chunk.get("preliminary") is not True:
             self._flush(out)
             output = orjson.dumps(chunk.get("output")).decode()
             out.append(status_line(f"tool result: {output[:_TOOL_OUTPUT_CHARS]}"))

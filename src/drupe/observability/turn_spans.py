@@ -159,6 +159,8 @@ class TurnSpans:
                     },
                 )
         elif kind in ("tool-output-available", "tool-output-error", "tool-output-denied"):
+            if chunk.get("preliminary") is True:
+                return  # a running call's progress: its span goes on
             span = self._tools.pop(str(chunk.get("toolCallId")), None)
             if span is not None:
                 if kind == "tool-output-available":

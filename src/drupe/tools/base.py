@@ -5,6 +5,11 @@ An entry is a frozen value: the registry builds it, the loop advertises ``name``
 arguments. ``execute`` may raise; the loop reports the error as ``tool-output-error``. A tool
 whose ``needs_approval`` predicate returns true for the arguments is not executed until a human
 approves it (see ``docs/lifecycles/turn-and-tools.md``).
+
+A running tool may report progress through ``ToolContext.progress(output)``: a snapshot of its
+output so far, which the turn streams live as a preliminary ``tool-output-available`` (each one
+replaces the previous; the final output replaces them all). Reporting never blocks and never
+fails the tool; where the turn has no live channel, or once the call has ended, it does nothing.
 """
 
 from __future__ import annotations
@@ -18,6 +23,10 @@ __all__ = ["DeferMode", "ToolContext", "ToolEntry"]
 DeferMode = Literal["never", "always", "auto"]
 
 
+def _no_progress(output: Any) -> None:
+    """The default reporter: progress goes nowhere."""
+
+
 @dataclass(frozen=True, slots=True, kw_only=True)
 class ToolContext:
     """What a tool sees of the turn that calls it."""
@@ -25,6 +34,8 @@ class ToolContext:
     conversation_id: str
     tool_call_id: str
     message_id: str | None = None
+    progress: Callable[[Any], None] = _no_progress
+    """Report a snapshot of the output so far (plain JSON-able data); synchronous, never raises."""
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -144,6 +144,23 @@ def test_unanswered_calls_are_interrupted_except_in_the_open_tail() -> None:
     assert [p.tool_call_id for p in tail[-1].parts] == ["l1"]  # type: ignore[union-attr]
 
 
+def test_a_progress_snapshot_is_no_result_the_call_was_interrupted() -> None:
+    stopped: UIMessage = {
+        "id": "a1",
+        "role": "assistant",
+        "parts": [
+            {"type": "step-start"},
+            {"type": "tool-ask", "toolCallId": "k1", "state": "output-available", "input": {},
+             "output": {"text": "half"}, "preliminary": True},
+        ],
+    }  # fmt: skip
+    (_, returns) = to_model_messages([stopped])
+    assert isinstance(returns, ModelRequest)
+    (returned,) = returns.parts
+    assert isinstance(returned, ToolReturnPart) and returned.outcome == "interrupted"
+    assert "half" not in str(returned.content)
+
+
 def test_denied_call_tells_the_model_the_reason() -> None:
     message: UIMessage = {
         "id": "a1",

@@ -21,6 +21,9 @@ Contract (one ``AguiRun`` per AG-UI run, fed the chunks of the ONE answer it fol
                               arrived in one piece)
   ``tool-output-available``   ``TOOL_CALL_RESULT`` (the output as JSON text; none for a
                               client-side tool's call: the client sent that result)
+  ``tool-output-available``   ``ACTIVITY_SNAPSHOT`` (``activityType`` ``tool-progress``,
+  with ``preliminary``        ``messageId`` ``tool-progress-<toolCallId>``, ``content``
+                              ``{toolCallId, output}``; each replaces the last)
   ``tool-output-error``       ``TOOL_CALL_RESULT`` with the error text
   ``tool-output-denied``      ``TOOL_CALL_RESULT`` ``"denied"``
   ``tool-approval-request``   nothing now; the run ends with an ``interrupt`` outcome (the
@@ -45,6 +48,7 @@ from typing import Any, Literal
 
 from ag_ui.core import (
     PROTOCOL_VERSION,
+    ActivitySnapshotEvent,
     BaseEvent,
     CustomEvent,
     Interrupt,
@@ -184,6 +188,8 @@ class AguiRun:
                 return out
             case "tool-output-available":
                 call = str(chunk["toolCallId"])
+                if chunk.get("preliminary") is True:  # a running call's progress
+                    return [_progress(call, chunk.get("output"))]
                 if call in self.client_results or self._names.get(call) in self.client_tools:
                     self._answered.add(call)
                     return []  # the client's own result: it has it already
@@ -329,3 +335,12 @@ class AguiRun:
         self._open_tools.clear()
         out += self._close_step()
         return out
+
+
+def _progress(call: str, output: Any) -> ActivitySnapshotEvent:
+    """A running tool call's progress snapshot (it replaces the call's previous one)."""
+    return ActivitySnapshotEvent(
+        message_id=f"tool-progress-{call}",
+        activity_type="tool-progress",
+        content={"toolCallId": call, "output": output},
+    )

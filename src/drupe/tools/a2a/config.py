@@ -6,6 +6,8 @@ url = "https://agents.example.org/a2a/abc/.well-known/agent-card.json"
 token_env = "RESEARCHER_KEY"   # optional: the bearer token, read from this variable
 description = "Finds and summarises sources"   # optional: else the card's description
 timeout_s = 600                # optional: the longest a call may take (default 600)
+progress_interval_s = 0.25     # optional: at most one progress report per this many seconds
+                               # (default 0.25; 0: every update the remote streams)
 ```
 
 ``url`` is the agent card's URL, or the agent's base URL (the card is then at
@@ -27,7 +29,7 @@ from drupe.errors import ConfigError
 __all__ = ["CARD_SUFFIX", "RemoteAgentConfig", "load_remote_agents", "parse_remote_agents"]
 
 CARD_SUFFIX = "/.well-known/agent-card.json"
-_KEYS = frozenset(("url", "token_env", "description", "timeout_s"))
+_KEYS = frozenset(("url", "token_env", "description", "timeout_s", "progress_interval_s"))
 _ID = re.compile(r"^[A-Za-z0-9_-]{1,48}$")
 
 
@@ -38,6 +40,7 @@ class RemoteAgentConfig:
     token_env: str | None = None
     description: str | None = None
     timeout_s: float = 600.0
+    progress_interval_s: float = 0.25
 
     @property
     def tool_name(self) -> str:
@@ -74,8 +77,15 @@ def parse_remote_agents(data: Mapping[str, Any]) -> list[RemoteAgentConfig]:
         timeout = table.get("timeout_s", 600.0)
         if not isinstance(timeout, int | float) or isinstance(timeout, bool) or timeout <= 0:
             raise ConfigError(f"{where}: timeout_s must be a positive number of seconds")
+        interval = table.get("progress_interval_s", 0.25)
+        if not isinstance(interval, int | float) or isinstance(interval, bool) or interval < 0:
+            raise ConfigError(f"{where}: progress_interval_s must be 0 or more seconds")
         card_url = url if url.endswith(CARD_SUFFIX) else url.rstrip("/") + CARD_SUFFIX
-        out.append(RemoteAgentConfig(remote_id, card_url, token_env, description, float(timeout)))
+        out.append(
+            RemoteAgentConfig(
+                remote_id, card_url, token_env, description, float(timeout), float(interval)
+            )
+        )
     return out
 
 

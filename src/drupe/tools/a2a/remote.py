@@ -4,8 +4,15 @@ Contract:
 
 * Input ``{"message": text, "contextId"?: text}``; the call sends the message to the remote
   agent over its card's transport, streaming, and returns ``{"taskId", "contextId", "state",
-  "text"}`` (``text``: the task's artifacts, merged as the SDK merges updates). A follow-up call
-  with the returned ``contextId`` continues the remote conversation.
+  "text", "status"?}`` (``text``: the task's artifacts, merged as the SDK merges updates;
+  ``status``: the text of the task's latest status message, when it has one). A follow-up call
+  with the returned ``contextId`` continues the remote conversation. A remote that answers with
+  a message instead of a task returns that message's text (``taskId`` empty, ``completed``).
+* Progress: while the remote task runs (``submitted`` or ``working``), every status or artifact
+  update it streams is reported to ``ToolContext.progress`` as a snapshot of the same shape,
+  its ``text`` the last ``PROGRESS_TEXT_CHARS`` characters (``"truncated": true`` when cut),
+  coalesced to at most one per ``progress_interval_s`` (``drupe.tools.progress``). The final
+  output is never cut.
 * A task that ends ``failed`` or ``rejected`` raises ``ToolError`` (the model sees the error);
   ``input-required`` / ``auth-required`` return what was said so far with that state.
 * Cancellation (Drupe's stop of the calling turn) cancels the remote task (``CancelTask``,
@@ -26,9 +33,12 @@ import anyio
 from drupe.errors import ToolError
 from drupe.tools.a2a.config import RemoteAgentConfig
 from drupe.tools.base import ToolContext, ToolEntry
+from drupe.tools.progress import coalesced_progress
 
-__all__ = ["remote_agent_tool"]
+__all__ = ["PROGRESS_TEXT_CHARS", "RemoteTask", "remote_agent_tool"]
 
+PROGRESS_TEXT_CHARS = 2000
+"""The most of the remote's text one progress snapshot carries (its end)."""
 _CANCEL_BOUND = 10.0
 _SCHEMA = {
     "type": "object",
@@ -59,16 +69,7 @@ class _Remote:
     async def call(self, arguments: Mapping[str, Any], context: ToolContext) -> dict[str, Any]:
         import httpx
         from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, create_client
-        from a2a.server.tasks.task_manager import append_artifact_to_task
-        from a2a.types.a2a_pb2 import (
-            CancelTaskRequest,
-            Message,
-            Part,
-            Role,
-            SendMessageRequest,
-            Task,
-            TaskState,
-        )
+        from a2a.types.a2a_pb2 import CancelTaskRequest, Message, Part, Role, SendMessageRequest
 
         message = arguments.get("message")
         if not isinstance(message, str) or not message.strip():
@@ -77,7 +78,7 @@ class _Remote:
         if not isinstance(context_id, str):
             raise ToolError("contextId: text")
         name = self.config.tool_name
-        task: Task | None = None
+        follower = RemoteTask()
         async with httpx.AsyncClient(headers=self._headers(), timeout=30) as http:
             try:
                 if self._card is None:
@@ -96,23 +97,18 @@ class _Remote:
                     context_id=context_id,
                 )
             )
+            interval = self.config.progress_interval_s
             try:
                 with anyio.fail_after(self.config.timeout_s):
-                    async for event in client.send_message(request):
-                        if event.HasField("task"):
-                            task = Task()
-                            task.CopyFrom(event.task)
-                        elif task is None:
-                            continue
-                        elif event.HasField("artifact_update"):
-                            append_artifact_to_task(task, event.artifact_update)
-                        elif event.HasField("status_update"):
-                            task.status.CopyFrom(event.status_update.status)
+                    async with coalesced_progress(context.progress, interval) as update:
+                        async for event in client.send_message(request):
+                            if follower.take(event) and follower.running():
+                                update(follower.output(PROGRESS_TEXT_CHARS))
             except BaseException as err:
-                if task is not None and not isinstance(err, ToolError):
+                if follower.task is not None and not isinstance(err, ToolError):
                     with anyio.move_on_after(_CANCEL_BOUND, shield=True):
                         with contextlib.suppress(Exception):  # it may have ended already
-                            await client.cancel_task(CancelTaskRequest(id=task.id))
+                            await client.cancel_task(CancelTaskRequest(id=follower.task.id))
                 if isinstance(err, A2AClientError | httpx.HTTPError):
                     raise ToolError(f"{name}: the remote agent failed: {err}") from err
                 if isinstance(err, TimeoutError):
@@ -123,14 +119,87 @@ class _Remote:
             finally:
                 with anyio.CancelScope(shield=True):
                     await client.close()
-        if task is None:
-            raise ToolError(f"{name}: the remote agent answered no task")
+        return follower.result(name)
+
+
+class RemoteTask:
+    """The remote task as its stream tells it (the SDK's merge of artifact updates)."""
+
+    def __init__(self) -> None:
+        self.task: Any = None
+        self.answer: Any = None  # a direct Message instead of a task
+
+    def take(self, event: Any) -> bool:
+        """Fold one ``StreamResponse``; whether the task changed (worth a progress report)."""
+        from a2a.server.tasks.task_manager import append_artifact_to_task
+        from a2a.types.a2a_pb2 import Task
+
+        if event.HasField("task"):
+            self.task = Task()
+            self.task.CopyFrom(event.task)
+            return True
+        if event.HasField("message"):
+            self.answer = event.message
+            return False
+        update = (
+            event.artifact_update
+            if event.HasField("artifact_update")
+            else event.status_update
+            if event.HasField("status_update")
+            else None
+        )
+        if update is None:
+            return False
+        if self.task is None:  # an update before the task: the update names it
+            self.task = Task(id=update.task_id, context_id=update.context_id)
+        if event.HasField("artifact_update"):
+            append_artifact_to_task(self.task, update)
+        else:
+            self.task.status.CopyFrom(update.status)
+        return True
+
+    def running(self) -> bool:
+        """Whether the task is still under way (an end is the call's output, not progress)."""
+        from a2a.types.a2a_pb2 import TaskState
+
+        return self.task is not None and self.task.status.state in (
+            TaskState.TASK_STATE_UNSPECIFIED,
+            TaskState.TASK_STATE_SUBMITTED,
+            TaskState.TASK_STATE_WORKING,
+        )
+
+    def output(self, text_chars: int | None = None) -> dict[str, Any]:
+        """The task as the tool reports it; ``text`` cut to its last ``text_chars``."""
+        from a2a.types.a2a_pb2 import TaskState
+
+        task = self.task
         text = "".join(p.text for a in task.artifacts for p in a.parts)
         state = TaskState.Name(task.status.state).removeprefix("TASK_STATE_").lower()
-        if task.status.state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
-            why = "".join(p.text for p in task.status.message.parts) or state
-            raise ToolError(f"{name}: the remote task {state}: {why}")
-        return {"taskId": task.id, "contextId": task.context_id, "state": state, "text": text}
+        out: dict[str, Any] = {"taskId": task.id, "contextId": task.context_id, "state": state}
+        if text_chars is not None and len(text) > text_chars:
+            out |= {"text": text[-text_chars:], "truncated": True}
+        else:
+            out["text"] = text
+        status = "".join(p.text for p in task.status.message.parts)
+        if status:
+            out["status"] = status
+        return out
+
+    def result(self, name: str) -> dict[str, Any]:
+        """The call's output once the stream ended; a failed or rejected task raises."""
+        from a2a.types.a2a_pb2 import TaskState
+
+        if self.task is None:
+            if self.answer is None:
+                raise ToolError(f"{name}: the remote agent answered no task")
+            text = "".join(p.text for p in self.answer.parts)
+            context_id = self.answer.context_id
+            return {"taskId": "", "contextId": context_id, "state": "completed", "text": text}
+        out = self.output()
+        if self.task.status.state in (TaskState.TASK_STATE_FAILED, TaskState.TASK_STATE_REJECTED):
+            why = out.get("status") or out["state"]
+            raise ToolError(f"{name}: the remote task {out['state']}: {why}")
+        return out
 
 
 def remote_agent_tool(config: RemoteAgentConfig) -> ToolEntry:

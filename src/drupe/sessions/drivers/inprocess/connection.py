@@ -19,6 +19,8 @@ Mapping:
   as steer reminders, and ``SteerBoundary`` is emitted right then, before any chunk of the next
   step. Steers still queued when the turn ends come back as ``SteerUndelivered``. Usage
   ``message-metadata`` after a boundary counts from the boundary (it belongs to the new row).
+* Tool progress (``TurnRequest.progress``): a running tool's snapshot is forwarded at once as a
+  ``ChunkEvent`` (a preliminary ``tool-output-available``), between the loop's chunks.
 * Approvals in place (``TurnRequest.approve``): a gated call emits a ``ToolApprovalRequest``
   event and the turn waits for ``respond_approval``; approved runs the call, denied tells the
   model. Who emits the UI chunks: by default the HOST (``AgentSessionHost`` turns the event into
@@ -251,6 +253,7 @@ class InProcessConnection:
             hooks=[_EventHooks(self._step_finished)],
             inject=lambda: self._inject(run),
             approve=lambda ask: self._approve(run, ask),
+            progress=lambda chunk: self._progress(run, chunk),
             max_steps=int(options.get("max_steps", 100)),
             max_tool_calls=int(options.get("max_tool_calls", 200)),
         )
@@ -276,6 +279,11 @@ class InProcessConnection:
         self._emit(ChunkEvent(chunk))
         if kind == "data-retry":
             self._emit(ApiRetry(dict(chunk.get("data") or {})))
+
+    def _progress(self, run: TurnRun, chunk: Chunk) -> None:
+        """``TurnRequest.progress``: a running tool's snapshot, forwarded at once."""
+        if not run.ended:
+            self._forward(run, chunk)
 
     def _step_finished(self, ctx: TurnContext, step: StepResult) -> None:
         usage = step.usage
