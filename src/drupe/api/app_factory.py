@@ -105,7 +105,7 @@ class DrupeApp(FastAPI):
         for key in [key for key in scope if key.startswith("fastapi_")]:
             del scope[key]
         response, ticker, receive, send = slot.pop()
-        revoker: StreamRevoker | None = self.state.stream_revoker
+        revoker: StreamRevoker | None = getattr(self.state, "stream_revoker", None)
         identity = scope.get("state", {}).get("identity")
         if revoker is not None and identity is not None:
             revoker.add(response.buffer, identity)  # ended when its sign-in is revoked
