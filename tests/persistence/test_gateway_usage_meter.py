@@ -10,9 +10,9 @@ from datetime import date
 
 import anyio
 
-from drupe.gateway.usage_meter import TokenUsage, UsageMeter
 from drupe.persistence import Database
 from drupe.persistence.gateway_usage import UsageDelta
+from drupe.persistence.gateway_usage_meter import TokenUsage, UsageMeter
 from drupe.persistence.tables import GatewayUsageRow
 
 DAY = date(2026, 5, 4)

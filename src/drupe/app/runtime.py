@@ -31,11 +31,11 @@ from drupe.app.streams import (
 from drupe.app.surfaces import channel_service, task_service
 from drupe.channels.config import load_channel_configs
 from drupe.channels.service import ChannelService
-from drupe.gateway.usage_meter import UsageMeter
 from drupe.identity.authenticator import Authenticator
 from drupe.identity.resources import Resources
 from drupe.observability.trace_store import TraceRecorder
 from drupe.persistence.db import Database, open_database
+from drupe.persistence.gateway_usage_meter import UsageMeter
 from drupe.sessions.drivers.registry import DriverRegistry
 from drupe.sessions.host import AgentSessionHost
 from drupe.settings import Settings

@@ -32,8 +32,8 @@ from drupe.gateway.limits import (
     check_scope,
 )
 from drupe.gateway.prompt import GatewayError, GatewayFailure
-from drupe.gateway.usage_meter import TokenUsage
 from drupe.persistence.gateway_usage import UsageDelta
+from drupe.persistence.gateway_usage_meter import TokenUsage
 from drupe.persistence.records import ApiKeyRecord
 
 if TYPE_CHECKING:

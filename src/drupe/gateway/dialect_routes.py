@@ -33,7 +33,7 @@ from drupe.gateway.prompt import (
     PromptStream,
 )
 from drupe.gateway.prompt_response import PromptResponse
-from drupe.gateway.usage_meter import TokenUsage
+from drupe.persistence.gateway_usage_meter import TokenUsage
 
 if TYPE_CHECKING:
     from drupe.app import Runtime

@@ -46,7 +46,7 @@ from drupe.errors import ConfigError
 from drupe.gateway.openai_compat import DONE, OpenAIChat, openai_error_body
 from drupe.gateway.prompt import GatewayFailure
 from drupe.gateway.prompt_response import SSE_HEADERS
-from drupe.gateway.usage_meter import TokenUsage
+from drupe.persistence.gateway_usage_meter import TokenUsage
 
 if TYPE_CHECKING:
     import aiohttp

@@ -38,7 +38,7 @@ from starlette.types import Message, Receive, Scope, Send
 from drupe.chunks.types import Chunk
 from drupe.errors import AdmissionError
 from drupe.gateway.prompt import Dialect, GatewayError, GatewayFailure, GatewayStream
-from drupe.gateway.usage_meter import TokenUsage
+from drupe.persistence.gateway_usage_meter import TokenUsage
 from drupe.streaming.listeners.base import TerminalResult
 
 __all__ = ["MEANINGFUL_CHUNKS", "SSE_HEADERS", "PromptResponse", "failure_of_terminal"]
