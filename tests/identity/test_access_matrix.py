@@ -28,7 +28,6 @@ PUBLIC: set[tuple[str, str]] = {
 }
 ADMIN_ONLY = {
     "/metrics",
-    "/api/usage",
     "/api/channels",
     "/api/channels/{channel_id}",
     "/api/users",
@@ -49,6 +48,7 @@ OPEN_TO_MEMBERS = {
     "/api/sessions",
     "/api/schedules",
     "/api/search",
+    "/api/usage",
     "/api/users/directory",
 }
 

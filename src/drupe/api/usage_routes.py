@@ -20,7 +20,7 @@ from typing import Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 
-from drupe.http.state import get_runtime, require_admin
+from drupe.http.state import get_caller, get_runtime
 from drupe.persistence.gateway_usage import GatewayCount, GatewayUsageSummary
 from drupe.persistence.usage import MAX_DAYS, UsageCount, usage_window
 
@@ -52,14 +52,18 @@ async def usage(
     ] = None,
     top: int = Query(default=20, ge=1, le=MAX_TOP, description="Conversations listed."),
 ) -> dict[str, Any]:
-    """Usage of the window: totals, every day, every model, the top conversations (admins)."""
-    require_admin(request)
+    """Usage of the window: totals, every day, every model, the top conversations. An admin sees
+    everyone's; a member their own conversations' and their own keys' (the gateway section)."""
+    caller = get_caller(request)
+    owner = None if caller.is_admin else caller.user_id
     runtime = get_runtime(request)
     first, last = usage_window(since, until, days, datetime.now(UTC).date())
-    summary = await runtime.db.usage.summary(since=first, until=last, top_conversations=top)
+    summary = await runtime.db.usage.summary(
+        since=first, until=last, top_conversations=top, owner_id=owner
+    )
     if runtime.gateway_usage is not None:
         await runtime.gateway_usage.flush()
-    gateway = await runtime.db.gateway_usage.summary(since=first, until=last)
+    gateway = await runtime.db.gateway_usage.summary(since=first, until=last, owner_id=owner)
     return {
         "since": summary.since.isoformat(),
         "until": summary.until.isoformat(),

@@ -152,9 +152,15 @@ class UsageStore:
         self._transactions = transactions
 
     async def summary(
-        self, *, since: date, until: date, top_conversations: int = 20
+        self,
+        *,
+        since: date,
+        until: date,
+        top_conversations: int = 20,
+        owner_id: str | None = None,
     ) -> UsageSummary:
-        """Usage of the UTC days ``since..until`` (inclusive)."""
+        """Usage of the UTC days ``since..until`` (inclusive); with ``owner_id``, of that user's
+        conversations only."""
         start = datetime(since.year, since.month, since.day, tzinfo=UTC)
         end = datetime(until.year, until.month, until.day, tzinfo=UTC) + timedelta(days=1)
         query = (
@@ -170,6 +176,9 @@ class UsageStore:
             .where(MessageRow.created_at >= start)
             .where(MessageRow.created_at < end)
         )
+        if owner_id is not None:
+            owned = select(ConversationRow.id).where(ConversationRow.owner_id == owner_id)
+            query = query.where(MessageRow.conversation_id.in_(owned))
         async with self._transactions.read() as db:
             result = await db.execute(query)
             rows = [
