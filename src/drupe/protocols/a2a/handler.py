@@ -19,12 +19,14 @@ the agent id in ``context.state["agent_id"]``):
   working task; the task's end is delivered signed, at least once. The extended card: not
   supported.
 * Refusals raise the SDK's ``A2AError``s (JSON-RPC error codes); nothing is stored first.
+
+The lookups (a task's rows, a context's session, a message's parts) are in ``lookup``.
 """
 
 from __future__ import annotations
 
 import uuid
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from typing import TYPE_CHECKING, Any, cast
 
 from a2a.server.context import ServerCallContext
@@ -60,9 +62,18 @@ from a2a.utils.errors import (
 )
 
 from drupe.admission.base import Submit
-from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, DrupeError, UnknownConversationError, ValidationError
 from drupe.ids import SESSION_PREFIX, session_conversation_id
+from drupe.protocols.a2a.lookup import (
+    MAX_ID,
+    Turn,
+    caller_of,
+    check_push,
+    find_session,
+    find_turn,
+    list_tasks,
+    message_parts,
+)
 from drupe.protocols.a2a.push import PushSender
 from drupe.protocols.a2a.translate import TaskStream, task_of, user_message
 from drupe.protocols.follower import AnswerFollower
@@ -70,65 +81,10 @@ from drupe.streaming.listeners.base import TerminalResult
 
 if TYPE_CHECKING:
     from drupe.app import Runtime
-    from drupe.persistence.records import MessageRecord
 
 __all__ = ["DrupeRequestHandler"]
 
 _IDLE = 15.0
-_MAX_ID = 256
-_MAX_PAGE = 100
-_DEFAULT_PAGE = 50
-
-
-def _caller(context: ServerCallContext) -> Principal:
-    principal = context.state.get("principal")
-    return principal if isinstance(principal, Principal) else LOCAL_ADMIN
-
-
-def _agent_id(context: ServerCallContext) -> str:
-    return str(context.state["agent_id"])
-
-
-class _Turn:
-    """A task's stored rows: the assistant row and the user rows it answers."""
-
-    def __init__(self, row: MessageRecord, users: Sequence[MessageRecord], session_id: str):
-        self.row = row
-        self.users = list(users)
-        self.session_id = session_id
-        self.conversation_id = row.conversation_id
-
-    @property
-    def working(self) -> bool:
-        return self.row.status == "pending"
-
-    def task(self, *, history_length: int | None = None, artifacts: bool = True) -> Task:
-        history = [
-            user_message(u.id, u.parts, task_id=self.row.id, context_id=self.session_id)
-            for u in self.users
-        ]
-        if history_length is not None:
-            history = history[-history_length:] if history_length > 0 else []
-        return task_of(
-            task_id=self.row.id,
-            context_id=self.session_id,
-            row_status=self.row.status,
-            parts=self.row.parts,
-            history=history,
-            live=False,
-            updated_at=self.row.updated_at,
-            with_artifacts=artifacts,
-        )
-
-
-def _check_push(config: TaskPushNotificationConfig) -> None:
-    if not config.url.startswith(("https://", "http://")):
-        raise InvalidParamsError(message="push notification config: url must be http(s)")
-    if not config.token:
-        raise InvalidParamsError(
-            message="push notification config: a token is required (Drupe signs every "
-            "notification with it: X-Drupe-Signature)"
-        )
 
 
 class DrupeRequestHandler(RequestHandler):
@@ -140,54 +96,8 @@ class DrupeRequestHandler(RequestHandler):
 
     # --- lookups ----------------------------------------------------------------------------
 
-    async def _turn(self, context: ServerCallContext, task_id: str) -> _Turn:
-        runtime = self.runtime
-        row = await runtime.db.messages.get(task_id) if 0 < len(task_id) <= _MAX_ID else None
-        if (
-            row is None
-            or row.role != "assistant"
-            or not row.conversation_id.startswith(SESSION_PREFIX)
-        ):
-            raise TaskNotFoundError(message=f"unknown task {task_id!r}")
-        session_id = row.conversation_id[len(SESSION_PREFIX) :]
-        session = await runtime.db.agents.get_session(session_id)
-        if session is None or session.agent_id != _agent_id(context):
-            raise TaskNotFoundError(message=f"unknown task {task_id!r}")
-        try:
-            rows = await runtime.conversations.messages(_caller(context), row.conversation_id)
-        except UnknownConversationError:
-            raise TaskNotFoundError(message=f"unknown task {task_id!r}") from None
-        row = next((r for r in rows if r.id == task_id), row)
-        return _Turn(row, _users_of(rows, row), session_id)
-
-    async def _session(self, context: ServerCallContext, context_id: str) -> tuple[str, bool]:
-        """The session of ``context_id`` (created when new: then True)."""
-        agents = self.runtime.db.agents
-        agent_id = _agent_id(context)
-        if not context_id:
-            session = await agents.create_session(agent_id, title="a2a", settings={})
-            return session.id, True
-        if len(context_id) > _MAX_ID:
-            raise InvalidParamsError(message=f"contextId has at most {_MAX_ID} characters")
-        found = await agents.get_session(context_id)
-        if found is None:
-            found = await agents.create_session(
-                agent_id, title="a2a", settings={}, session_id=context_id
-            )
-            return found.id, True
-        if found.agent_id != agent_id:
-            raise InvalidParamsError(message=f"context {context_id!r} belongs to another agent")
-        return found.id, False
-
-    def _parts(self, message: Message) -> list[dict[str, Any]]:
-        texts = [p.text for p in message.parts if p.text]
-        if not texts:
-            raise InvalidParamsError(message="message: Drupe agents take text parts only")
-        limit = self.runtime.settings.limits.max_message_chars
-        chars = sum(len(t) for t in texts)
-        if chars > limit:
-            raise InvalidParamsError(message=f"message: {chars} characters; the limit is {limit}")
-        return [{"type": "text", "text": t} for t in texts]
+    async def _turn(self, context: ServerCallContext, task_id: str) -> Turn:
+        return await find_turn(self.runtime, context, task_id)
 
     # --- send ------------------------------------------------------------------------------
 
@@ -196,12 +106,12 @@ class DrupeRequestHandler(RequestHandler):
         params: SendMessageRequest,
         context: ServerCallContext,
         follower: AnswerFollower | None,
-    ) -> tuple[_Turn | None, Any]:
+    ) -> tuple[Turn | None, Any]:
         """Admit the message; returns (the steered task, None) or (None, the admission)."""
         message = params.message
-        parts = self._parts(message)
+        parts = message_parts(self.runtime, message)
         if params.configuration.HasField("task_push_notification_config"):
-            _check_push(params.configuration.task_push_notification_config)
+            check_push(params.configuration.task_push_notification_config)
         if message.task_id:
             turn = await self._turn(context, message.task_id)
             if not turn.working:
@@ -212,9 +122,9 @@ class DrupeRequestHandler(RequestHandler):
             submit = Submit(conversation_id=turn.conversation_id, parts=parts, strategy="enqueue")
             await self._submit(context, submit, None)
             return turn, None
-        if message.context_id and len(message.context_id) > _MAX_ID:
-            raise InvalidParamsError(message=f"contextId has at most {_MAX_ID} characters")
-        session_id, created = await self._session(context, message.context_id)
+        if message.context_id and len(message.context_id) > MAX_ID:
+            raise InvalidParamsError(message=f"contextId has at most {MAX_ID} characters")
+        session_id, created = await find_session(self.runtime, context, message.context_id)
         submit = Submit(
             conversation_id=session_conversation_id(session_id), parts=parts, strategy="reject"
         )
@@ -231,7 +141,7 @@ class DrupeRequestHandler(RequestHandler):
     ) -> Any:
         try:
             return await self.runtime.conversations.submit(
-                _caller(context), submit, listener=follower
+                caller_of(context), submit, listener=follower
             )
         except AdmissionError as err:
             if err.reason == "busy":
@@ -261,7 +171,7 @@ class DrupeRequestHandler(RequestHandler):
             await self._push_with(params, context, task_id)
             user = user_message(
                 result.user_message_id or "",
-                self._parts(params.message),
+                message_parts(self.runtime, params.message),
                 task_id=task_id,
                 context_id=session_id,
             )
@@ -328,48 +238,7 @@ class DrupeRequestHandler(RequestHandler):
     async def on_list_tasks(
         self, params: ListTasksRequest, context: ServerCallContext
     ) -> ListTasksResponse:
-        agents = self.runtime.db.agents
-        agent_id = _agent_id(context)
-        if params.context_id:
-            found = await agents.get_session(params.context_id)
-            sessions = [found] if found is not None and found.agent_id == agent_id else []
-        else:
-            sessions = await agents.list_sessions(agent_id)
-        size = params.page_size or _DEFAULT_PAGE
-        if not 0 < size <= _MAX_PAGE:
-            raise InvalidParamsError(message=f"pageSize is 1 to {_MAX_PAGE}")
-        try:
-            offset = int(params.page_token or "0")
-        except ValueError:
-            raise InvalidParamsError(message="pageToken: not a token of this server") from None
-        turns: list[_Turn] = []
-        caller = _caller(context)
-        for session in sessions:
-            conversation_id = session_conversation_id(session.id)
-            try:
-                rows = await self.runtime.conversations.messages(caller, conversation_id)
-            except UnknownConversationError:
-                continue
-            turns += [
-                _Turn(r, _users_of(rows, r), session.id) for r in rows if r.role == "assistant"
-            ]
-        tasks = [
-            t.task(
-                history_length=params.history_length if params.HasField("history_length") else None,
-                artifacts=params.include_artifacts,
-            )
-            for t in sorted(turns, key=lambda t: t.row.updated_at, reverse=True)
-        ]
-        if params.status:
-            tasks = [t for t in tasks if t.status.state == params.status]
-        page = tasks[offset : offset + size]
-        following = offset + size
-        return ListTasksResponse(
-            tasks=page,
-            next_page_token=str(following) if following < len(tasks) else "",
-            page_size=size,
-            total_size=len(tasks),
-        )
+        return await list_tasks(self.runtime, params, context)
 
     async def on_cancel_task(
         self, params: CancelTaskRequest, context: ServerCallContext
@@ -377,7 +246,7 @@ class DrupeRequestHandler(RequestHandler):
         turn = await self._turn(context, params.id)
         if not turn.working:
             raise TaskNotCancelableError(message=f"task {params.id!r} has already ended")
-        await self.runtime.conversations.stop(_caller(context), turn.conversation_id)
+        await self.runtime.conversations.stop(caller_of(context), turn.conversation_id)
         after = await self._turn(context, params.id)
         if after.task().status.state != TaskState.TASK_STATE_CANCELED:
             raise TaskNotCancelableError(message=f"task {params.id!r} ended before the stop")
@@ -392,11 +261,11 @@ class DrupeRequestHandler(RequestHandler):
         async for event in self._follow_live(context, turn):
             yield event
 
-    async def _follow_live(self, context: ServerCallContext, turn: _Turn) -> AsyncGenerator[Event]:
+    async def _follow_live(self, context: ServerCallContext, turn: Turn) -> AsyncGenerator[Event]:
         """The task (no artifact), then its answer from its start and live."""
         follower = AnswerFollower(f"a2a-sub:{uuid.uuid4().hex}")
         subscription = await self.runtime.conversations.resume(
-            _caller(context), turn.conversation_id, cast(Any, follower), None
+            caller_of(context), turn.conversation_id, cast(Any, follower), None
         )
         try:
             if subscription is None:
@@ -438,7 +307,7 @@ class DrupeRequestHandler(RequestHandler):
             if turn.working:
                 follower = AnswerFollower(f"a2a-push:{uuid.uuid4().hex}")
                 subscription = await self.runtime.conversations.resume(
-                    _caller(context), turn.conversation_id, cast(Any, follower), None
+                    caller_of(context), turn.conversation_id, cast(Any, follower), None
                 )
                 try:
                     while subscription is not None:
@@ -459,7 +328,7 @@ class DrupeRequestHandler(RequestHandler):
         self, params: TaskPushNotificationConfig, context: ServerCallContext
     ) -> TaskPushNotificationConfig:
         turn = await self._turn(context, params.task_id)
-        _check_push(params)
+        check_push(params)
         stored = await self.push_store.set_info(turn.row.id, params, context)
         if turn.working:
             self._watch(context, turn.row.id)
@@ -491,20 +360,3 @@ class DrupeRequestHandler(RequestHandler):
         self, params: GetExtendedAgentCardRequest, context: ServerCallContext
     ) -> AgentCard:
         raise ExtendedAgentCardNotConfiguredError()
-
-
-def _users_of(rows: Sequence[MessageRecord], answer: MessageRecord) -> list[MessageRecord]:
-    """The user rows ``answer`` answers: its parent, and the steers sent into its turn."""
-    by_id = {r.id: r for r in rows}
-    parent = by_id.get(answer.parent_id or "")
-    users = [parent] if parent is not None and parent.role == "user" else []
-    for row in rows:
-        if (
-            row.role == "user"
-            and row is not parent
-            and (row.metadata or {}).get("steer")
-            and row.created_at >= answer.created_at
-            and row.created_at <= answer.updated_at
-        ):
-            users.append(row)
-    return users
