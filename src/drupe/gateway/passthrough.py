@@ -24,6 +24,7 @@ disconnect closes the upstream request at once. ``on_end(TokenUsage)`` is called
 input and output tokens the upstream reported, whatever the outcome.
 
 Never: log a request body or a key, or keep an upstream request open after its response ended.
+The wire rules (body rewrites, usage split, failure mapping) are in ``passthrough_wire``.
 """
 
 from __future__ import annotations
@@ -31,7 +32,6 @@ from __future__ import annotations
 import contextlib
 import logging
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 import anyio
@@ -44,6 +44,14 @@ from drupe.agent.models.registry import split_model_id
 from drupe.agent.retry_policy import RETRYABLE_STATUS, RetryPolicy, parse_retry_after
 from drupe.errors import ConfigError
 from drupe.gateway.openai_compat import DONE, OpenAIChat, openai_error_body
+from drupe.gateway.passthrough_wire import (
+    Upstream,
+    env_proxy,
+    meaningful,
+    tokens_of,
+    upstream_body,
+    upstream_failure,
+)
 from drupe.gateway.prompt import GatewayFailure
 from drupe.gateway.prompt_response import SSE_HEADERS
 from drupe.persistence.gateway_usage_meter import TokenUsage
@@ -62,30 +70,6 @@ PASS_THROUGH_FLAVORS: Final = frozenset(("openai", "compatible"))
 _OPENAI_URL: Final = "https://api.openai.com/v1"
 _JSON_HEADERS: Final = [(b"content-type", b"application/json")]
 _SSE_RAW: Final = [(k.encode("latin-1"), v.encode("latin-1")) for k, v in SSE_HEADERS.items()]
-
-
-@dataclass(frozen=True, slots=True)
-class Upstream:
-    """Where one ``provider:model`` id is forwarded."""
-
-    base_url: str
-    model_name: str
-    api_key: str = field(repr=False)
-    compatible: bool
-    """An ``openai-compatible`` server (llama.cpp, Ollama, vLLM): see the body rewrites."""
-    proxy: str | None = None
-    """``HTTP(S)_PROXY`` for the URL unless ``NO_PROXY`` exempts it, read once (as httpx does)."""
-
-
-def env_proxy(url: str) -> str | None:
-    """The proxy the environment names for ``url`` (None: direct)."""
-    from urllib.parse import urlsplit
-    from urllib.request import getproxies, proxy_bypass
-
-    parts = urlsplit(url)
-    if parts.hostname is None or proxy_bypass(parts.hostname):
-        return None
-    return getproxies().get(parts.scheme)
 
 
 class Passthrough:
@@ -165,83 +149,6 @@ class Passthrough:
             on_end=on_end,
             closing=self.runtime.manager.closing,
         )
-
-
-def upstream_body(body: Mapping[str, Any], upstream: Upstream, *, stream: bool) -> bytes:
-    """The JSON the upstream gets (see the module docstring for what is rewritten)."""
-    out = dict(body)
-    out["model"] = upstream.model_name
-    if stream:
-        options = body.get("stream_options")
-        out["stream_options"] = {**(options if isinstance(options, dict) else {})}
-        out["stream_options"]["include_usage"] = True
-    if upstream.compatible:
-        if "max_completion_tokens" in out:
-            limit = out.pop("max_completion_tokens")
-            out["max_tokens"] = limit if limit is not None else out.get("max_tokens")
-        messages = out.get("messages")
-        if isinstance(messages, list) and any(
-            isinstance(m, dict) and m.get("role") == "developer" for m in messages
-        ):
-            out["messages"] = [
-                {**m, "role": "system"}
-                if isinstance(m, dict) and m.get("role") == "developer"
-                else m
-                for m in messages
-            ]
-    return orjson.dumps(out)
-
-
-def _count(value: Any) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else None
-
-
-def _tokens(usage: Any) -> TokenUsage:
-    """An OpenAI ``usage`` object's split (a bare ``total_tokens`` counts as input)."""
-    if not isinstance(usage, dict):
-        return TokenUsage()
-    prompt, completion = _count(usage.get("prompt_tokens")), _count(usage.get("completion_tokens"))
-    if prompt is None and completion is None:
-        return TokenUsage(_count(usage.get("total_tokens")) or 0, 0)
-    return TokenUsage(prompt or 0, completion or 0)
-
-
-def _meaningful(frame: Mapping[str, Any]) -> bool:
-    """A frame that commits the response: content, reasoning, tool calls or a finish reason."""
-    choices = frame.get("choices")
-    if not isinstance(choices, list):
-        return False
-    for choice in choices:
-        if not isinstance(choice, dict):
-            continue
-        if choice.get("finish_reason"):
-            return True
-        delta = choice.get("delta")
-        if isinstance(delta, dict) and (
-            delta.get("content") or delta.get("reasoning_content") or delta.get("tool_calls")
-        ):
-            return True
-    return False
-
-
-def upstream_failure(status: int, raw: bytes) -> GatewayFailure:
-    """How an upstream HTTP error is reported to the client (as the agent-loop path does)."""
-    message = ""
-    try:
-        payload = orjson.loads(raw) if raw else None
-    except orjson.JSONDecodeError:
-        payload = None
-    error = payload.get("error") if isinstance(payload, dict) else None
-    if isinstance(error, dict) and isinstance(error.get("message"), str):
-        message = error["message"]
-    elif isinstance(error, str):
-        message = error
-    text = f"the upstream answered HTTP {status}" + (f": {message}" if message else "")
-    if status == 429:
-        return GatewayFailure(429, "rate_limit", text)
-    if status in (400, 413, 422):
-        return GatewayFailure(400, "invalid_request", text)
-    return GatewayFailure(502, "upstream", text)
 
 
 class _Retry(Exception):
@@ -400,7 +307,7 @@ class PassthroughResponse(Response):
             await self._fail(GatewayFailure(502, "upstream", "the upstream answer is not JSON"))
             return
         payload["model"] = self.model
-        self.tokens = _tokens(payload.get("usage"))
+        self.tokens = tokens_of(payload.get("usage"))
         await self._json(200, payload)
 
     async def _relay(self, response: aiohttp.ClientResponse) -> None:
@@ -454,7 +361,7 @@ class PassthroughResponse(Response):
             raise _Failed(upstream_failure(502, data))
         usage = payload.get("usage")
         if usage is not None:
-            used = _tokens(usage)
+            used = tokens_of(usage)
             if used.total > self.tokens.total:
                 self.tokens = used
         if "model" in payload:
@@ -463,7 +370,7 @@ class PassthroughResponse(Response):
             payload.pop("usage", None)
             if payload.get("choices") == []:
                 return None  # the usage chunk Drupe asked for on its own account
-        return b"data: " + orjson.dumps(payload) + b"\n\n", _meaningful(payload)
+        return b"data: " + orjson.dumps(payload) + b"\n\n", meaningful(payload)
 
     async def _fail(self, failure: GatewayFailure) -> None:
         if self.committed:

@@ -1,8 +1,9 @@
 """The heartbeat: a per-agent schedule whose prompt is ``heartbeat.md`` in the agent's workspace.
 
 A heartbeat schedule (``kind = 'heartbeat'``, one per agent, name ``heartbeat_<agentId>``) stores
-no prompt of its own. At each fire ``heartbeat_prompt`` reads the file and builds the prompt, or
-returns the reason the run is skipped (each skip is recorded as a ``skipped`` run):
+no prompt of its own (its row holds ``HEARTBEAT_PROMPT``, a placeholder). At each fire
+``heartbeat_prompt`` reads the file and builds the prompt, or returns the reason the run is
+skipped (each skip is recorded as a ``skipped`` run):
 
 * ``Skipped (capability)``: the agent's driver does not run headless turns;
 * ``Skipped (workspace missing)``: the agent has no workspace, or it is not a directory;
@@ -23,6 +24,7 @@ from typing import Final
 
 __all__ = [
     "HEARTBEAT_FILE",
+    "HEARTBEAT_PROMPT",
     "HeartbeatPrompt",
     "HeartbeatSkip",
     "build_prompt",
@@ -32,6 +34,7 @@ __all__ = [
 ]
 
 HEARTBEAT_FILE: Final = "heartbeat.md"
+HEARTBEAT_PROMPT: Final = "(read from heartbeat.md at each fire)"
 _MAX_BYTES: Final = 64 * 1024
 _COMMENT = re.compile(r"<!--.*?-->", re.DOTALL)
 

@@ -34,7 +34,7 @@ from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, DrupeError, ValidationError
 from drupe.persistence.agents import session_conversation_id
-from drupe.persistence.schedules import TaskRunRecord
+from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
 from drupe.sessions.drivers.base import runs_headless
 from drupe.streaming.listeners.base import Listener
 from drupe.tasks.delivery import DeliveryPort, DeliveryTarget, failure_text
@@ -48,7 +48,7 @@ if TYPE_CHECKING:
     from drupe.sessions.host import AgentSessionHost
     from drupe.tasks.clock import Clock
 
-__all__ = ["BUSY_RESULT", "RunControl", "TaskDeps", "TaskJob", "execute_run"]
+__all__ = ["BUSY_RESULT", "RunControl", "TaskDeps", "TaskJob", "execute_run", "schedule_job"]
 
 log = logging.getLogger(__name__)
 
@@ -85,6 +85,23 @@ class TaskJob:
     deliver_to: tuple[DeliveryTarget, ...] = ()
     owner_id: str | None = None
     """The user the run acts as (its task's owner); None: the local admin (no identity)."""
+
+
+def schedule_job(schedule: ScheduleRecord, run_id: str) -> TaskJob:
+    """The job of one run of ``schedule`` (its row fields as they are at the fire)."""
+    return TaskJob(
+        run_id=run_id,
+        name=schedule.name,
+        agent_id=schedule.agent_id,
+        prompt=schedule.prompt,
+        schedule_kind="heartbeat" if schedule.kind == "heartbeat" else "task",
+        schedule_id=schedule.id,
+        timeout_minutes=schedule.timeout_minutes,
+        session_mode="sticky" if schedule.session_mode == "sticky" else "fresh",
+        sticky_session_id=schedule.sticky_session_id,
+        deliver_to=tuple(DeliveryTarget.of(item) for item in schedule.deliver_to),
+        owner_id=schedule.owner_id,
+    )
 
 
 @dataclass(slots=True)

@@ -32,27 +32,30 @@ import anyio.abc
 
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.principal import LOCAL_ADMIN, Principal
-from drupe.errors import AdmissionError, NotFoundError, ValidationError
+from drupe.errors import NotFoundError, ValidationError
 from drupe.ids import session_conversation_id
 from drupe.lifetimes import TaskOwner
-from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
-from drupe.tasks.delivery import DeliveryTarget
-from drupe.tasks.heartbeat import heartbeat_schedule_name
+from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
+from drupe.tasks.chat_run import admit_chat_run, follow_chat_run
+from drupe.tasks.heartbeat import HEARTBEAT_PROMPT, heartbeat_schedule_name
 from drupe.tasks.plan import DEFAULT_GRACE, FirePlan
-from drupe.tasks.run import CANCEL_REASON, RunControl, TaskDeps, TaskJob, execute_run, stop_run
+from drupe.tasks.run import (
+    CANCEL_REASON,
+    RunControl,
+    TaskDeps,
+    TaskJob,
+    execute_run,
+    schedule_job,
+    stop_run,
+)
 from drupe.tasks.runner import ScheduleRunner
-from drupe.tasks.sentinel import TaskSentinel
-from drupe.tasks.triggers import IntervalTrigger, OnceTrigger, Trigger, next_after, parse_trigger
+from drupe.tasks.triggers import OnceTrigger, next_after, parse_trigger
+from drupe.tasks.validation import DEFAULT_TIMEOUT_MINUTES, checked, same_trigger
 
 __all__ = ["DEFAULT_TIMEOUT_MINUTES", "TaskService"]
 
 log = logging.getLogger(__name__)
 
-DEFAULT_TIMEOUT_MINUTES: Final = 2
-MAX_TIMEOUT_MINUTES: Final = 24 * 60
-MAX_NAME_CHARS: Final = 200
-MAX_PROMPT_CHARS: Final = 100_000
-HEARTBEAT_PROMPT: Final = "(read from heartbeat.md at each fire)"
 _START_WAIT_S: Final = 30.0
 _STOP_WAIT_S: Final = 10.0
 BREAKER_FAILURES: Final = 3
@@ -109,7 +112,7 @@ class TaskService(TaskOwner):
     ) -> ScheduleRecord:
         if await self.deps.db.agents.get_agent(agent_id) is None:
             raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
-        values = _checked(
+        values = checked(
             name=name,
             prompt=prompt,
             timeout_minutes=DEFAULT_TIMEOUT_MINUTES if timeout_minutes is None else timeout_minutes,
@@ -148,12 +151,12 @@ class TaskService(TaskOwner):
         if unknown:
             raise ValidationError(f"unknown schedule fields: {sorted(unknown)}")
         merged.update({k: v for k, v in changes.items() if k in merged and v is not None})
-        values: dict[str, Any] = _checked(**merged)
+        values: dict[str, Any] = checked(**merged)
         trigger = changes.get("trigger")
         if trigger is not None:
             now = self.deps.clock.now()
             parsed = parse_trigger(trigger, anchor=now)
-            if not _same_trigger(parsed, parse_trigger(current.trigger, anchor=current.created_at)):
+            if not same_trigger(parsed, parse_trigger(current.trigger, anchor=current.created_at)):
                 # A changed trigger starts from now; an identical one keeps its phase.
                 values["trigger"] = parsed.as_json()
                 values["next_run_at"] = next_after(parsed, now)
@@ -255,19 +258,7 @@ class TaskService(TaskOwner):
             agent_id=schedule.agent_id,
             scheduled_for=scheduled_for,
         )
-        job = TaskJob(
-            run_id=run.id,
-            name=schedule.name,
-            agent_id=schedule.agent_id,
-            prompt=schedule.prompt,
-            schedule_kind="heartbeat" if schedule.kind == "heartbeat" else "task",
-            schedule_id=schedule.id,
-            timeout_minutes=schedule.timeout_minutes,
-            session_mode="sticky" if schedule.session_mode == "sticky" else "fresh",
-            sticky_session_id=schedule.sticky_session_id,
-            deliver_to=tuple(DeliveryTarget.of(item) for item in schedule.deliver_to),
-            owner_id=schedule.owner_id,
-        )
+        job = schedule_job(schedule, run.id)
         self._spawn(job)
         return run
 
@@ -320,7 +311,7 @@ class TaskService(TaskOwner):
         agent = await self.deps.db.agents.get_agent(agent_id)
         if agent is None:
             raise NotFoundError("agent", agent_id, f"Agent not found: {agent_id}")
-        values = _checked(
+        values = checked(
             name=f"{agent.name} (background)",
             prompt=prompt,
             timeout_minutes=timeout_minutes,
@@ -360,56 +351,10 @@ class TaskService(TaskOwner):
         self, request: Submit | Regenerate, caller: Principal = LOCAL_ADMIN
     ) -> TaskRunRecord:
         """Admit a chat turn that no connection owns, as ``caller`` (the port asks the access
-        policy); its run row follows it to its end."""
-        conversation_id = request.conversation_id
-        if self.deps.conversations.is_live(conversation_id):
-            raise AdmissionError(
-                "busy",
-                f"conversation {conversation_id!r} is answering; a background submit needs an "
-                "idle conversation",
-            )
-        run = await self.store.start_run(
-            kind="chat", started_at=self.deps.clock.now(), conversation_id=conversation_id
-        )
-        sentinel = TaskSentinel(f"agent-task:{run.id}")
-        control = RunControl(conversation_id=conversation_id, sentinel=sentinel, caller=caller)
-        try:
-            admission = await self.deps.conversations.submit(
-                caller, request, subscribers=[sentinel]
-            )
-        except BaseException:
-            with anyio.CancelScope(shield=True):
-                await self.store.finish_run(
-                    run.id, status="failed", finished_at=self.deps.clock.now(), error="not admitted"
-                )
-            raise
-        self.controls[run.id] = control
-        control.started.set()
-        record = await self.store.update_run(
-            run.id,
-            message_id=admission.result.placeholder_ids[0]
-            if admission.result.placeholder_ids
-            else None,
-        )
-        self.task_group.start_soon(self._follow_chat_run, run.id, control)
+        policy); its run row follows it to its end (``chat_run``)."""
+        record, control = await admit_chat_run(self.deps, self.controls, request, caller)
+        self.task_group.start_soon(follow_chat_run, self.deps, self.controls, record.id, control)
         return record
-
-    async def _follow_chat_run(self, run_id: str, control: RunControl) -> None:
-        assert control.sentinel is not None
-        try:
-            await control.sentinel.settled.wait()
-            outcome = control.sentinel.outcome
-            assert outcome is not None
-            await self.store.finish_run(
-                run_id,
-                status=outcome.status,
-                finished_at=self.deps.clock.now(),
-                result=outcome.text or "Completed",
-                error=outcome.error,
-            )
-        finally:
-            self.controls.pop(run_id, None)
-            control.finished.set()
 
     async def cancel_run(self, run_id: str) -> bool:
         """Cancel a running run (its partial answer is kept); False when it is not running."""
@@ -453,39 +398,3 @@ class TaskService(TaskOwner):
         """The answer so far of a running run (None: not running here)."""
         control = self.controls.get(run_id)
         return None if control is None or control.sentinel is None else control.sentinel.text
-
-
-def _checked(
-    *,
-    name: str,
-    prompt: str,
-    timeout_minutes: int,
-    session_mode: str,
-    missed_policy: str,
-    deliver_to: Sequence[Mapping[str, Any]],
-) -> dict[str, Any]:
-    if not isinstance(name, str) or not name.strip() or len(name) > MAX_NAME_CHARS:
-        raise ValidationError(f"name must be 1-{MAX_NAME_CHARS} characters")
-    if not isinstance(prompt, str) or not prompt.strip() or len(prompt) > MAX_PROMPT_CHARS:
-        raise ValidationError(f"prompt must be 1-{MAX_PROMPT_CHARS} characters")
-    if not isinstance(timeout_minutes, int) or not 0 <= timeout_minutes <= MAX_TIMEOUT_MINUTES:
-        raise ValidationError(f"timeout_minutes must be 0 (none) to {MAX_TIMEOUT_MINUTES}")
-    if session_mode not in ("fresh", "sticky"):
-        raise ValidationError("session_mode must be 'fresh' or 'sticky'")
-    if missed_policy not in ("skip", "run-once"):
-        raise ValidationError("missed_policy must be 'skip' or 'run-once'")
-    return {
-        "name": name.strip(),
-        "prompt": prompt,
-        "timeout_minutes": timeout_minutes,
-        "session_mode": session_mode,
-        "missed_policy": missed_policy,
-        "deliver_to": deliver_targets(deliver_to),
-    }
-
-
-def _same_trigger(a: Trigger, b: Trigger) -> bool:
-    """Equal triggers (an interval's anchor does not count)."""
-    if isinstance(a, IntervalTrigger) and isinstance(b, IntervalTrigger):
-        return a.seconds == b.seconds
-    return a == b

@@ -15,7 +15,7 @@ import orjson
 import pytest
 
 from drupe.agent.models.providers import KEYLESS_API_KEY
-from drupe.gateway.passthrough import Upstream, env_proxy, upstream_body, upstream_failure
+from drupe.gateway.passthrough_wire import Upstream, env_proxy, upstream_body, upstream_failure
 from drupe.persistence.records import KeyScopes
 from drupe.testing.fake_providers import (
     FakeReply,
