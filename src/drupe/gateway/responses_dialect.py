@@ -29,22 +29,14 @@ from openai.types.responses import (
     FunctionTool,
     Response,
     ResponseCompletedEvent,
-    ResponseContentPartAddedEvent,
-    ResponseContentPartDoneEvent,
     ResponseCreatedEvent,
     ResponseErrorEvent,
     ResponseFailedEvent,
     ResponseFunctionCallArgumentsDeltaEvent,
-    ResponseFunctionCallArgumentsDoneEvent,
     ResponseIncompleteEvent,
     ResponseInProgressEvent,
-    ResponseOutputItemAddedEvent,
-    ResponseOutputItemDoneEvent,
-    ResponseOutputText,
     ResponseReasoningTextDeltaEvent,
-    ResponseReasoningTextDoneEvent,
     ResponseTextDeltaEvent,
-    ResponseTextDoneEvent,
     ResponseUsage,
 )
 from openai.types.responses.response_usage import InputTokensDetails, OutputTokensDetails
@@ -54,7 +46,7 @@ from drupe.chunks.types import Chunk
 from drupe.gateway.openai_compat import openai_error_body
 from drupe.gateway.prompt import GatewayFailure
 from drupe.gateway.responses_input import ResponsesRequest
-from drupe.gateway.responses_items import OutputItem
+from drupe.gateway.responses_items import OutputItem, added_frames, done_frames, frame
 
 __all__ = ["ResponsesDialect", "new_response_id"]
 
@@ -63,12 +55,6 @@ _ERROR_CODES: Final[Mapping[int, str]] = {429: "rate_limit_exceeded", 400: "inva
 
 def new_response_id() -> str:
     return f"resp_{uuid.uuid4().hex}"
-
-
-def _frame(event: BaseModel) -> bytes:
-    data: dict[str, Any] = event.model_dump(mode="json", exclude_none=True)
-    kind = str(data["type"]).encode()
-    return b"event: " + kind + b"\ndata: " + orjson.dumps(data) + b"\n\n"
 
 
 class ResponsesDialect:
@@ -159,12 +145,12 @@ class ResponsesDialect:
         self._started = True
         created = self.response("in_progress")
         return [
-            _frame(
+            frame(
                 ResponseCreatedEvent(
                     type="response.created", response=created, sequence_number=self._seq()
                 )
             ),
-            _frame(
+            frame(
                 ResponseInProgressEvent(
                     type="response.in_progress", response=created, sequence_number=self._seq()
                 )
@@ -183,103 +169,13 @@ class ResponsesDialect:
         )
         self.items.append(item)
         self.open[key] = item
-        frames = [
-            _frame(
-                ResponseOutputItemAddedEvent(
-                    type="response.output_item.added",
-                    item=item.model(status="in_progress"),  # type: ignore[arg-type]
-                    output_index=item.index,
-                    sequence_number=self._seq(),
-                )
-            )
-        ]
-        if kind == "message":
-            frames.append(
-                _frame(
-                    ResponseContentPartAddedEvent(
-                        type="response.content_part.added",
-                        item_id=item.item_id,
-                        output_index=item.index,
-                        content_index=0,
-                        part=ResponseOutputText(type="output_text", text="", annotations=[]),
-                        sequence_number=self._seq(),
-                    )
-                )
-            )
-        return item, frames
+        return item, added_frames(item, self._seq)
 
     def _close(self, key: str) -> list[bytes]:
         item = self.open.pop(key, None)
         if item is None:
             return []
-        item.done = True
-        text = "".join(item.text)
-        item_id, index = item.item_id, item.index
-        frames: list[bytes] = []
-        if item.kind == "message":
-            frames.append(
-                _frame(
-                    ResponseTextDoneEvent(
-                        type="response.output_text.done",
-                        content_index=0,
-                        text=text,
-                        logprobs=[],
-                        sequence_number=self._seq(),
-                        item_id=item_id,
-                        output_index=index,
-                    )
-                )
-            )
-            frames.append(
-                _frame(
-                    ResponseContentPartDoneEvent(
-                        type="response.content_part.done",
-                        content_index=0,
-                        part=ResponseOutputText(type="output_text", text=text, annotations=[]),
-                        sequence_number=self._seq(),
-                        item_id=item_id,
-                        output_index=index,
-                    )
-                )
-            )
-        elif item.kind == "function_call":
-            frames.append(
-                _frame(
-                    ResponseFunctionCallArgumentsDoneEvent(
-                        type="response.function_call_arguments.done",
-                        arguments=text or "{}",
-                        sequence_number=self._seq(),
-                        item_id=item_id,
-                        output_index=index,
-                    )
-                )
-            )
-            if not text:
-                item.text.append("{}")
-        else:
-            frames.append(
-                _frame(
-                    ResponseReasoningTextDoneEvent(
-                        type="response.reasoning_text.done",
-                        content_index=0,
-                        text=text,
-                        sequence_number=self._seq(),
-                        item_id=item_id,
-                        output_index=index,
-                    )
-                )
-            )
-        frames.append(
-            _frame(
-                ResponseOutputItemDoneEvent(
-                    type="response.output_item.done",
-                    item=item.model(status="completed"),  # type: ignore[arg-type]
-                    output_index=item.index,
-                    sequence_number=self._seq(),
-                )
-            )
-        )
-        return frames
+        return done_frames(item, self._seq)
 
     def _close_all(self, keep: str | None = None) -> list[bytes]:
         frames: list[bytes] = []
@@ -338,7 +234,7 @@ class ResponsesDialect:
                 output_index=item.index,
                 content_index=0,
             )
-        frames.append(_frame(event))
+        frames.append(frame(event))
         return frames
 
     def _call_start(self, chunk: Chunk) -> list[bytes]:
@@ -366,7 +262,7 @@ class ResponsesDialect:
         if piece:
             item.text.append(piece)
             frames.append(
-                _frame(
+                frame(
                     ResponseFunctionCallArgumentsDeltaEvent(
                         type="response.function_call_arguments.delta",
                         item_id=item.item_id,
@@ -401,7 +297,7 @@ class ResponsesDialect:
             event = ResponseCompletedEvent(
                 type="response.completed", response=response, sequence_number=self._seq()
             )
-        frames.append(_frame(event))
+        frames.append(frame(event))
         return frames
 
     def body(self) -> dict[str, Any]:
@@ -426,4 +322,4 @@ class ResponsesDialect:
             response=self.response("failed", error=failure),
             sequence_number=self._seq(),
         )
-        return _frame(error) + _frame(failed)
+        return frame(error) + frame(failed)
