@@ -17,6 +17,8 @@
   them); each decision reports whether the driver resolved it.
 * ``GET /api/drivers``: the registered driver types.
 
+The checks an agent passes before it is written are in ``agent_checks``.
+
 Sessions stream through the chat and event routes (``POST /api/chat`` with
 ``id = agent-session:<id>``, ``GET /api/chat/{id}/stream``, ``POST /api/chat/{id}/stop``,
 ``GET /api/conversations/{id}/events``); this module never streams. Errors are raised, and
@@ -27,12 +29,12 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request, Response
 
 from drupe.admission.access import Action
+from drupe.api.agent_checks import driver_of, record_fields, validate_agent
 from drupe.api.agent_schemas import (
     CreateAgent,
     CreateSession,
@@ -43,11 +45,10 @@ from drupe.api.agent_schemas import (
     store_fields,
 )
 from drupe.api.schemas import ApprovalsRequest
-from drupe.errors import DrupeError, UsageError, ValidationError
+from drupe.errors import ValidationError
 from drupe.http.errors import Forbidden, HttpError
 from drupe.http.state import get_board, get_caller, get_runtime
 from drupe.persistence.agents import PERMISSION_MODES, session_conversation_id
-from drupe.sessions.drivers.base import PermissionMode, SessionInfo
 from drupe.streaming.approval_rules import Decision
 
 if TYPE_CHECKING:
@@ -55,7 +56,6 @@ if TYPE_CHECKING:
     from drupe.http.state import StatusBoard
     from drupe.identity.resources import Resources
     from drupe.persistence.records import AgentRecord, AgentSessionRecord
-    from drupe.sessions.drivers.base import Driver
 
 __all__ = ["NotFound", "router"]
 
@@ -66,88 +66,6 @@ _ID_MAX = 256
 
 class NotFound(HttpError):
     status_code = 404
-
-
-# --- validation -------------------------------------------------------------------------------
-
-
-def _driver(runtime: Runtime, driver_type: str) -> Driver:
-    drivers = runtime.drivers
-    if drivers is None or driver_type not in drivers:
-        known = ", ".join(drivers.types()) if drivers is not None else ""
-        raise ValidationError(
-            f"driverType: unknown driver {driver_type!r}; known drivers: {known or 'none'}"
-        )
-    return drivers.get(driver_type)
-
-
-def _check_model(driver: Driver, model_id: str) -> None:
-    check = getattr(driver, "check_model", None)
-    if check is None:
-        return  # the runtime takes its own model names and reports a bad one on connect
-    try:
-        check(model_id)
-    except Exception as err:  # a driver's model check: any failure is the client's bad id
-        raise ValidationError(f"modelId: unknown model {model_id!r}: {err}") from err
-
-
-def _check_workspace(workspace: str) -> None:
-    """A workspace the client names must be an existing directory (absolute path); only the
-    default one (in the data dir) is created by the server."""
-    path = Path(workspace).expanduser()
-    if not path.is_absolute():
-        raise ValidationError(f"workspace: {workspace!r} is not an absolute path")
-    if not path.is_dir():
-        raise ValidationError(f"workspace: {workspace!r} is not a directory")
-
-
-def _validate_agent(
-    runtime: Runtime, agent_id: str, fields: dict[str, Any], checked: set[str]
-) -> None:
-    """Refuse an agent (the merged fields of a create or an edit) its driver would refuse.
-
-    ``checked``: the fields the client sent (a stored workspace is not re-checked).
-    """
-    driver = _driver(runtime, fields["driver_type"])
-    model_id = fields.get("model_id")
-    if model_id:
-        _check_model(driver, model_id)
-    workspace = fields.get("workspace")
-    if workspace and "workspace" in checked:
-        _check_workspace(workspace)
-    info = SessionInfo(
-        session_id="",
-        agent_id=agent_id,
-        agent_name=fields["name"],
-        driver_type=fields["driver_type"],
-        model_id=model_id or "",
-        instructions=fields.get("instructions"),
-        workspace=Path(workspace).expanduser() if workspace else None,
-        tools=tuple(fields.get("tools") or ()),
-        mcp_servers=tuple(fields.get("mcp_servers") or ()),
-        permission_mode=cast(PermissionMode, fields.get("permission_mode", "default")),
-    )
-    try:
-        driver.validate_session(info)
-    except UsageError:
-        raise
-    except DrupeError as err:
-        raise ValidationError(
-            f"the {fields['driver_type']} driver refused the agent: {err}"
-        ) from err
-
-
-def _record_fields(record: AgentRecord) -> dict[str, Any]:
-    return {
-        "name": record.name,
-        "driver_type": record.driver_type,
-        "model_id": record.model_id,
-        "instructions": record.instructions,
-        "workspace": record.workspace,
-        "tools": list(record.tools),
-        "mcp_servers": list(record.mcp_servers),
-        "permission_mode": record.permission_mode,
-    }
 
 
 def _resources(runtime: Runtime) -> Resources:
@@ -235,14 +153,14 @@ async def create_agent(body: CreateAgent, request: Request) -> dict[str, Any]:
         mcp_servers=body.mcpServers,
         permission_mode=body.permissionMode,
     )
-    driver = _driver(runtime, body.driverType)
+    driver = driver_of(runtime, body.driverType)
     if body.modelId is None:
         if not hasattr(driver, "check_model"):
             raise ValidationError(f"modelId: the {body.driverType} driver needs a model id")
         fields["model_id"] = runtime.models.default_model_id()
     if body.workspace is None:
         fields["workspace"] = str(runtime.settings.data_dir / "workspaces" / agent_id)
-    _validate_agent(runtime, agent_id, fields, set(store_fields(body)))
+    validate_agent(runtime, agent_id, fields, set(store_fields(body)))
     _check_code(runtime, request, body.driverType, body.tools)
     record = await runtime.db.agents.create_agent(
         agent_id=agent_id, owner_id=_resources(runtime).owner_of_new(get_caller(request)), **fields
@@ -268,8 +186,8 @@ async def update_agent(agent_id: str, body: UpdateAgent, request: Request) -> di
         changes["name"] = changes["name"].strip()
     if not changes:
         return agent_json(current)
-    merged = {**_record_fields(current), **changes}
-    _validate_agent(runtime, agent_id, merged, set(changes))
+    merged = {**record_fields(current), **changes}
+    validate_agent(runtime, agent_id, merged, set(changes))
     _check_code(runtime, request, merged["driver_type"], merged.get("tools") or ())
     record = await runtime.db.agents.update_agent(agent_id, **changes)
     host = runtime.sessions

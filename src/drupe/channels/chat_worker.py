@@ -13,8 +13,9 @@ Contract (``docs/lifecycles/channels.md``):
   answering is admitted by the dispatcher's steering rules (a chat steer; an agent redirect or
   queued follow-up). The chat's one ``ChannelListener`` is the only subscriber, so each answer
   reaches the chat once.
-* Session resolution: the chat's binding (``ChannelStore``) names its conversation or agent
-  session; a missing, deleted or foreign one is replaced by a new one; ``/new`` always rebinds.
+* Session resolution (``chat_binding``): the chat's binding (``ChannelStore``) names its
+  conversation or agent session; a missing, deleted or foreign one is replaced by a new one;
+  ``/new`` always rebinds.
 * Approval buttons: a press is applied once; a press on an approval already decided (here,
   on another surface, or stored before a restart) is answered "already decided" to its
   presser and changes nothing; every press is answered (``adapter.answer``).
@@ -36,15 +37,15 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Submit
-from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
 from drupe.channels.callers import channel_caller
+from drupe.channels.chat_binding import chat_binding
 from drupe.channels.chat_commands import Command, help_text, parse_command, whoami_text
 from drupe.channels.contract import ButtonPress, Inbound
 from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
-from drupe.ids import session_conversation_id, session_id_of
+from drupe.ids import session_id_of
 from drupe.persistence.channels import ChannelBinding
 
 if TYPE_CHECKING:
@@ -190,55 +191,8 @@ class ChatWorker:
     # --- sessions -------------------------------------------------------------------------------
 
     async def binding(self, *, fresh: bool = False, user_id: str | None = None) -> ChannelBinding:
-        """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
-        the platform user ``user_id`` maps to (``channels.callers``)."""
-        ctx = self.ctx
-        current = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
-        if current is not None and not fresh and await self._still_valid(current):
-            return current
-        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
-        owner_id = None if caller == LOCAL_ADMIN else caller.user_id
-        target = ctx.config.target
-        title = f"{ctx.config.type} {self.chat_id}"
-        if target.kind == "model":
-            model_id = target.id
-            if current is not None and current.target.startswith("model:"):
-                model_id = current.target.removeprefix("model:")  # keep a /model switch
-            conversation = await ctx.db.conversations.create(
-                title=title,
-                metadata={"channel": ctx.config.id, "chatId": self.chat_id},
-                owner_id=owner_id,
-            )
-            return await ctx.db.channels.bind(
-                ctx.config.id,
-                self.chat_id,
-                conversation_id=conversation.id,
-                target=f"model:{model_id}",
-            )
-        session = await ctx.db.agents.create_session(
-            target.id,
-            title=title,
-            settings={"channel": ctx.config.id, "chatId": self.chat_id},
-            owner_id=owner_id,
-        )
-        return await ctx.db.channels.bind(
-            ctx.config.id,
-            self.chat_id,
-            conversation_id=session_conversation_id(session.id),
-            target=f"agent:{target.id}",
-        )
-
-    async def _still_valid(self, binding: ChannelBinding) -> bool:
-        target = self.ctx.config.target
-        if target.kind == "model":
-            if not binding.target.startswith("model:"):
-                return False
-            return await self.ctx.db.conversations.get(binding.conversation_id) is not None
-        session_id = session_id_of(binding.conversation_id)
-        if binding.target != str(target) or session_id is None:
-            return False
-        session = await self.ctx.db.agents.get_session(session_id)
-        return session is not None and session.agent_id == target.id
+        """The chat's binding (``chat_binding``)."""
+        return await chat_binding(self.ctx, self.chat_id, fresh=fresh, user_id=user_id)
 
     # --- messages -------------------------------------------------------------------------------
 

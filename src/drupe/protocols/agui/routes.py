@@ -17,6 +17,8 @@
 * Bad input (a body that is no ``RunAgentInput``, an unknown model, agent or session, a
   refused strategy) is a 4xx whose JSON body is a ``RUN_ERROR`` event; nothing is stored.
   The same bearer gateway keys as ``/v1`` are required when ``require_gateway_keys`` is on.
+
+A target's thread is resolved (and a new session made) by ``threads``.
 """
 
 from __future__ import annotations
@@ -26,7 +28,7 @@ from collections.abc import AsyncIterator
 from typing import TYPE_CHECKING, Any, cast
 
 import pydantic
-from ag_ui.core import BaseEvent, RunAgentInput, RunErrorEvent
+from ag_ui.core import BaseEvent, RunAgentInput
 from ag_ui.encoder import EventEncoder
 from fastapi import Depends, Request, Response
 from fastapi.responses import StreamingResponse
@@ -34,14 +36,14 @@ from fastapi.responses import StreamingResponse
 from drupe.admission.base import Submit
 from drupe.admission.conversations import Subscription
 from drupe.admission.principal import Principal
-from drupe.errors import ConfigError, DrupeError
+from drupe.errors import DrupeError
 from drupe.gateway.access import GatewayAccess
 from drupe.gateway.dialect_routes import GatewayRoute, read_json
 from drupe.gateway.limits import AGENT_PREFIX, check_agent_scope, check_scope
-from drupe.gateway.prompt import GatewayError, GatewayFailure
+from drupe.gateway.prompt import GatewayError
 from drupe.http.errors import status_for
 from drupe.http.state import get_caller
-from drupe.ids import SESSION_PREFIX, session_conversation_id
+from drupe.ids import SESSION_PREFIX
 from drupe.persistence.records import ApiKeyRecord
 from drupe.protocols.agui.request import (
     Approvals,
@@ -50,6 +52,13 @@ from drupe.protocols.agui.request import (
     ToolResults,
     client_tools,
     plan_run,
+)
+from drupe.protocols.agui.threads import (
+    bad_input,
+    conversation_of,
+    existing_conversation,
+    refuse,
+    run_error_body,
 )
 from drupe.protocols.agui.translate import AguiRun
 from drupe.protocols.follower import AnswerFollower
@@ -65,61 +74,6 @@ __all__ = ["build_agui_router", "run_error_body"]
 
 _IDLE_PING = 15.0
 """Seconds without an event before an SSE comment keeps the connection open."""
-_MAX_ID = 256
-
-
-def run_error_body(failure: GatewayFailure) -> dict[str, Any]:
-    """A refusal in AG-UI's shape: the ``RUN_ERROR`` event as the JSON body."""
-    event = RunErrorEvent(message=failure.message, code=failure.kind)
-    return event.model_dump(mode="json", by_alias=True, exclude_none=True)
-
-
-def _refuse(status: int, kind: str, message: str) -> GatewayError:
-    return GatewayError(GatewayFailure(status, kind, message), run_error_body)  # type: ignore[arg-type]
-
-
-def _bad(err: BadRunInput) -> GatewayError:
-    failure = GatewayFailure(err.status, "invalid_request", err.message)
-    return GatewayError(failure, lambda f: {**run_error_body(f), "code": err.code})
-
-
-async def _conversation_of(
-    runtime: Runtime, target: str, thread_id: str
-) -> tuple[str, list[str], str | None]:
-    """The conversation and the model ids a run on ``target`` in ``thread_id`` submits to, and
-    the session it created for the thread (None: it existed, or the target is a model)."""
-    if not 0 < len(thread_id) <= _MAX_ID:
-        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
-    agents = runtime.db.agents
-    if target.startswith(AGENT_PREFIX):
-        agent_id = target[len(AGENT_PREFIX) :]
-        if not 0 < len(agent_id) <= _MAX_ID or await agents.get_agent(agent_id) is None:
-            raise _refuse(404, "not_found", f"unknown agent {agent_id!r}")
-        session = await agents.get_session(thread_id)
-        created = None
-        if session is None:
-            session = await agents.create_session(
-                agent_id, title="ag-ui", settings={}, session_id=thread_id
-            )
-            created = session.id
-        elif session.agent_id != agent_id:
-            raise _refuse(
-                409, "conflict", f"thread {thread_id!r} is a session of agent {session.agent_id!r}"
-            )
-        return session_conversation_id(session.id), [], created
-    if target.startswith(SESSION_PREFIX):
-        session_id = target[len(SESSION_PREFIX) :]
-        found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
-        if found is None:
-            raise _refuse(404, "not_found", f"unknown agent session {session_id!r}")
-        return session_conversation_id(found.id), [], None
-    try:
-        runtime.models.resolve(target)
-    except ConfigError as err:
-        raise _refuse(404, "not_found", f"unknown model {target!r}: {err}") from None
-    if thread_id.startswith((SESSION_PREFIX, "gateway:")):
-        raise _refuse(400, "invalid_request", "threadId: that prefix names agent sessions")
-    return thread_id, [target], None
 
 
 _KINDS = {
@@ -129,23 +83,6 @@ _KINDS = {
     429: "rate_limit",
     503: "unavailable",
 }
-
-
-async def _existing_conversation(runtime: Runtime, target: str, thread_id: str) -> str:
-    """The conversation a thread of ``target`` already has (404 when it has none)."""
-    agents = runtime.db.agents
-    for prefix in (AGENT_PREFIX, SESSION_PREFIX):
-        if target.startswith(prefix):
-            session_id = thread_id if prefix == AGENT_PREFIX else target[len(prefix) :]
-            found = await agents.get_session(session_id) if 0 < len(session_id) <= _MAX_ID else None
-            if found is None or (
-                prefix == AGENT_PREFIX and found.agent_id != target[len(AGENT_PREFIX) :]
-            ):
-                raise _refuse(404, "not_found", f"no thread {thread_id!r} of {target!r}")
-            return session_conversation_id(found.id)
-    if not 0 < len(thread_id) <= _MAX_ID:
-        raise _refuse(400, "invalid_request", f"threadId has 1 to {_MAX_ID} characters")
-    return thread_id
 
 
 async def _events(
@@ -195,7 +132,7 @@ async def _client_results(
                 pending[str(part.get("toolCallId"))] = str(approval.get("id"))
     missing = [call for call, _ in results if call not in pending]
     if missing:
-        raise _refuse(409, "conflict", f"no pending client-side tool call {missing} in this thread")
+        raise refuse(409, "conflict", f"no pending client-side tool call {missing} in this thread")
     return [Decision(approval_id=pending[call], approved=True) for call, _ in results]
 
 
@@ -220,7 +157,7 @@ async def _admit(
             caller, conversation_id, decisions, subscribers=[listener]
         )
         if not outcome.ok:
-            raise _refuse(409, "conflict", outcome.reason or "the approvals were refused")
+            raise refuse(409, "conflict", outcome.reason or "the approvals were refused")
         if outcome.continued:
             # The continuation carries the listener; closing it lets the manager drop
             # it at its next fan-out.
@@ -296,7 +233,7 @@ async def _run_input(runtime: Runtime, request: Request) -> RunAgentInput:
     except pydantic.ValidationError as err:
         detail = err.errors()[0]
         where = ".".join(str(p) for p in detail["loc"]) or "body"
-        raise _refuse(
+        raise refuse(
             400, "invalid_request", f"not a RunAgentInput: {where}: {detail['msg']}"
         ) from None
 
@@ -311,7 +248,7 @@ def _events_response(events: Any) -> StreamingResponse:
 
 async def _connect(runtime: Runtime, target: str, request: Request) -> Response:
     run_input = await _run_input(runtime, request)
-    conversation_id = await _existing_conversation(runtime, target, run_input.thread_id)
+    conversation_id = await existing_conversation(runtime, target, run_input.thread_id)
     listener = AnswerFollower(f"ag-ui-connect:{uuid.uuid4().hex}")
     try:
         subscription = await runtime.conversations.resume(
@@ -319,7 +256,7 @@ async def _connect(runtime: Runtime, target: str, request: Request) -> Response:
         )
     except DrupeError as err:
         status = status_for(err)
-        raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        raise refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
     if subscription is None:
         return Response(status_code=204)
     run = AguiRun(thread_id=run_input.thread_id, run_id=run_input.run_id)
@@ -331,7 +268,7 @@ async def _check_access(
 ) -> None:
     """The key's scopes and budget for ``target`` (client tools only for model targets)."""
     if has_tools and target.startswith((AGENT_PREFIX, SESSION_PREFIX)):
-        raise _refuse(
+        raise refuse(
             422,
             "invalid_request",
             "client-side tools are offered to model targets (an agent has its own tools)",
@@ -346,7 +283,7 @@ async def _check_access(
     else:
         refusal = check_scope(key, target)
     if refusal is not None:
-        raise _refuse(403, "forbidden", refusal)
+        raise refuse(403, "forbidden", refusal)
     access.check_budget(key, run_error_body)
 
 
@@ -362,9 +299,9 @@ async def _run_agent(
         plan = plan_run(run_input, max_chars=runtime.settings.limits.max_message_chars)
         tools = client_tools(run_input)
     except BadRunInput as err:
-        raise _bad(err) from None
+        raise bad_input(err) from None
     await _check_access(access, key, target, bool(tools))
-    conversation_id, models, created = await _conversation_of(runtime, target, run_input.thread_id)
+    conversation_id, models, created = await conversation_of(runtime, target, run_input.thread_id)
     caller = get_caller(request)
     board = runtime.client_tools
     listener = AnswerFollower(f"ag-ui:{uuid.uuid4().hex}")
@@ -399,5 +336,5 @@ async def _run_agent(
         if isinstance(err, GatewayError):
             raise
         status = status_for(err)
-        raise _refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
+        raise refuse(status, _KINDS.get(status, "invalid_request"), str(err)) from None
     return _events_response(_events(run, listener, hold, first))

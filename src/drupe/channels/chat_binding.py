@@ -1,0 +1,77 @@
+"""A chat's binding: the conversation or agent session a channel chat talks to.
+
+Contract: ``chat_binding`` returns the chat's stored binding while it is still valid (a model
+target's conversation still exists; an agent target's session still exists and belongs to the
+channel's agent). Otherwise (or with ``fresh``, the ``/new`` command) it creates a new
+conversation or agent session, owned by the Drupe user the platform user ``user_id`` maps to
+(``channels.callers``; the local admin owns nothing), and binds the chat to it. A model chat
+keeps a ``/model`` switch across a rebind.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from drupe.admission.principal import LOCAL_ADMIN
+from drupe.channels.callers import channel_caller
+from drupe.ids import session_conversation_id, session_id_of
+from drupe.persistence.channels import ChannelBinding
+
+if TYPE_CHECKING:
+    from drupe.channels.chat_worker import ChatContext
+
+__all__ = ["chat_binding"]
+
+
+async def chat_binding(
+    ctx: ChatContext, chat_id: str, *, fresh: bool = False, user_id: str | None = None
+) -> ChannelBinding:
+    """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
+    the platform user ``user_id`` maps to (``channels.callers``)."""
+    current = await ctx.db.channels.binding(ctx.config.id, chat_id)
+    if current is not None and not fresh and await _still_valid(ctx, current):
+        return current
+    caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+    owner_id = None if caller == LOCAL_ADMIN else caller.user_id
+    target = ctx.config.target
+    title = f"{ctx.config.type} {chat_id}"
+    if target.kind == "model":
+        model_id = target.id
+        if current is not None and current.target.startswith("model:"):
+            model_id = current.target.removeprefix("model:")  # keep a /model switch
+        conversation = await ctx.db.conversations.create(
+            title=title,
+            metadata={"channel": ctx.config.id, "chatId": chat_id},
+            owner_id=owner_id,
+        )
+        return await ctx.db.channels.bind(
+            ctx.config.id,
+            chat_id,
+            conversation_id=conversation.id,
+            target=f"model:{model_id}",
+        )
+    session = await ctx.db.agents.create_session(
+        target.id,
+        title=title,
+        settings={"channel": ctx.config.id, "chatId": chat_id},
+        owner_id=owner_id,
+    )
+    return await ctx.db.channels.bind(
+        ctx.config.id,
+        chat_id,
+        conversation_id=session_conversation_id(session.id),
+        target=f"agent:{target.id}",
+    )
+
+
+async def _still_valid(ctx: ChatContext, binding: ChannelBinding) -> bool:
+    target = ctx.config.target
+    if target.kind == "model":
+        if not binding.target.startswith("model:"):
+            return False
+        return await ctx.db.conversations.get(binding.conversation_id) is not None
+    session_id = session_id_of(binding.conversation_id)
+    if binding.target != str(target) or session_id is None:
+        return False
+    session = await ctx.db.agents.get_session(session_id)
+    return session is not None and session.agent_id == target.id
