@@ -16,8 +16,7 @@ Rules (``docs/lifecycles/tasks.md``):
   once its turn was admitted, so its conversation can be watched at once;
 * a schedule whose last three finished runs all failed is paused (a skip or a success breaks
   the chain; a cancel does not count), so a broken task stops failing every minute;
-* a background chat turn (``start_chat_run``) is admitted with only a sentinel listener: it runs
-  to its end whatever any client connection does; its run row records how it ended.
+* a background chat turn (``start_chat_run``) follows the rules of ``drupe.tasks.chat_run``.
 """
 
 from __future__ import annotations
