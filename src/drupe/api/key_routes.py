@@ -107,9 +107,7 @@ async def create_key(body: NewKey, request: Request, caller: _Caller) -> dict[st
         requests_per_minute=body.requestsPerMinute,
         tokens_per_day=body.tokensPerDay,
     )
-    plaintext, record = await runtime.db.api_keys.create(
-        body.name.strip(), scopes, owner_id=owner
-    )
+    plaintext, record = await runtime.db.api_keys.create(body.name.strip(), scopes, owner_id=owner)
     await _audit(request, caller, "key.create", record)
     return {**_key_json(record, await _owners(request)), "key": plaintext}
 
