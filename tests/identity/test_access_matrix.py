@@ -50,6 +50,7 @@ OPEN_TO_MEMBERS = {
     "/api/search",
     "/api/usage",
     "/api/users/directory",
+    "/api/keys",
 }
 
 
@@ -84,7 +85,10 @@ async def _ids(site: Site, alice: Any) -> dict[str, str]:
         },
     )
     assert schedule.status_code == 201, schedule.text
+    key = await alice.post("/api/keys", json={"name": "alice key"})
+    assert key.status_code == 201, key.text
     return {
+        "key_id": key.json()["id"],
         "message_id": "alice-msg-1",
         "conversation_id": conversation["id"],
         "agent_id": agent["id"],
@@ -164,6 +168,8 @@ async def test_another_member_gets_404_for_every_resource_of_the_owner(site: Sit
     assert still["title"] == "alice secret"
     assert (await alice.get(f"/api/agents/{ids['agent_id']}")).status_code == 200
     assert (await alice.get(f"/api/schedules/{ids['schedule_id']}")).status_code == 200
+    keys = (await alice.get("/api/keys")).json()["items"]
+    assert [(k["id"], k["revoked"]) for k in keys] == [(ids["key_id"], False)]
 
 
 async def test_a_read_share_can_read_but_not_change(site: Site) -> None:

@@ -26,9 +26,12 @@ import { UsagePage } from "./components/UsagePage";
 import { AdminPage } from "./components/AdminPage";
 import { ShareDialog } from "./components/ShareDialog";
 import { TokensPage } from "./components/TokensPage";
+import { KeysPage } from "./components/KeysPage";
+import { McpPage } from "./components/McpPage";
+import { SettingsNav, type SettingsTab } from "./components/SettingsNav";
 import { UserMenu } from "./components/UserMenu";
 import { useAuth } from "./auth";
-import { conversationHash, type Page, parsePage, parseRoute, traceHash } from "./route";
+import { conversationHash, type Page, parsePage, parseRoute, SETTINGS_HASH, traceHash } from "./route";
 import { setStatuses, useStatusPolling, useStatuses } from "./statusStore";
 
 function useRoute(): [string | null, (id: string | null) => void] {
@@ -104,6 +107,11 @@ export function App() {
   const [route, go] = useRoute();
   const channelsOpen = useChannelsRoute();
   const page = usePage();
+  const settingsTab: SettingsTab | null = channelsOpen
+    ? "channels"
+    : page?.kind === "keys" || page?.kind === "mcp" || page?.kind === "tokens"
+      ? page.kind
+      : null;
   const [showFirstRun, setShowFirstRun] = useState(() => !firstRunSeen());
   const dismissFirstRun = useCallback(() => {
     markFirstRunSeen();
@@ -301,6 +309,9 @@ export function App() {
           <a href="#/schedules" data-testid="schedules-link" data-active={String(page?.kind === "schedules")}>
             Scheduled tasks
           </a>
+          <a href={SETTINGS_HASH} data-testid="settings-link" data-active={String(settingsTab !== null)}>
+            Settings
+          </a>
         </nav>
         <AgentsSection
           activeId={route}
@@ -324,14 +335,23 @@ export function App() {
             Trace
           </a>
         ) : null}
-        {channelsOpen ? (
-          <ChannelsPage />
+        {settingsTab !== null ? (
+          <div className="settings-shell">
+            <SettingsNav current={settingsTab} />
+            {settingsTab === "channels" ? (
+              <ChannelsPage />
+            ) : settingsTab === "keys" ? (
+              <KeysPage />
+            ) : settingsTab === "mcp" ? (
+              <McpPage />
+            ) : (
+              <TokensPage />
+            )}
+          </div>
         ) : page?.kind === "schedules" ? (
           <SchedulesPage />
         ) : page?.kind === "usage" ? (
           <UsagePage />
-        ) : page?.kind === "tokens" ? (
-          <TokensPage />
         ) : page?.kind === "admin" ? (
           <AdminPage />
         ) : page?.kind === "trace" ? (

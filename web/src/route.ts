@@ -1,7 +1,8 @@
 // Hash routes: `#/` is the home screen, `#/c/<conversation id>` a conversation (`?m=<message id>`
 // scrolls to one message),
 // `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
-// conversation's trace, `#/tokens` one's personal tokens, `#/admin` the users (admins).
+// conversation's trace, `#/tokens` one's personal tokens, `#/admin` the users (admins),
+// `#/settings` (= `#/settings/keys`) the gateway keys, `#/settings/mcp` the MCP servers.
 
 function decoded(raw: string): string {
   try {
@@ -21,6 +22,8 @@ export type Page =
   | { kind: "usage" }
   | { kind: "tokens" }
   | { kind: "admin" }
+  | { kind: "keys" }
+  | { kind: "mcp" }
   | { kind: "trace"; conversationId: string }
   | null;
 
@@ -30,6 +33,8 @@ export function parsePage(hash: string): Page {
   if (isUsageRoute(hash)) return { kind: "usage" };
   if (/^#\/tokens\/?$/.test(hash)) return { kind: "tokens" };
   if (/^#\/admin\/?$/.test(hash)) return { kind: "admin" };
+  if (/^#\/settings(\/keys)?\/?$/.test(hash)) return { kind: "keys" };
+  if (/^#\/settings\/mcp\/?$/.test(hash)) return { kind: "mcp" };
   const m = /^#\/trace\/([^/?#]+)/.exec(hash);
   return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
@@ -66,3 +71,8 @@ export const TOKENS_HASH = "#/tokens";
 
 /** `#/admin`: the users (admins only). */
 export const ADMIN_HASH = "#/admin";
+
+/** `#/settings`: the settings pages (gateway keys first). */
+export const SETTINGS_HASH = "#/settings";
+export const KEYS_HASH = "#/settings/keys";
+export const MCP_HASH = "#/settings/mcp";

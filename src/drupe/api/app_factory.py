@@ -41,6 +41,7 @@ from drupe.api import (
     chat_routes,
     conversation_routes,
     export_routes,
+    key_routes,
     limits_routes,
     oidc_routes,
     search_routes,
@@ -157,6 +158,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(oidc_routes.router)
     app.include_router(trace_routes.router)
     app.include_router(usage_routes.router)
+    app.include_router(key_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(LateAuthGate)
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)

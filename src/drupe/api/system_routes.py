@@ -141,7 +141,8 @@ async def status(request: Request) -> dict[str, Any]:
 
 @router.get("/api/mcp")
 async def mcp_servers(request: Request) -> dict[str, Any]:
-    """MCP servers and their status (empty until MCP servers are configured)."""
+    """MCP servers and their status: state, tool count and names, last error (empty until MCP
+    servers are configured)."""
     runtime = get_runtime(request)
     catalog = runtime.mcp
     servers = [status.as_dict() for status in catalog.status()] if catalog is not None else []

@@ -95,7 +95,9 @@ function ToolPart({ part, approvals }: { part: ToolPartT; approvals: ApprovalHan
   const name = getToolName(part);
   const approvalId = "approval" in part && part.approval ? part.approval.id : undefined;
   const decided = approvalId != null ? approvals.decided.get(approvalId) : undefined;
-  let stateLabel = STATE_LABEL[part.state] ?? part.state;
+  // A preliminary output is a running tool's progress (an A2A agent's, say), not its result.
+  const preliminary = part.state === "output-available" && "preliminary" in part && part.preliminary === true;
+  let stateLabel = preliminary ? "running" : (STATE_LABEL[part.state] ?? part.state);
   if (part.state === "approval-responded" && "approval" in part && part.approval) {
     stateLabel = part.approval.approved ? "approved, waiting" : "denied, waiting";
   }
@@ -106,6 +108,7 @@ function ToolPart({ part, approvals }: { part: ToolPartT; approvals: ApprovalHan
       data-testid="tool-part"
       data-tool-name={name}
       data-state={part.state}
+      data-preliminary={preliminary ? "true" : undefined}
       open={open || undefined}
     >
       <summary>
@@ -118,7 +121,7 @@ function ToolPart({ part, approvals }: { part: ToolPartT; approvals: ApprovalHan
         </Section>
       )}
       {part.state === "output-available" && (
-        <Section label="Output">
+        <Section label={preliminary ? "Progress" : "Output"}>
           <pre>{pretty(part.output)}</pre>
         </Section>
       )}

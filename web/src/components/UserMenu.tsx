@@ -1,9 +1,9 @@
-// The signed-in user's menu (name and role): personal tokens, the admin page (admins), sign out.
+// The signed-in user's menu (name and role): settings, personal tokens, the admin page (admins), sign out.
 // Not shown when the server runs with auth off.
 import { useEffect, useRef, useState } from "react";
 import { errorMessage } from "../api";
 import { authApi, useAuth } from "../auth";
-import { ADMIN_HASH, TOKENS_HASH } from "../route";
+import { ADMIN_HASH, SETTINGS_HASH, TOKENS_HASH } from "../route";
 
 export function UserMenu() {
   const auth = useAuth();
@@ -46,6 +46,9 @@ export function UserMenu() {
         </span>
       </summary>
       <div className="user-menu-items" role="menu">
+        <a role="menuitem" href={SETTINGS_HASH} data-testid="menu-settings-link">
+          Settings
+        </a>
         <a role="menuitem" href={TOKENS_HASH} data-testid="tokens-link">
           Personal tokens
         </a>

@@ -50,6 +50,8 @@ class McpServerStatus:
     refreshing: bool
     refreshes: int
     """Finished refresh attempts (each connects only when there is no live connection)."""
+    tool_names: tuple[str, ...] = ()
+    """The cached tools' wire names (``mcp__<server>__<tool>``), as the model sees them."""
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -100,6 +102,7 @@ def slot_status(slot: ServerSlot, now: float) -> McpServerStatus:
         connect_attempts=slot.connect_attempts,
         refreshing=slot.inflight is not None,
         refreshes=slot.refreshes,
+        tool_names=tuple(tool.name for tool in slot.cache.tools),
     )
 
 
