@@ -82,6 +82,22 @@ def _drupe_frame(trace: tracemalloc.Traceback) -> str:
     return "<outside drupe>"
 
 
+def _package(filename: str) -> str:
+    """The package of an allocating file: the ``drupe.*`` module, a site-package's top name, or the
+    standard library module (``asyncio``, ``contextlib``, ...)."""
+    name = filename.replace("\\", "/")
+    if "/drupe/" in name and "/bench/" not in name:
+        rest = name.rsplit("/drupe/", 1)[1].removesuffix(".py").split("/")
+        return "drupe." + ".".join(rest)
+    if "site-packages/" in name:
+        top = name.rsplit("site-packages/", 1)[1].split("/", 1)[0]
+        return top.removesuffix(".py").split(".", 1)[0]
+    if name.startswith("<"):
+        return name
+    parts = name.rsplit("/python3", 1)[-1].split("/")
+    return parts[1].removesuffix(".py") if len(parts) > 1 else name
+
+
 def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, path: str) -> None:
     keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
     before, after = before.filter_traces(keep), after.filter_traces(keep)
@@ -94,6 +110,11 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
         where = _drupe_frame(stat.traceback)
         drupe[where] = drupe.get(where, 0) + stat.size_diff
     by_drupe = sorted(drupe.items(), key=lambda kv: -kv[1])[:40]
+    package: dict[str, int] = {}
+    for stat in after.compare_to(before, "filename"):
+        where = _package(stat.traceback[0].filename)
+        package[where] = package.get(where, 0) + stat.size_diff
+    by_package = sorted(package.items(), key=lambda kv: -kv[1])[:30]
     total = sum(s.size_diff for s in after.compare_to(before, "filename"))
     Path(path).write_text(
         json.dumps(
@@ -101,6 +122,7 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
                 "traced_bytes": total,
                 "by_line": by_line,
                 "by_drupe_frame": [{"where": w, "bytes": b} for w, b in by_drupe],
+                "by_package": [{"where": w, "bytes": b} for w, b in by_package],
             }
         )
     )
@@ -112,10 +134,11 @@ def full_serve_main(argv: list[str]) -> None:
     _raise_open_files()
     out = os.environ.get(_PROFILE_ENV)
     if out:
-        tracemalloc.start(25)
         snapshots: list[tracemalloc.Snapshot] = []
 
         def on_signal(_signum: int, _frame: Any) -> None:
+            if not snapshots:  # tracing starts at the idle mark: boot and warm-up run untraced
+                tracemalloc.start(25)
             snapshots.append(tracemalloc.take_snapshot())
             if len(snapshots) == 2:
                 _write_profile(snapshots[0], snapshots[1], out)
@@ -361,7 +384,7 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
             profile_path = work / "profile.json"
         server = _Server(work, src, profile_path)
         try:
-            timeout = max(120.0, streams * 0.2)
+            timeout = max(120.0, streams * 0.2) * (4 if args.profile else 1)  # tracing: slower
             base = {"port": server.port, "timeout": timeout}
             _clients(base | {"streams": 1, "tag": "warm", "model": "scripted:lorem?words=3"})
             ttft = _clients(
