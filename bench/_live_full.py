@@ -23,11 +23,13 @@ and the provider SDKs: about 30 MB, once per process, not per answer):
    ``full_ttft_p50_s`` / ``_p99_s`` and ``full_admissions_per_s`` (streams / the time from the
    common start to the last response's status line: the admission of every turn).
 
-``--profile`` runs the server under ``tracemalloc`` (25 frames) and writes, next to the figures,
-where the live answers' memory goes: the difference between a snapshot before phase 2 and one
-once the answers are live, grouped by the allocating line and by the innermost frame in
-``src/drupe`` (``full_profile``; the server is slower and its RSS higher while tracing, so the
-RSS figure of a profiled run is not comparable).
+``--profile`` traces the server with ``tracemalloc`` (25 frames) from the idle mark (before
+phase 2) on, and writes, next to the figures, where the live answers' memory goes: the difference
+between a snapshot at the idle mark and one once the answers are live, grouped by the allocating
+line, by the innermost frame in ``src/drupe`` and by package (the ``drupe.*`` module, or the
+site-package / standard library module that allocated) (``full_profile``; the server is much
+slower while tracing, so a profiled run wants a low ``--full-rate`` (0.5) and few ``--chunks``
+(5) to keep every answer live until all are admitted; its RSS figure is not comparable).
 
 ``--baseline-src DIR`` runs the same phases once more with the server's ``PYTHONPATH`` set to
 ``DIR`` (another checkout's ``src``), alternating, and reports ``baseline_full_*`` and the ratio.
@@ -129,8 +131,10 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
 
 
 def full_serve_main(argv: list[str]) -> None:
-    """``drupe <argv>`` in this process; with ``$DRUPE_BENCH_TRACEMALLOC`` set, under
-    tracemalloc, each ``SIGUSR1`` taking a snapshot (the second one writes the profile)."""
+    """``drupe <argv>`` in this process; with ``$DRUPE_BENCH_TRACEMALLOC`` set, each ``SIGUSR1``
+    takes a tracemalloc snapshot (the first one starts tracing; the second writes the profile).
+    Tracing from the idle mark on keeps boot and warm-up at full speed (25 frames from the start
+    made boot miss the 60 s announce deadline on a loaded machine)."""
     _raise_open_files()
     out = os.environ.get(_PROFILE_ENV)
     if out:
