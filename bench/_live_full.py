@@ -23,11 +23,13 @@ and the provider SDKs: about 30 MB, once per process, not per answer):
    ``full_ttft_p50_s`` / ``_p99_s`` and ``full_admissions_per_s`` (streams / the time from the
    common start to the last response's status line: the admission of every turn).
 
-``--profile`` runs the server under ``tracemalloc`` (25 frames) and writes, next to the figures,
-where the live answers' memory goes: the difference between a snapshot before phase 2 and one
-once the answers are live, grouped by the allocating line and by the innermost frame in
-``src/drupe`` (``full_profile``; the server is slower and its RSS higher while tracing, so the
-RSS figure of a profiled run is not comparable).
+``--profile`` traces the server with ``tracemalloc`` (25 frames) from the idle mark (before
+phase 2) on, and writes, next to the figures, where the live answers' memory goes: the difference
+between a snapshot at the idle mark and one once the answers are live, grouped by the allocating
+line, by the innermost frame in ``src/drupe`` and by package (the ``drupe.*`` module, or the
+site-package / standard library module that allocated) (``full_profile``; the server is much
+slower while tracing, so a profiled run wants a low ``--full-rate`` (0.5) and few ``--chunks``
+(5) to keep every answer live until all are admitted; its RSS figure is not comparable).
 
 ``--baseline-src DIR`` runs the same phases once more with the server's ``PYTHONPATH`` set to
 ``DIR`` (another checkout's ``src``), alternating, and reports ``baseline_full_*`` and the ratio.
@@ -82,6 +84,22 @@ def _drupe_frame(trace: tracemalloc.Traceback) -> str:
     return "<outside drupe>"
 
 
+def _package(filename: str) -> str:
+    """The package of an allocating file: the ``drupe.*`` module, a site-package's top name, or the
+    standard library module (``asyncio``, ``contextlib``, ...)."""
+    name = filename.replace("\\", "/")
+    if "/drupe/" in name and "/bench/" not in name:
+        rest = name.rsplit("/drupe/", 1)[1].removesuffix(".py").split("/")
+        return "drupe." + ".".join(rest)
+    if "site-packages/" in name:
+        top = name.rsplit("site-packages/", 1)[1].split("/", 1)[0]
+        return top.removesuffix(".py").split(".", 1)[0]
+    if name.startswith("<"):
+        return name
+    parts = name.rsplit("/python3", 1)[-1].split("/")
+    return parts[1].removesuffix(".py") if len(parts) > 1 else name
+
+
 def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, path: str) -> None:
     keep = [tracemalloc.Filter(False, tracemalloc.__file__)]
     before, after = before.filter_traces(keep), after.filter_traces(keep)
@@ -94,6 +112,11 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
         where = _drupe_frame(stat.traceback)
         drupe[where] = drupe.get(where, 0) + stat.size_diff
     by_drupe = sorted(drupe.items(), key=lambda kv: -kv[1])[:40]
+    package: dict[str, int] = {}
+    for stat in after.compare_to(before, "filename"):
+        where = _package(stat.traceback[0].filename)
+        package[where] = package.get(where, 0) + stat.size_diff
+    by_package = sorted(package.items(), key=lambda kv: -kv[1])[:30]
     total = sum(s.size_diff for s in after.compare_to(before, "filename"))
     Path(path).write_text(
         json.dumps(
@@ -101,21 +124,25 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
                 "traced_bytes": total,
                 "by_line": by_line,
                 "by_drupe_frame": [{"where": w, "bytes": b} for w, b in by_drupe],
+                "by_package": [{"where": w, "bytes": b} for w, b in by_package],
             }
         )
     )
 
 
 def full_serve_main(argv: list[str]) -> None:
-    """``drupe <argv>`` in this process; with ``$DRUPE_BENCH_TRACEMALLOC`` set, under
-    tracemalloc, each ``SIGUSR1`` taking a snapshot (the second one writes the profile)."""
+    """``drupe <argv>`` in this process; with ``$DRUPE_BENCH_TRACEMALLOC`` set, each ``SIGUSR1``
+    takes a tracemalloc snapshot (the first one starts tracing; the second writes the profile).
+    Tracing from the idle mark on keeps boot and warm-up at full speed (25 frames from the start
+    made boot miss the 60 s announce deadline on a loaded machine)."""
     _raise_open_files()
     out = os.environ.get(_PROFILE_ENV)
     if out:
-        tracemalloc.start(25)
         snapshots: list[tracemalloc.Snapshot] = []
 
         def on_signal(_signum: int, _frame: Any) -> None:
+            if not snapshots:  # tracing starts at the idle mark: boot and warm-up run untraced
+                tracemalloc.start(25)
             snapshots.append(tracemalloc.take_snapshot())
             if len(snapshots) == 2:
                 _write_profile(snapshots[0], snapshots[1], out)
@@ -361,7 +388,7 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
             profile_path = work / "profile.json"
         server = _Server(work, src, profile_path)
         try:
-            timeout = max(120.0, streams * 0.2)
+            timeout = max(120.0, streams * 0.2) * (4 if args.profile else 1)  # tracing: slower
             base = {"port": server.port, "timeout": timeout}
             _clients(base | {"streams": 1, "tag": "warm", "model": "scripted:lorem?words=3"})
             ttft = _clients(

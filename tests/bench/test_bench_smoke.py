@@ -34,7 +34,10 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
         {"rss_per_stream_kib", "chunks_per_cpu_s", "ratio_vs_bare", "keeps_up_ratio"},
     ),
     "live_streams_full": (
-        ["--full", "--streams", "5", "--ttft-streams", "3", "--chunks", "2", "--full-rate", "5"],
+        [
+            *("--full", "--streams", "5", "--ttft-streams", "3", "--chunks", "2"),
+            *("--full-rate", "5", "--profile"),
+        ],
         {
             "full_rss_per_stream_kib",
             "full_ttft_p50_s",
@@ -160,6 +163,10 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     full = results["live_streams_full"]
     assert full["live_streams"] == 5  # every answer was live when measured (or the bench fails)
     assert full["full_frames_per_stream"] >= 3  # start, step, text-start and the first delta
+    profile = full["full_profile"]  # traced from the idle mark to the live snapshot
+    assert profile["traced_bytes"] > 0 and profile["by_line"]
+    packages = {row["where"] for row in profile["by_package"]}
+    assert any(name.startswith("drupe.") for name in packages), packages
     http = results["live_streams_http"]
     assert http["live_streams"] == 20
     assert http["reached_target"] is True

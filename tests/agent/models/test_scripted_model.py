@@ -281,3 +281,31 @@ async def test_drives_a_pydantic_ai_agent_with_a_real_tool() -> None:
 
     result = await agent.run("weather?")
     assert result.output == "The get_weather tool returned: snow in Oslo"
+
+
+def test_plan_is_lazy_and_splits_like_the_eager_plan() -> None:
+    """A live answer holds a cursor, not one object per word: taking the first deltas of a
+    200,000-word step allocates next to nothing (the list plan allocated ~30 MB up front); the
+    deltas themselves are the words, each with the whitespace that follows it."""
+    import tracemalloc
+
+    from drupe.agent.models.script import Delta, plan_step
+
+    words = [f"w{i}" for i in range(200_000)]
+    step = (Text(" ".join(words)),)
+    tracemalloc.start()
+    try:
+        plan = plan_step(step, [], 0)
+        first = [next(plan) for _ in range(3)]
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert peak < 64 * 1024
+    assert first == [Delta("text", 0, "w0 "), Delta("text", 0, "w1 "), Delta("text", 0, "w2 ")]
+    rest = [d.content for d in plan if isinstance(d, Delta)]
+    assert len(rest) == len(words) - 3 and rest[-1] == words[-1]
+    call = list(plan_step((ToolCall("t", args='{"a": 1}', chunk_chars=4),), [], 2))
+    assert [(d.content, d.tool_name, d.tool_call_id) for d in call if isinstance(d, Delta)] == [
+        ('{"a"', "t", "call_2_0"),
+        (": 1}", None, None),
+    ]

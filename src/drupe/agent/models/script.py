@@ -10,7 +10,7 @@ these plans lives in :mod:`drupe.agent.models.scripted`.
 from __future__ import annotations
 
 import json
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, TypeAlias, assert_never
 
@@ -170,27 +170,33 @@ def _last_tool_result(messages: Sequence[ModelMessage]) -> str:
     return ""
 
 
-def _split(text: str, chunk_chars: int | None) -> list[str]:
+def _split(text: str, chunk_chars: int | None) -> Iterator[str]:
+    """The pieces of ``text``: ``chunk_chars`` characters each, or one word each (a word with
+    the whitespace before the next one). Lazy: a long answer holds no list of its pieces."""
     if not text:
-        return []
+        return
     if chunk_chars:
-        return [text[i : i + chunk_chars] for i in range(0, len(text), chunk_chars)]
-    pieces: list[str] = []
+        for i in range(0, len(text), chunk_chars):
+            yield text[i : i + chunk_chars]
+        return
     start = 0
     in_space = False
     for i, char in enumerate(text):
         if char.isspace():
             in_space = True
         elif in_space:
-            pieces.append(text[start:i])
+            yield text[start:i]
             start, in_space = i, False
-    pieces.append(text[start:])
-    return pieces
+    yield text[start:]
 
 
-def plan_step(step: Step, messages: Sequence[ModelMessage], step_index: int) -> list[Planned]:
-    """The deltas, pauses and mid-stream failure of one step, after its leading failures."""
-    planned: list[Planned] = []
+def plan_step(step: Step, messages: Sequence[ModelMessage], step_index: int) -> Iterator[Planned]:
+    """The deltas, pauses and mid-stream failure of one step, after its leading failures.
+
+    Lazy: each delta is made when the stream reaches it, so a live answer holds the step's
+    script (shared by every turn on the model id) and a cursor, not one object per word (the
+    plan was ~130-190 bytes per word, a few hundred KiB for a long scripted answer). An
+    ``Echo`` reads ``messages`` when the stream reaches it."""
     for part, event in enumerate(step):
         if part < leading_length(step):
             continue  # leading pauses and failures run when the request opens
@@ -198,25 +204,28 @@ def plan_step(step: Step, messages: Sequence[ModelMessage], step_index: int) -> 
             case Fail():
                 raise AssertionError("validated: Fail only leads a step")
             case Pause() | FailMidStream():
-                planned.append(event)
+                yield event
             case Text(text=text, chunk_chars=chunk):
-                planned += [Delta("text", part, piece) for piece in _split(text, chunk)]
+                for piece in _split(text, chunk):
+                    yield Delta("text", part, piece)
             case Thinking(text=text, chunk_chars=chunk):
-                planned += [Delta("thinking", part, piece) for piece in _split(text, chunk)]
+                for piece in _split(text, chunk):
+                    yield Delta("thinking", part, piece)
             case Echo(prefix=prefix, source=source, chunk_chars=chunk):
                 body = (
                     _last_user_text(messages) if source == "user" else _last_tool_result(messages)
                 )
-                planned += [Delta("text", part, p) for p in _split(prefix + body, chunk)]
+                for piece in _split(prefix + body, chunk):
+                    yield Delta("text", part, piece)
             case ToolCall(name=name, args=args, tool_call_id=call_id, chunk_chars=chunk):
                 raw = args if isinstance(args, str) else json.dumps(dict(args))
                 call_id = call_id or f"call_{step_index}_{part}"
-                pieces = _split(raw, chunk) or [""]
-                planned.append(Delta("tool", part, pieces[0], name, call_id))
-                planned += [Delta("tool", part, piece) for piece in pieces[1:]]
+                pieces = _split(raw, chunk)
+                yield Delta("tool", part, next(pieces, ""), name, call_id)
+                for piece in pieces:
+                    yield Delta("tool", part, piece)
             case _:
                 assert_never(event)
-    return planned
 
 
 def leading_length(step: Step) -> int:

@@ -11,7 +11,7 @@ stream raises its cancel error, which pydantic-ai swallows).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import assert_never
@@ -27,7 +27,7 @@ from pydantic_ai.messages import ModelResponseStreamEvent
 from pydantic_ai.models import StreamedResponse
 from pydantic_ai.usage import RequestUsage
 
-from drupe.agent.models.script import Delta, FailMidStream, Pause, Planned, Sleep, count_words
+from drupe.agent.models.script import FailMidStream, Pause, Planned, Sleep, count_words
 
 __all__ = ["ScriptedStreamedResponse", "http_error"]
 
@@ -76,7 +76,8 @@ class ScriptedStreamedResponse(StreamedResponse):
     """Streams one planned step through pydantic-ai's parts manager."""
 
     _model_name: str
-    _plan: list[Planned]
+    _plan: Iterator[Planned]
+    """Consumed once, lazily (``plan_step``)."""
     _rate: float | None
     _sleep: Sleep
     _input_tokens: int
@@ -90,6 +91,7 @@ class ScriptedStreamedResponse(StreamedResponse):
         output_words = 0
         after_space = True
         delivered = 0
+        called_tool = False
         for item in self._plan:
             if isinstance(item, Pause):
                 await self._sleep(item.seconds)
@@ -116,6 +118,7 @@ class ScriptedStreamedResponse(StreamedResponse):
                     ):
                         yield event
                 case "tool":
+                    called_tool = True
                     for event in self._parts_manager.handle_tool_call_delta_events(
                         vendor_part_id=item.part,
                         tool_name=item.tool_name,
@@ -125,11 +128,7 @@ class ScriptedStreamedResponse(StreamedResponse):
                         yield event
                 case _:
                     assert_never(item.kind)
-        self.finish_reason = (
-            "tool_call"
-            if any(isinstance(i, Delta) and i.kind == "tool" for i in self._plan)
-            else "stop"
-        )
+        self.finish_reason = "tool_call" if called_tool else "stop"
 
     async def close_stream(self) -> None:
         """Nothing to close: the script has no connection."""
