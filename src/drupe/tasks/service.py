@@ -35,7 +35,7 @@ from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, NotFoundError, ValidationError
 from drupe.ids import session_conversation_id
 from drupe.lifetimes import TaskOwner
-from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord, deliver_targets
+from drupe.persistence.schedule_records import ScheduleRecord, TaskRunRecord, deliver_targets
 from drupe.tasks.delivery import DeliveryTarget
 from drupe.tasks.heartbeat import heartbeat_schedule_name
 from drupe.tasks.plan import DEFAULT_GRACE, FirePlan
