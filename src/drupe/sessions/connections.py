@@ -53,7 +53,7 @@ from drupe.sessions.drivers.base import (
     TurnComplete,
     UsageEvent,
 )
-from drupe.sessions.state import (
+from drupe.sessions.session_events import (
     CompactionEnded,
     CompactionStarted,
     ConnectionLost,
@@ -63,6 +63,8 @@ from drupe.sessions.state import (
     RuntimeTerminal,
     SteerBoundaryReached,
     SteerUndeliveredInputs,
+)
+from drupe.sessions.state import (
     Transition,
     TurnExec,
 )

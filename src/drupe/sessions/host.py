@@ -51,16 +51,18 @@ from drupe.sessions.runtime_requests import (
     turn_started_by_runtime,
 )
 from drupe.sessions.seams import HostSteps
-from drupe.sessions.state import (
+from drupe.sessions.session_events import (
     CompactionEnded,
     Event,
-    FollowUp,
     RuntimeTerminal,
-    Transition,
     TurnCreated,
+    TurnTerminal,
+)
+from drupe.sessions.state import (
+    FollowUp,
+    Transition,
     TurnExec,
     TurnInfo,
-    TurnTerminal,
     is_busy,
     will_continue,
 )

@@ -32,13 +32,15 @@ from drupe.sessions.drivers.base import (
     UserInput,
 )
 from drupe.sessions.entry import SessionEntry, runtime_turn_known
-from drupe.sessions.state import (
+from drupe.sessions.session_events import (
     Event,
-    FollowUp,
     QueueFollowUp,
     RedirectAccepted,
     RuntimeTurnStarted,
     SteerUndeliveredInputs,
+)
+from drupe.sessions.state import (
+    FollowUp,
     TurnExec,
     TurnInfo,
     can_redirect,
