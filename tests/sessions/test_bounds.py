@@ -9,9 +9,7 @@ import pytest
 from drupe.errors import DriverError
 from drupe.sessions.drivers.base import SessionInfo, TurnComplete
 from drupe.sessions.drivers.outbox import EventOutbox
-from drupe.sessions.state import (
-    Idle,
-)
+from drupe.sessions.state import Idle
 from drupe.testing.fake_driver import text_turn
 from tests.sessions.support import Env, Watcher, text_of
 

@@ -17,10 +17,7 @@ from drupe.sessions.drivers.base import (
     SupportedCommands,
     TurnComplete,
 )
-from drupe.sessions.state import (
-    Idle,
-    Transition,
-)
+from drupe.sessions.state import Idle, Transition
 from drupe.testing.driver_check import check_driver
 from drupe.testing.fake_driver import FakeDriver, text_turn
 from tests.sessions.support import Env, Watcher, text_of

@@ -9,9 +9,7 @@ import logging
 import pytest
 
 from drupe.sessions.drivers.base import RuntimeTurnStart, TurnComplete
-from drupe.sessions.state import (
-    Idle,
-)
+from drupe.sessions.state import Idle
 from drupe.testing.fake_driver import text_turn
 from tests.sessions.support import Env, Watcher, text_of
 

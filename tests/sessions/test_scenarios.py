@@ -18,11 +18,7 @@ from drupe.sessions.drivers.base import (
     CompactionStart,
     ResumeToken,
 )
-from drupe.sessions.state import (
-    Idle,
-    Transition,
-    TurnExec,
-)
+from drupe.sessions.state import Idle, Transition, TurnExec
 from drupe.testing.fake_driver import text_turn
 from tests.sessions.support import Env, Watcher, open_env, text_of
 

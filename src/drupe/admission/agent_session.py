@@ -29,11 +29,7 @@ from drupe.errors import AdmissionError, UnknownConversationError, ValidationErr
 from drupe.ids import new_message_id, next_turn_id, session_id_of
 from drupe.persistence.records import NewMessage, NewPlaceholder
 from drupe.sessions.drivers.registry import DriverRegistry
-from drupe.sessions.state import (
-    FollowUp,
-    TurnInfo,
-    turn_config,
-)
+from drupe.sessions.state import FollowUp, TurnInfo, turn_config
 from drupe.streaming.listeners.base import Listener
 
 if TYPE_CHECKING:

@@ -137,9 +137,7 @@ def runtime_json(entry: SessionEntry | None) -> dict[str, Any]:
             "lastTerminal": None,
             "commands": [],
         }
-    from drupe.sessions.state import (
-        is_busy,
-    )
+    from drupe.sessions.state import is_busy
 
     state = entry.state
     usage: Mapping[str, Any] | None = entry.context_usage

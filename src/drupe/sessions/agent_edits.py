@@ -13,10 +13,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import TYPE_CHECKING, Any
 
 from drupe.sessions.drivers.base import ConnectTarget
-from drupe.sessions.state import (
-    Transition,
-    is_busy,
-)
+from drupe.sessions.state import Transition, is_busy
 
 if TYPE_CHECKING:
     from drupe.sessions.connections import ConnectionKeeper

@@ -64,10 +64,7 @@ from drupe.sessions.session_events import (
     SteerBoundaryReached,
     SteerUndeliveredInputs,
 )
-from drupe.sessions.state import (
-    Transition,
-    TurnExec,
-)
+from drupe.sessions.state import Transition, TurnExec
 from drupe.streaming.listeners.base import serialize_error
 
 if TYPE_CHECKING:

@@ -22,11 +22,7 @@ from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
 from drupe.ids import session_conversation_id
 from drupe.sessions.drivers.base import SessionInfo
-from drupe.sessions.state import (
-    SessionState,
-    TurnExec,
-    is_busy,
-)
+from drupe.sessions.state import SessionState, TurnExec, is_busy
 from drupe.streaming.listeners.base import Listener
 
 __all__ = ["SessionEntry", "TurnItem", "forgettable", "runtime_turn_known", "touch_entry"]

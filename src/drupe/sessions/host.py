@@ -58,14 +58,7 @@ from drupe.sessions.session_events import (
     TurnCreated,
     TurnTerminal,
 )
-from drupe.sessions.state import (
-    FollowUp,
-    Transition,
-    TurnExec,
-    TurnInfo,
-    is_busy,
-    will_continue,
-)
+from drupe.sessions.state import FollowUp, Transition, TurnExec, TurnInfo, is_busy, will_continue
 from drupe.sessions.stopping import stop_session
 from drupe.sessions.timers import SessionTimers
 from drupe.sessions.turn_stream import note, turn_stream

@@ -38,13 +38,7 @@ from drupe.sessions.session_events import (
     TurnCreated,
     TurnTerminal,
 )
-from drupe.sessions.state import (
-    LaunchTarget,
-    Transition,
-    TurnExec,
-    TurnInfo,
-    turn_config,
-)
+from drupe.sessions.state import LaunchTarget, Transition, TurnExec, TurnInfo, turn_config
 from drupe.streaming.listeners.base import Listener, TerminalResult, serialize_error
 from drupe.streaming.manager import SendInput
 

@@ -31,9 +31,7 @@ if TYPE_CHECKING:
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.records import TerminalStatus
     from drupe.sessions.entry import SessionEntry
-    from drupe.sessions.state import (
-        TurnInfo,
-    )
+    from drupe.sessions.state import TurnInfo
     from drupe.streaming.checkpoints import Checkpointer, CheckpointSink
     from drupe.streaming.listeners.base import Listener
 

@@ -22,9 +22,7 @@ from dataclasses import replace
 from typing import Any
 
 from drupe.chunks.types import Chunk
-from drupe.sessions.session_events import (
-    Event,
-)
+from drupe.sessions.session_events import Event
 from drupe.sessions.state import (
     CloseConnection,
     CloseStream,

@@ -14,9 +14,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from drupe.sessions.reducer_steps import maybe_launch, ordered
-from drupe.sessions.session_events import (
-    Stopped,
-)
+from drupe.sessions.session_events import Stopped
 from drupe.sessions.state import (
     CloseConnection,
     DropBuffer,

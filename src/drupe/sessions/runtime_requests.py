@@ -39,13 +39,7 @@ from drupe.sessions.session_events import (
     RuntimeTurnStarted,
     SteerUndeliveredInputs,
 )
-from drupe.sessions.state import (
-    FollowUp,
-    TurnExec,
-    TurnInfo,
-    can_redirect,
-    turn_config,
-)
+from drupe.sessions.state import FollowUp, TurnExec, TurnInfo, can_redirect, turn_config
 
 __all__ = [
     "answer_approval",

@@ -19,14 +19,8 @@ import anyio
 
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.entry import SessionEntry
-from drupe.sessions.session_events import (
-    Event,
-    Stopped,
-)
-from drupe.sessions.state import (
-    Idle,
-    Transition,
-)
+from drupe.sessions.session_events import Event, Stopped
+from drupe.sessions.state import Idle, Transition
 from drupe.streaming.manager import StreamManager
 
 __all__ = ["STOP_CLOSE_BOUND_S", "STOP_ROLL_BOUND_S", "stop_session"]

@@ -17,14 +17,8 @@ from collections.abc import Awaitable, Callable
 import anyio
 
 from drupe.sessions.entry import SessionEntry
-from drupe.sessions.session_events import (
-    CompactionEnded,
-    Event,
-    IdleExpired,
-)
-from drupe.sessions.state import (
-    is_busy,
-)
+from drupe.sessions.session_events import CompactionEnded, Event, IdleExpired
+from drupe.sessions.state import is_busy
 from drupe.sessions.turn_stream import note
 
 __all__ = ["SessionTimers"]

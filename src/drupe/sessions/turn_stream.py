@@ -28,15 +28,8 @@ from drupe.errors import DriverError
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import UserInput
 from drupe.sessions.entry import SessionEntry, TurnItem
-from drupe.sessions.session_events import (
-    Event,
-    Stopped,
-    TurnAdmitted,
-    TurnStreamOpened,
-)
-from drupe.sessions.state import (
-    TurnExec,
-)
+from drupe.sessions.session_events import Event, Stopped, TurnAdmitted, TurnStreamOpened
+from drupe.sessions.state import TurnExec
 from drupe.streaming.manager import StreamManager
 
 __all__ = ["drop_level", "note", "push", "turn_stream"]

@@ -19,9 +19,7 @@ import anyio
 import pytest
 
 from drupe.sessions.drivers.claude_code import ClaudeCodeDriver
-from drupe.sessions.state import (
-    Idle,
-)
+from drupe.sessions.state import Idle
 from drupe.streaming.listeners.base import StreamEvent
 from tests.sessions.claude_code.cli_support import DEADLINE_S, MODEL, isolated_config
 from tests.sessions.claude_code.fake_api import FakeClaudeApi, Reply, tool_results_in
