@@ -18,7 +18,7 @@ import anyio
 from drupe.admission.approval_service import ApprovalService
 from drupe.admission.ephemeral import EphemeralStore
 from drupe.admission.local_conversations import LocalConversations
-from drupe.persistence.schedules import TaskRunRecord
+from drupe.persistence.schedule_records import TaskRunRecord
 from drupe.tasks.delivery import BufferedDelivery, DeliveryTarget
 from drupe.tasks.run import TaskDeps
 from drupe.tasks.service import TaskService

@@ -23,7 +23,7 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from drupe.admission.base import DispatchRequest, PreparedDispatch, Strategy, Submit
-from drupe.admission.persistent import check_parts
+from drupe.admission.turn_input import check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
 from drupe.ids import new_message_id, next_turn_id, session_id_of

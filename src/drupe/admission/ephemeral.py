@@ -20,7 +20,7 @@ from drupe.admission.base import (
     Submit,
     TurnSpec,
 )
-from drupe.admission.persistent import check_parts
+from drupe.admission.turn_input import check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import AdmissionError, UnknownConversationError
 from drupe.ids import new_message_id

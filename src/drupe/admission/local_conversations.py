@@ -38,7 +38,8 @@ from drupe.admission.conversations import Admitted, Follower, StatusMirror, Subs
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralStore
 from drupe.admission.principal import Principal
-from drupe.errors import AdmissionError, UnknownConversationError, ValidationError
+from drupe.admission.stream_subscriptions import attach_to_next_stream, watch_stream
+from drupe.errors import UnknownConversationError, ValidationError
 from drupe.ids import is_session_conversation, session_conversation_id
 from drupe.streaming.approval_rules import Decision
 from drupe.streaming.contracts import StatusObserver
@@ -160,35 +161,12 @@ class LocalConversations:
         elif result.turn_id is None:
             # No stream to ride on (it was already evicted): follow the next turn that starts.
             listener.follow_next_turn(None)
-            admitted.subscription.add(self._attach_to_next_stream(conversation_id, listener))
+            admitted.subscription.add(
+                attach_to_next_stream(self.manager, conversation_id, listener)
+            )
         else:
             listener.follow_next_turn(result.turn_id)
         return admitted
-
-    def _attach_to_next_stream(
-        self, conversation_id: str, listener: Follower
-    ) -> Callable[[], None]:
-        """Attach ``listener`` to the conversation's next stream; returns the undo."""
-        manager = self.manager
-        removers: list[Callable[[], None]] = []
-
-        def remove() -> None:
-            for undo in removers:
-                undo()
-
-        def observer(observed: str, record: StatusRecord) -> None:
-            if observed != conversation_id or record.status != "pending":
-                return
-            remove()
-            if listener.is_alive():
-                manager.attach(conversation_id, listener)  # type: ignore[arg-type]
-
-        removers.append(manager.add_status_observer(observer))
-        stream = manager.get(conversation_id)
-        if stream is not None and stream.is_live:  # started between dispatch and now
-            remove()
-            manager.attach(conversation_id, listener)  # type: ignore[arg-type]
-        return remove
 
     # --- subscriptions ---------------------------------------------------------------------------
 
@@ -242,44 +220,10 @@ class LocalConversations:
         mirror: StatusMirror | None = None,
     ) -> Subscription:
         """Status changes (this node's, and the mirror's remote ones), the current status;
-        with ``chunks``, this node's streams attached too. All in one synchronous call."""
-        manager = self.manager
-
-        def observer(observed: str, record: StatusRecord) -> None:
-            if observed != conversation_id:
-                return
-            listener.on_status(record.status, record.turn_id)
-            if chunks and record.status == "pending":
-                stream = manager.get(conversation_id)
-                if stream is not None and stream.turn_id == record.turn_id and listener.is_alive():
-                    try:
-                        manager.attach(conversation_id, listener)
-                    except AdmissionError:
-                        listener.buffer.close()
-
-        def remote_observer(observed: str, record: StatusRecord) -> None:
-            if observed == conversation_id:  # another node's stream (cluster mode)
-                listener.on_status(record.status, record.turn_id)
-
-        subscription = Subscription([manager.add_status_observer(observer)])
-        subscription.add(lambda: manager.detach(conversation_id, listener.listener_id))
-        record = manager.status(conversation_id)
-        if mirror is not None:
-            subscription.add(mirror.add_remote_observer(remote_observer))
-            record = mirror.record(conversation_id) or record
-        listener.on_status(
-            record.status if record is not None else "idle",
-            record.turn_id if record is not None else None,
+        with ``chunks``, this node's streams attached too (``watch_stream``)."""
+        return watch_stream(
+            self.manager, conversation_id, listener, cursor, chunks=chunks, mirror=mirror
         )
-        stream = manager.get(conversation_id)
-        if chunks and stream is not None and stream.is_live:
-            after = seq_after(cursor, stream.turn_id)
-            try:
-                manager.attach(conversation_id, listener, after=after)
-            except BaseException:
-                subscription.close()
-                raise
-        return subscription
 
     def status(self, conversation_id: str) -> StatusRecord | None:
         """This node's latest status record of the conversation."""

@@ -36,10 +36,10 @@ from drupe.admission.base import (
     Submit,
     TurnSpec,
 )
+from drupe.admission.turn_input import check_models, check_parts
 from drupe.chunks.types import UIMessage
 from drupe.errors import (
     AdmissionError,
-    DuplicateModelError,
     UnknownConversationError,
     ValidationError,
 )
@@ -57,27 +57,7 @@ if TYPE_CHECKING:
     from drupe.persistence.conversations import ConversationStore
     from drupe.persistence.messages import MessageStore
 
-__all__ = ["PersistentProvider", "check_parts"]
-
-MAX_MODELS_PER_TURN = 8
-
-
-def check_parts(parts: Sequence[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Validate the parts of a user message; returns a clean copy."""
-    if not parts:
-        raise ValidationError("the message has no parts")
-    clean: list[dict[str, Any]] = []
-    for part in parts:
-        if not isinstance(part, dict) or not isinstance(part.get("type"), str):
-            raise ValidationError("every message part needs a string 'type'")
-        if part["type"] == "text" and not isinstance(part.get("text"), str):
-            raise ValidationError("a text part needs a string 'text'")
-        clean.append(dict(part))
-    if not any(p["type"] == "text" and p["text"].strip() for p in clean) and not any(
-        p["type"] == "file" for p in clean
-    ):
-        raise ValidationError("the message is empty")
-    return clean
+__all__ = ["PersistentProvider"]
 
 
 class PersistentProvider:
@@ -159,16 +139,7 @@ class PersistentProvider:
     # --- branches ---------------------------------------------------------------------------
 
     def _models(self, model_ids: Sequence[str]) -> list[str]:
-        models = list(model_ids) or [self.default_model()]
-        if len(models) > MAX_MODELS_PER_TURN:
-            raise ValidationError(f"at most {MAX_MODELS_PER_TURN} models per turn")
-        seen: set[str] = set()
-        for model_id in models:
-            if model_id in seen:
-                raise DuplicateModelError(model_id)
-            seen.add(model_id)
-            self.validate_model(model_id)
-        return models
+        return check_models(model_ids, self.default_model, self.validate_model)
 
     async def _start(
         self,

@@ -27,7 +27,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from drupe.admission.access import Action
 from drupe.errors import NotFoundError
 from drupe.http.state import get_caller, get_runtime
-from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
+from drupe.persistence.schedule_records import ScheduleRecord, TaskRunRecord
 
 if TYPE_CHECKING:
     from drupe.app import Runtime

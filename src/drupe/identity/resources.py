@@ -25,7 +25,7 @@ from drupe.errors import NotFoundError
 if TYPE_CHECKING:
     from drupe.persistence.db import Database
     from drupe.persistence.records import AgentRecord, AgentSessionRecord
-    from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
+    from drupe.persistence.schedule_records import ScheduleRecord, TaskRunRecord
 
 __all__ = ["CODE_DRIVERS", "CODE_TOOLS", "Resources"]
 

@@ -12,6 +12,7 @@ writer's token (``:fence``) and stores that token, in the same statement: an own
 lease (a successor took the row over with a higher token) changes nothing. ``FencedCheckpoints``
 is the checkpoint sink of one token (``MessageStore.fenced_checkpoints``): it satisfies
 ``drupe.streaming.checkpoints.CheckpointSink`` and writes every batch with its fence.
+``write_checkpoint_batch`` runs one batch in one transaction (``MessageStore`` delegates to it).
 """
 
 from __future__ import annotations
@@ -22,6 +23,8 @@ from typing import Any, Final, Protocol
 from sqlalchemy import BigInteger, BindParameter, String, TextClause, bindparam, text
 
 from drupe.errors import PersistenceError
+from drupe.persistence.json_text import jsonb_safe
+from drupe.persistence.transaction import Transactions
 
 __all__ = [
     "POSTGRESQL_CHECKPOINT_SQL",
@@ -30,6 +33,7 @@ __all__ = [
     "SQLITE_CHECKPOINT_SQL",
     "SQLITE_FENCED_CHECKPOINT_SQL",
     "checkpoint_statement",
+    "write_checkpoint_batch",
 ]
 
 SQLITE_CHECKPOINT_SQL: Final = """
@@ -73,6 +77,26 @@ def checkpoint_statement(dialect: str, *, fenced: bool = False) -> TextClause:
     if fenced:
         types.append(bindparam("fence", type_=BigInteger()))
     return text(sql).bindparams(*types)
+
+
+async def write_checkpoint_batch(
+    transactions: Transactions, dialect: str, batch: Sequence[tuple[str, str]], fence: int | None
+) -> int:
+    """Write ``(message id, parts JSON text)`` into rows still ``pending`` in one transaction
+    and one executemany; return the rows changed (the batch size on PostgreSQL, whose driver
+    reports no count for an executemany). With ``fence``, rows fenced above it are skipped."""
+    if not batch:
+        return 0
+    safe = jsonb_safe if dialect == "postgresql" else str
+    params: list[dict[str, Any]] = [{"id": key, "parts": safe(parts)} for key, parts in batch]
+    if fence is not None:
+        for param in params:
+            param["fence"] = fence
+    statement = checkpoint_statement(dialect, fenced=fence is not None)
+    async with transactions.write_connection() as conn:
+        result = await conn.execute(statement, params)
+        count = result.rowcount
+    return count if count >= 0 else len(batch)
 
 
 class _CheckpointWriter(Protocol):

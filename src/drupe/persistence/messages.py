@@ -8,16 +8,14 @@ The only code that issues SQL against ``messages``. It owns:
   continuation reopens a row);
 * checkpoints of live answers (``write_checkpoints``: one executemany ``UPDATE`` of rows that
   are still ``pending``, see ``drupe.persistence.checkpoints``);
-* boot reconciliation (``reconcile_pending``, see ``drupe.persistence.reconcile``);
-* cluster fencing and takeover: every write above takes an optional ``fence`` (the writer's
-  fencing token, ``drupe.cluster.lease.Fence.token``). A fenced update only changes a row whose
-  stored ``fence`` is NULL or not above the token, and stores the token; otherwise it raises
+* cluster fencing: every write above takes an optional ``fence`` (the writer's fencing token,
+  ``drupe.cluster.lease.Fence.token``). A fenced update only changes a row whose stored
+  ``fence`` is NULL or not above the token, and stores the token; otherwise it raises
   ``FencedWriteError`` (``mark_error`` returns False, checkpoints skip the row), so an owner
-  that lost its lease writes nothing. ``fence=None`` is the single-node behaviour, unchanged.
-  ``take_over`` settles a lost owner's ``pending`` rows of one conversation and
-  ``pending_conversations`` lists the conversations that have some (``drupe.persistence.takeover``);
-* reads: a row, a conversation's rows, the newest row, and the root-to-message path (a recursive
-  CTE that runs on SQLite and PostgreSQL).
+  that lost its lease writes nothing. ``fence=None`` is the single-node behaviour, unchanged;
+* recovery (``reconcile_pending``, ``take_over``, ``pending_conversations``) in
+  ``message_recovery``, reads in ``message_reads``, row building in ``message_rows``: the
+  store delegates to them and stays the one object callers hold.
 
 Every public call is one transaction. Bad input raises a ``ValidationError`` subclass and writes
 nothing; a database failure raises ``PersistenceError``. Nothing here decides what a turn means:
@@ -27,17 +25,11 @@ the context providers and the persistence listener do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, cast
+from typing import Any
 from weakref import WeakValueDictionary
 
 from sqlalchemy import (
-    ColumnElement,
-    Integer,
-    Table,
-    bindparam,
     delete,
-    literal_column,
-    or_,
     select,
     update,
 )
@@ -45,77 +37,33 @@ from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
 from drupe.errors import (
-    DuplicateModelError,
     FencedWriteError,
     PersistenceError,
     UnknownConversationError,
     ValidationError,
 )
-from drupe.persistence.checkpoints import FencedCheckpoints, checkpoint_statement
+from drupe.persistence import message_reads, message_recovery
+from drupe.persistence.checkpoints import FencedCheckpoints, write_checkpoint_batch
 from drupe.persistence.clock import utc_now
-from drupe.persistence.json_text import jsonb_safe
-from drupe.persistence.reconcile import (
-    checkpointed_rows_statement,
-    close_checkpointed_parts,
-    reconcile_statement,
+from drupe.persistence.message_rows import (
+    check_placeholders,
+    complete_row,
+    fence_allows,
+    message_record,
+    placeholder_row,
 )
 from drupe.persistence.records import (
     MessageRecord,
-    MessageRole,
-    MessageStatus,
     NewMessage,
     NewPlaceholder,
     TerminalStatus,
 )
 from drupe.persistence.tables import ConversationRow, MessageRow
-from drupe.persistence.takeover import (
-    pending_conversations_statement,
-    takeover_rows_statement,
-    takeover_statement,
-)
 from drupe.persistence.transaction import Transactions
 
 __all__ = ["MessageStore"]
 
-_MAX_DEPTH = 100_000
 _TERMINAL_STATUSES: frozenset[str] = frozenset(("success", "paused", "error"))
-
-
-def _record(row: MessageRow) -> MessageRecord:
-    return MessageRecord(
-        id=row.id,
-        conversation_id=row.conversation_id,
-        parent_id=row.parent_id,
-        role=cast(MessageRole, row.role),  # the CHECK constraint admits only MessageRole values
-        parts=list(row.parts),
-        status=cast(MessageStatus, row.status),  # likewise guarded by a CHECK constraint
-        model_id=row.model_id,
-        siblings_group_id=row.siblings_group_id,
-        stats=row.stats,
-        metadata=row.meta,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        runtime_resume_token=row.runtime_resume_token,
-        fence=row.fence,
-    )
-
-
-def _fence_allows(fence: int) -> ColumnElement[bool]:
-    """The fencing guard: the row was never fenced, or not by a newer owner."""
-    return or_(MessageRow.fence.is_(None), MessageRow.fence <= fence)
-
-
-def _check_placeholders(placeholders: Sequence[NewPlaceholder]) -> None:
-    models: set[str] = set()
-    ids: set[str] = set()
-    for placeholder in placeholders:
-        if placeholder.message_id in ids:
-            raise ValidationError(f"message id {placeholder.message_id!r} is given more than once")
-        ids.add(placeholder.message_id)
-        if placeholder.model_id is not None:
-            if placeholder.model_id in models:
-                raise DuplicateModelError(placeholder.model_id)
-            models.add(placeholder.model_id)
 
 
 class MessageStore:
@@ -152,16 +100,16 @@ class MessageStore:
             raise ValidationError("a turn without a user message needs parent_id (regenerate)")
         if user_message is None and not placeholders:
             raise ValidationError("a turn needs a user message or at least one placeholder")
-        _check_placeholders(placeholders)
+        check_placeholders(placeholders)
         if user_message is not None and any(p.message_id == user_message.id for p in placeholders):
             raise ValidationError(f"message id {user_message.id!r} is given more than once")
         rows: list[MessageRow] = []
         placeholder_parent = parent_id
         if user_message is not None:
-            rows.append(self._complete_row(conversation_id, user_message, parent_id, fence))
+            rows.append(complete_row(conversation_id, user_message, parent_id, fence))
             placeholder_parent = user_message.id
         rows.extend(
-            self._placeholder_row(
+            placeholder_row(
                 conversation_id,
                 message_id=placeholder.message_id,
                 parent_id=placeholder_parent,
@@ -183,9 +131,9 @@ class MessageStore:
         fence: int | None = None,
     ) -> MessageRecord:
         """Store one complete message alone (a steer row); status ``success``."""
-        row = self._complete_row(conversation_id, message, parent_id, fence)
+        row = complete_row(conversation_id, message, parent_id, fence)
         await self._insert(conversation_id, parent_id, [row])
-        return _record(row)
+        return message_record(row)
 
     async def create_placeholder(
         self,
@@ -198,7 +146,7 @@ class MessageStore:
         fence: int | None = None,
     ) -> MessageRecord:
         """Store one ``pending`` assistant row (e.g. the answer to a steer) with ``fence``."""
-        row = self._placeholder_row(
+        row = placeholder_row(
             conversation_id,
             message_id=message_id,
             parent_id=parent_id,
@@ -208,7 +156,7 @@ class MessageStore:
             fence=fence,
         )
         await self._insert(conversation_id, parent_id, [row])
-        return _record(row)
+        return message_record(row)
 
     async def next_siblings_group_id(self, conversation_id: str) -> int:
         """Return a new sibling group id; strictly increasing per conversation, never reused."""
@@ -304,7 +252,7 @@ class MessageStore:
         )
         values: dict[str, Any] = {"status": "error", "updated_at": utc_now()}
         if fence is not None:
-            query = query.where(_fence_allows(fence))
+            query = query.where(fence_allows(fence))
             values["fence"] = fence
         async with self._transactions.write() as db:
             changed = await db.scalar(query.values(**values).returning(MessageRow.id))
@@ -320,18 +268,7 @@ class MessageStore:
         With ``fence``, rows fenced by a newer owner are skipped (in the same statement) and
         the rows written store the token.
         """
-        if not batch:
-            return 0
-        safe = jsonb_safe if self.dialect == "postgresql" else str
-        params: list[dict[str, Any]] = [{"id": key, "parts": safe(parts)} for key, parts in batch]
-        if fence is not None:
-            for param in params:
-                param["fence"] = fence
-        statement = checkpoint_statement(self.dialect, fenced=fence is not None)
-        async with self._transactions.write_connection() as conn:
-            result = await conn.execute(statement, params)
-            count = result.rowcount
-        return count if count >= 0 else len(batch)
+        return await write_checkpoint_batch(self._transactions, self.dialect, batch, fence)
 
     def fenced_checkpoints(self, fence: int) -> FencedCheckpoints:
         """The checkpoint sink of writers holding ``fence``: one object per token while it is
@@ -342,7 +279,7 @@ class MessageStore:
             self._fenced_sinks[fence] = sink
         return sink
 
-    # -- cluster takeover ------------------------------------------------------------------
+    # -- recovery (drupe.persistence.message_recovery) ---------------------------------------
 
     async def take_over(
         self,
@@ -352,89 +289,26 @@ class MessageStore:
         reason: str,
         rebuilt: Mapping[str, Sequence[Mapping[str, Any]]] | None = None,
     ) -> list[str]:
-        """Settle the ``pending`` assistant rows a lost owner left in this conversation.
-
-        In one transaction, every such row whose fence is NULL or below ``fence`` keeps its
-        checkpointed parts (or, for a row id in ``rebuilt``, those parts: the answer the new
-        owner rebuilt from the chunk log) closed as interrupted, loses any ``data-error`` part
-        and gains exactly one (``takeover_error_part(reason)``), becomes ``error`` and stores
-        ``fence``. Returns the ids changed. Other conversations, settled rows and rows fenced
-        with ``fence`` or above are untouched.
-        """
-        replacements = rebuilt or {}
-        async with self._transactions.write() as db:
-            conn = await db.connection()
-            rows = (
-                await conn.execute(
-                    takeover_rows_statement(
-                        self.dialect, conversation_id, fence, with_empty=bool(replacements)
-                    )
-                )
-            ).all()
-            closed = []
-            for row in rows:
-                row_id = str(row[0])
-                parts: list[dict[str, Any]] | None
-                if row_id in replacements:
-                    given = [dict(part) for part in replacements[row_id]]
-                    parts = close_checkpointed_parts(given) or given
-                else:
-                    parts = close_checkpointed_parts(row[1])
-                if parts is not None:
-                    closed.append({"row_id": row_id, "new_parts": parts})
-            if closed:
-                table = cast(Table, MessageRow.__table__)
-                await conn.execute(
-                    update(table)
-                    .where(table.c.id == bindparam("row_id"))
-                    .values(parts=bindparam("new_parts")),
-                    closed,
-                )
-            result = await conn.execute(
-                takeover_statement(
-                    self.dialect,
-                    conversation_id=conversation_id,
-                    fence=fence,
-                    reason=reason,
-                    now=utc_now(),
-                )
-            )
-            return sorted(str(row[0]) for row in result.all())
+        """Settle the ``pending`` assistant rows a lost owner left in this conversation, under
+        ``fence``; return the ids changed (``message_recovery.take_over``)."""
+        return await message_recovery.take_over(
+            self._transactions,
+            self.dialect,
+            conversation_id,
+            fence=fence,
+            reason=reason,
+            rebuilt=rebuilt,
+        )
 
     async def pending_conversations(self, limit: int = 1000) -> list[str]:
         """Ids of conversations that have ``pending`` assistant rows (at most ``limit``, in id
         order): what the cluster's takeover sweep and cluster-mode boot reconcile look at."""
-        if limit < 1:
-            raise ValidationError("limit must be at least 1")
-        async with self._transactions.read() as db:
-            result = await db.execute(pending_conversations_statement(limit))
-            return [str(row[0]) for row in result.all()]
+        return await message_recovery.pending_conversations(self._transactions, limit)
 
     async def reconcile_pending(self) -> int:
-        """Turn every ``pending`` assistant row into ``error``; return how many changed.
-
-        Checkpointed parts are kept and closed as interrupted (``close_checkpointed_parts``),
-        then every pending row gets its one ``data-error`` part (``reconcile_statement``), in
-        one transaction.
-        """
-        async with self._transactions.write() as db:
-            conn = await db.connection()
-            rows = (await conn.execute(checkpointed_rows_statement(self.dialect))).all()
-            closed = [
-                {"id": row[0], "parts": closed}
-                for row in rows
-                if (closed := close_checkpointed_parts(row[1])) is not None
-            ]
-            if closed:
-                table = cast(Table, MessageRow.__table__)
-                await conn.execute(
-                    update(table)
-                    .where(table.c.id == bindparam("row_id"))
-                    .values(parts=bindparam("new_parts")),
-                    [{"row_id": item["id"], "new_parts": item["parts"]} for item in closed],
-                )
-            result = await conn.execute(reconcile_statement(self.dialect, utc_now()))
-            return result.rowcount
+        """Turn every ``pending`` assistant row into ``error``; return how many changed
+        (``message_recovery.reconcile_pending``)."""
+        return await message_recovery.reconcile_pending(self._transactions, self.dialect)
 
     async def delete(self, message_ids: Iterable[str]) -> int:
         """Delete these rows and (``ON DELETE CASCADE``) their descendants; return the count
@@ -448,115 +322,28 @@ class MessageStore:
             )
             return len(deleted.all())
 
-    # -- reads -----------------------------------------------------------------------------
+    # -- reads (drupe.persistence.message_reads) ---------------------------------------------
 
     async def get(self, message_id: str) -> MessageRecord | None:
         """Return the row, or ``None``."""
-        async with self._transactions.read() as db:
-            row = await db.get(MessageRow, message_id)
-            return None if row is None else _record(row)
+        return await message_reads.get_message(self._transactions, message_id)
 
     async def path_to(self, message_id: str) -> list[MessageRecord]:
         """Return the rows from the root of the tree down to ``message_id`` (inclusive).
 
         Raises ``ValidationError`` when the message does not exist.
         """
-        path = (
-            select(MessageRow.id, MessageRow.parent_id, literal_column("0", Integer).label("depth"))
-            .where(MessageRow.id == message_id)
-            .cte("path", recursive=True)
-        )
-        parent = select(MessageRow.id, MessageRow.parent_id, (path.c.depth + 1).label("depth"))
-        parent = parent.join(path, MessageRow.id == path.c.parent_id).where(
-            path.c.depth < _MAX_DEPTH
-        )
-        path = path.union_all(parent)
-        query = (
-            select(MessageRow).join(path, MessageRow.id == path.c.id).order_by(path.c.depth.desc())
-        )
-        async with self._transactions.read() as db:
-            rows = (await db.scalars(query)).all()
-        if not rows:
-            raise ValidationError(f"unknown message {message_id!r}")
-        return [_record(row) for row in rows]
+        return await message_reads.path_to(self._transactions, message_id)
 
     async def list_for_conversation(self, conversation_id: str) -> list[MessageRecord]:
         """Return every row of the conversation, oldest first."""
-        query = (
-            select(MessageRow)
-            .where(MessageRow.conversation_id == conversation_id)
-            .order_by(MessageRow.created_at, MessageRow.id)
-        )
-        async with self._transactions.read() as db:
-            rows = (await db.scalars(query)).all()
-            if not rows and await db.get(ConversationRow, conversation_id) is None:
-                raise UnknownConversationError(conversation_id)
-            return [_record(row) for row in rows]
+        return await message_reads.list_for_conversation(self._transactions, conversation_id)
 
     async def latest_leaf(self, conversation_id: str) -> MessageRecord | None:
         """Return the newest row of the conversation (``None`` when it has none)."""
-        query = (
-            select(MessageRow)
-            .where(MessageRow.conversation_id == conversation_id)
-            .order_by(MessageRow.created_at.desc(), MessageRow.id.desc())
-            .limit(1)
-        )
-        async with self._transactions.read() as db:
-            row = await db.scalar(query)
-            if row is None and await db.get(ConversationRow, conversation_id) is None:
-                raise UnknownConversationError(conversation_id)
-            return None if row is None else _record(row)
+        return await message_reads.latest_leaf(self._transactions, conversation_id)
 
     # -- internals -------------------------------------------------------------------------
-
-    @staticmethod
-    def _complete_row(
-        conversation_id: str, message: NewMessage, parent_id: str | None, fence: int | None
-    ) -> MessageRow:
-        now = utc_now()
-        return MessageRow(
-            id=message.id,
-            conversation_id=conversation_id,
-            parent_id=parent_id,
-            role=message.role,
-            parts=[dict(part) for part in message.parts],
-            status="success",
-            model_id=None,
-            siblings_group_id=None,
-            stats=None,
-            meta=None if message.metadata is None else dict(message.metadata),
-            created_at=now,
-            updated_at=now,
-            fence=fence,
-        )
-
-    @staticmethod
-    def _placeholder_row(
-        conversation_id: str,
-        *,
-        message_id: str,
-        parent_id: str | None,
-        model_id: str | None,
-        siblings_group_id: int | None,
-        metadata: Mapping[str, Any] | None,
-        fence: int | None,
-    ) -> MessageRow:
-        now = utc_now()
-        return MessageRow(
-            id=message_id,
-            conversation_id=conversation_id,
-            parent_id=parent_id,
-            role="assistant",
-            parts=[],
-            status="pending",
-            model_id=model_id,
-            siblings_group_id=siblings_group_id,
-            stats=None,
-            meta=None if metadata is None else dict(metadata),
-            created_at=now,
-            updated_at=now,
-            fence=fence,
-        )
 
     async def _insert(
         self, conversation_id: str, parent_id: str | None, rows: Sequence[MessageRow]
@@ -597,7 +384,7 @@ class MessageStore:
     ) -> None:
         query = update(MessageRow).where(MessageRow.id == message_id)
         if fence is not None:
-            query = query.where(_fence_allows(fence))
+            query = query.where(fence_allows(fence))
             values = {**values, "fence": fence}
         async with self._transactions.write() as db:
             changed = await db.scalar(query.values(**values).returning(MessageRow.id))

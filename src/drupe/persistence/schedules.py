@@ -10,15 +10,15 @@ the same occurrence, exactly one updates a row; the others get ``False`` and fir
 unique index on ``(schedule_id, scheduled_for)`` of ``task_runs`` backs this up: an occurrence can
 have only one run row.
 
-Every call is one transaction. Unknown ids raise ``ValidationError``.
+Every call is one transaction. Unknown ids raise ``ValidationError``. The records it returns
+are in ``drupe.persistence.schedule_records``.
 """
 
 from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Collection, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Collection
 from datetime import datetime
 from typing import Any, Final
 
@@ -26,10 +26,16 @@ from sqlalchemy import delete, or_, select, update
 
 from drupe.errors import ValidationError
 from drupe.persistence.clock import utc_now
+from drupe.persistence.schedule_records import (
+    ScheduleRecord,
+    TaskRunRecord,
+    run_record,
+    schedule_record,
+)
 from drupe.persistence.tables import ScheduleRow, TaskRunRow
 from drupe.persistence.transaction import Transactions
 
-__all__ = ["RESULT_CHARS", "ScheduleRecord", "ScheduleStore", "TaskRunRecord"]
+__all__ = ["RESULT_CHARS", "ScheduleStore"]
 
 RESULT_CHARS: Final = 200
 """A run row keeps the first 200 characters of the result."""
@@ -48,88 +54,6 @@ _SCHEDULE_FIELDS: Final = frozenset(
         "owner_id",
     )
 )
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class ScheduleRecord:
-    id: str
-    name: str
-    agent_id: str
-    kind: str
-    prompt: str
-    trigger: dict[str, Any]
-    timeout_minutes: int
-    session_mode: str
-    sticky_session_id: str | None
-    deliver_to: tuple[dict[str, Any], ...]
-    missed_policy: str
-    enabled: bool
-    next_run_at: datetime | None
-    last_run_at: datetime | None
-    created_at: datetime
-    updated_at: datetime
-    owner_id: str | None = None
-
-
-@dataclass(frozen=True, slots=True, kw_only=True)
-class TaskRunRecord:
-    id: str
-    schedule_id: str | None
-    kind: str
-    agent_id: str | None
-    session_id: str | None
-    conversation_id: str | None
-    message_id: str | None
-    scheduled_for: datetime | None
-    started_at: datetime
-    finished_at: datetime | None
-    status: str
-    result: str | None
-    error: str | None
-    duration_ms: int | None
-    node_id: str | None = None
-
-
-def _schedule(row: ScheduleRow) -> ScheduleRecord:
-    return ScheduleRecord(
-        id=row.id,
-        name=row.name,
-        agent_id=row.agent_id,
-        kind=row.kind,
-        prompt=row.prompt,
-        trigger=dict(row.trigger),
-        timeout_minutes=row.timeout_minutes,
-        session_mode=row.session_mode,
-        sticky_session_id=row.sticky_session_id,
-        deliver_to=tuple(dict(item) for item in row.deliver_to or ()),
-        missed_policy=row.missed_policy,
-        enabled=row.enabled,
-        next_run_at=row.next_run_at,
-        last_run_at=row.last_run_at,
-        created_at=row.created_at,
-        updated_at=row.updated_at,
-        owner_id=row.owner_id,
-    )
-
-
-def _run(row: TaskRunRow) -> TaskRunRecord:
-    return TaskRunRecord(
-        id=row.id,
-        schedule_id=row.schedule_id,
-        kind=row.kind,
-        agent_id=row.agent_id,
-        session_id=row.session_id,
-        conversation_id=row.conversation_id,
-        message_id=row.message_id,
-        scheduled_for=row.scheduled_for,
-        started_at=row.started_at,
-        finished_at=row.finished_at,
-        status=row.status,
-        result=row.result,
-        error=row.error,
-        duration_ms=row.duration_ms,
-        node_id=row.node_id,
-    )
 
 
 class ScheduleStore:
@@ -170,12 +94,12 @@ class ScheduleStore:
         )
         async with self._transactions.write() as db:
             db.add(row)
-        return _schedule(row)
+        return schedule_record(row)
 
     async def get(self, schedule_id: str) -> ScheduleRecord | None:
         async with self._transactions.read() as db:
             row = await db.get(ScheduleRow, schedule_id)
-            return None if row is None else _schedule(row)
+            return None if row is None else schedule_record(row)
 
     async def list(
         self, *, agent_id: str | None = None, kind: str | None = None, owner_id: str | None = None
@@ -188,7 +112,7 @@ class ScheduleStore:
         if kind is not None:
             query = query.where(ScheduleRow.kind == kind)
         async with self._transactions.read() as db:
-            return [_schedule(row) for row in (await db.scalars(query)).all()]
+            return [schedule_record(row) for row in (await db.scalars(query)).all()]
 
     async def update(self, schedule_id: str, **changes: Any) -> ScheduleRecord:
         unknown = set(changes) - _SCHEDULE_FIELDS
@@ -201,7 +125,7 @@ class ScheduleStore:
             for key, value in changes.items():
                 setattr(row, key, value)
             row.updated_at = utc_now()
-            return _schedule(row)
+            return schedule_record(row)
 
     async def delete(self, schedule_id: str) -> None:
         async with self._transactions.write() as db:
@@ -219,7 +143,7 @@ class ScheduleStore:
             .order_by(ScheduleRow.next_run_at, ScheduleRow.id)
         )
         async with self._transactions.read() as db:
-            return [_schedule(row) for row in (await db.scalars(query)).all()]
+            return [schedule_record(row) for row in (await db.scalars(query)).all()]
 
     async def next_wakeup(self) -> datetime | None:
         """The earliest next occurrence of any enabled schedule."""
@@ -294,7 +218,7 @@ class ScheduleStore:
         )
         async with self._transactions.write() as db:
             db.add(row)
-        return _run(row)
+        return run_record(row)
 
     async def update_run(self, run_id: str, **changes: Any) -> TaskRunRecord:
         """Set fields of a run (``session_id``, ``conversation_id``, ``message_id``, ...)."""
@@ -304,7 +228,7 @@ class ScheduleStore:
                 raise ValidationError(f"unknown run {run_id!r}")
             for key, value in changes.items():
                 setattr(row, key, value)
-            return _run(row)
+            return run_record(row)
 
     async def finish_run(
         self,
@@ -321,18 +245,18 @@ class ScheduleStore:
             if row is None:
                 raise ValidationError(f"unknown run {run_id!r}")
             if row.status != "running":
-                return _run(row)
+                return run_record(row)
             row.status = status
             row.finished_at = finished_at
             row.result = None if result is None else result[:RESULT_CHARS]
             row.error = error
             row.duration_ms = max(0, int((finished_at - row.started_at).total_seconds() * 1000))
-            return _run(row)
+            return run_record(row)
 
     async def get_run(self, run_id: str) -> TaskRunRecord | None:
         async with self._transactions.read() as db:
             row = await db.get(TaskRunRow, run_id)
-            return None if row is None else _run(row)
+            return None if row is None else run_record(row)
 
     async def list_runs(
         self, *, schedule_id: str | None = None, limit: int = 50
@@ -342,7 +266,7 @@ class ScheduleStore:
         if schedule_id is not None:  # also the runs of a deleted schedule (``task_id``)
             query = query.where(TaskRunRow.task_id == schedule_id)
         async with self._transactions.read() as db:
-            return [_run(row) for row in (await db.scalars(query.limit(limit))).all()]
+            return [run_record(row) for row in (await db.scalars(query.limit(limit))).all()]
 
     async def recent_outcomes(self, schedule_id: str, limit: int) -> builtins.list[str]:
         """The statuses of the schedule's newest finished runs (cancelled ones left out)."""
@@ -401,14 +325,3 @@ class ScheduleStore:
                 .execution_options(synchronize_session=False)
             )
             return int(result.rowcount)  # type: ignore[attr-defined]
-
-
-def deliver_targets(items: Sequence[Mapping[str, Any]]) -> builtins.list[dict[str, str]]:
-    """Normalise ``[{channel, chat}]`` (both non-empty strings); raise ``ValidationError``."""
-    out: builtins.list[dict[str, str]] = []
-    for item in items:
-        channel, chat = item.get("channel"), item.get("chat")
-        if not isinstance(channel, str) or not channel or not isinstance(chat, str) or not chat:
-            raise ValidationError("deliver_to: each entry needs a non-empty 'channel' and 'chat'")
-        out.append({"channel": channel, "chat": chat})
-    return out

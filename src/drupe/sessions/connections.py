@@ -53,7 +53,7 @@ from drupe.sessions.drivers.base import (
     TurnComplete,
     UsageEvent,
 )
-from drupe.sessions.state import (
+from drupe.sessions.session_events import (
     CompactionEnded,
     CompactionStarted,
     ConnectionLost,
@@ -63,9 +63,8 @@ from drupe.sessions.state import (
     RuntimeTerminal,
     SteerBoundaryReached,
     SteerUndeliveredInputs,
-    Transition,
-    TurnExec,
 )
+from drupe.sessions.state import Transition, TurnExec
 from drupe.streaming.listeners.base import serialize_error
 
 if TYPE_CHECKING:

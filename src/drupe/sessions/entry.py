@@ -2,11 +2,15 @@
 owns: the open turn channels, the timers' scopes, approvals, the newest resume token, the
 context usage and its fetch stamp, parked subscribers), and the queries over one entry.
 
-Values and queries only; ``drupe.sessions.host`` performs every change.
+Values and queries only; ``drupe.sessions.host`` performs every change, except the entry table's
+bookkeeping: ``touch_entry`` returns a session's entry (created when new) as the most recently
+used, and first forgets the least recently used forgettable entries to stay under ``limit``
+(``DriverError`` when none can be forgotten).
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
@@ -15,11 +19,15 @@ import anyio
 from anyio.streams.memory import MemoryObjectSendStream
 
 from drupe.chunks.types import Chunk
+from drupe.errors import DriverError
+from drupe.ids import session_conversation_id
 from drupe.sessions.drivers.base import SessionInfo
 from drupe.sessions.state import SessionState, TurnExec, is_busy
 from drupe.streaming.listeners.base import Listener
 
-__all__ = ["SessionEntry", "TurnItem", "forgettable", "runtime_turn_known"]
+__all__ = ["SessionEntry", "TurnItem", "forgettable", "runtime_turn_known", "touch_entry"]
+
+log = logging.getLogger("drupe.sessions.host")
 
 TurnItem = tuple[Literal["chunk"], Chunk] | tuple[Literal["end"], str, Mapping[str, Any] | None]
 
@@ -78,3 +86,24 @@ def runtime_turn_known(entry: SessionEntry, turn_id: str) -> bool:
     if isinstance(state.execution, TurnExec):
         turns.append(state.execution.turn)
     return any(t.turn_id == turn_id for t in turns)
+
+
+def touch_entry(entries: dict[str, SessionEntry], info: SessionInfo, *, limit: int) -> SessionEntry:
+    """The entry of ``info``'s session, most recently used last (see the module docstring)."""
+    entry = entries.pop(info.session_id, None)
+    if entry is not None:
+        entries[info.session_id] = entry  # most recently used last
+    else:
+        while len(entries) >= limit:
+            victim = next((e for e in entries.values() if forgettable(e)), None)
+            if victim is None:
+                raise DriverError(f"too many active agent sessions (the limit is {limit})")
+            log.info("forgetting the idle session entry %r (entry limit)", victim.session_id)
+            del entries[victim.session_id]
+        entry = entries[info.session_id] = SessionEntry(
+            session_id=info.session_id,
+            conversation_id=session_conversation_id(info.session_id),
+            info=info,
+        )
+    entry.info = info
+    return entry

@@ -1,10 +1,10 @@
 """``AgentSessionHost``: the thin shell around the session reducer (reference §6.3-§6.7).
 
-One entry per session: the reducer's ``SessionState`` plus what the shell owns (the runtime
-connection and its reader task, the open turn streams, the idle timer, the newest resume token).
-Every decision is ``drupe.sessions.reducer.reduce``; this module feeds it events and performs
-the effects: it routes chunks into turn streams, closes them, schedules launches (single-flight
-per session, under the conversation lock), closes connections and terminates held streams.
+One entry per session: the reducer's ``SessionState`` plus what the shell owns (``entry``).
+Every decision is ``drupe.sessions.reducer.reduce``; the host feeds it events and performs its
+effects (``effects``: chunks routed into turn streams, launches, closed connections, held
+streams terminated). Its helpers receive what they use, never the host: ``turn_stream``,
+``timers``, ``stopping``, ``runtime_requests``, ``connections``, ``launch``, ``agent_edits``.
 
 Contract:
 * ``is_busy`` comes from runtime state, never from "is a stream live"; ``will_continue`` is the
@@ -29,62 +29,41 @@ import anyio.abc
 
 from drupe.chunks.types import Chunk
 from drupe.errors import DriverError
-from drupe.ids import new_message_id, next_turn_id, session_conversation_id, session_id_of
+from drupe.ids import session_id_of
 from drupe.sessions.agent_edits import apply_agent_update
 from drupe.sessions.connections import ConnectionKeeper
 from drupe.sessions.drivers.base import (
     Capabilities,
-    ContextUsageConnection,
     IdleHookDriver,
     SessionInfo,
-    SteerableConnection,
-    UserInput,
 )
 from drupe.sessions.drivers.registry import DriverRegistry
-from drupe.sessions.entry import SessionEntry, TurnItem, forgettable, runtime_turn_known
+from drupe.sessions.effects import perform
+from drupe.sessions.entry import SessionEntry, touch_entry
 from drupe.sessions.launch import Launcher
-from drupe.sessions.listeners import RuntimeTerminalListener, SessionBackend
+from drupe.sessions.listeners import turn_listeners
 from drupe.sessions.lookup import SessionLookup
 from drupe.sessions.reducer import reduce
-from drupe.sessions.seams import HostSteps
-from drupe.sessions.state import (
-    CloseConnection,
-    CloseStream,
-    CompactionEnded,
-    DeliverBuffer,
-    DropBuffer,
-    DropQueued,
-    Event,
-    FollowUp,
-    Forward,
-    Idle,
-    IdleExpired,
-    LaunchTarget,
-    LogInvalid,
-    QueueFollowUp,
-    RedirectAccepted,
-    RuntimeTerminal,
-    RuntimeTurnStarted,
-    ScheduleLaunch,
-    SessionOnIdle,
-    SteerUndeliveredInputs,
-    Stopped,
-    TerminateHeld,
-    Transition,
-    TurnAdmitted,
-    TurnCreated,
-    TurnExec,
-    TurnInfo,
-    TurnStreamOpened,
-    TurnTerminal,
-    can_redirect,
-    is_busy,
-    turn_config,
-    will_continue,
+from drupe.sessions.runtime_requests import (
+    answer_approval,
+    fetch_context_usage,
+    redirect_or_queue,
+    turn_started_by_runtime,
 )
+from drupe.sessions.seams import HostSteps
+from drupe.sessions.session_events import (
+    CompactionEnded,
+    Event,
+    RuntimeTerminal,
+    TurnCreated,
+    TurnTerminal,
+)
+from drupe.sessions.state import FollowUp, Transition, TurnExec, TurnInfo, is_busy, will_continue
+from drupe.sessions.stopping import stop_session
+from drupe.sessions.timers import SessionTimers
+from drupe.sessions.turn_stream import note, turn_stream
 from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.listeners.base import Listener
-from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 
 if TYPE_CHECKING:
@@ -109,10 +88,6 @@ turn ``error`` and closes the runtime connection."""
 MAX_ENTRIES = 10_000
 """Session entries kept in memory; past it the least recently used idle, disconnected entry is
 forgotten (its state is persisted); when none is, a new session's turn is refused."""
-_STOP_ROLL_BOUND_S = 10.0
-"""How long ``stop`` waits for a stopped roll's continuation to settle (then it aborts it)."""
-_STOP_CLOSE_BOUND_S = 20.0
-"""How long ``stop`` waits for the stopped runtime's connection to close."""
 DEFAULT_COMPACTION_BOUND = 600.0
 """Seconds a compaction may run before the host settles it as failed (nothing ended it)."""
 
@@ -142,7 +117,6 @@ class AgentSessionHost:
         self._tg = task_group
         self.idle_ttl = idle_ttl
         self.compaction_bound = compaction_bound
-        self._sleep = sleep
         self.fence_for = fence_for
         self.checkpointer = checkpointer
         """Saves each live answer into its ``pending`` row while it streams (None: off)."""
@@ -168,6 +142,7 @@ class AgentSessionHost:
             fence_for=fence_for,
             turn_request=self._turn_request,
         )
+        self.timers = SessionTimers(spawn=self._spawn, sleep=sleep, apply=self.apply)
         self._seq = 0
         manager.add_hold_policy(self.will_continue_conversation)
 
@@ -210,29 +185,8 @@ class AgentSessionHost:
     # --- turns ------------------------------------------------------------------------------
 
     def ensure_entry(self, info: SessionInfo) -> SessionEntry:
-        entry = self.entries.pop(info.session_id, None)
-        if entry is not None:
-            self.entries[info.session_id] = entry  # most recently used last
-        else:
-            self._make_room()
-            entry = self.entries[info.session_id] = SessionEntry(
-                session_id=info.session_id,
-                conversation_id=session_conversation_id(info.session_id),
-                info=info,
-            )
-        entry.info = info
-        return entry
-
-    def _make_room(self) -> None:
-        """Keep ``entries`` within ``MAX_ENTRIES`` (see its docstring)."""
-        while len(self.entries) >= self.max_entries:
-            victim = next((e for e in self.entries.values() if forgettable(e)), None)
-            if victim is None:
-                raise DriverError(
-                    f"too many active agent sessions (the limit is {self.max_entries})"
-                )
-            log.info("forgetting the idle session entry %r (entry limit)", victim.session_id)
-            del self.entries[victim.session_id]
+        """The session's entry (created for a new session), made the most recently used."""
+        return touch_entry(self.entries, info, limit=self.max_entries)
 
     def begin_turn(self, info: SessionInfo, turn: TurnInfo) -> list[Listener]:
         """Register a fresh turn on an idle session; returns its runtime listeners."""
@@ -262,25 +216,13 @@ class AgentSessionHost:
         entry.waiting.extend(subscribers)
         self._seq += 1
         item = replace(item, seq=self._seq)
-        turn_id = can_redirect(entry.state, item.config)
-        connection = self.connections.current(entry)
-        if turn_id is not None and connection is not None and self._capabilities(entry).steer:
-            # Fold first: the runtime may reach the boundary before ``redirect`` returns.
-            self.apply(entry, RedirectAccepted(turn_id, item))
-            steerable = cast(SteerableConnection, connection)
-            try:
-                accepted = await steerable.redirect(
-                    UserInput(message=item.message, system_reminder=True, headless=item.headless)
-                )
-            except Exception:  # isolation boundary: a driver failing to steer
-                log.exception("redirect into session %r failed", entry.session_id)
-                accepted = False
-            if accepted:
-                return "redirected"
-            self.apply(entry, SteerUndeliveredInputs((item.user_message_id,)))
-            return "queued"
-        self.apply(entry, QueueFollowUp(item))
-        return "queued"
+        return await redirect_or_queue(
+            entry,
+            item,
+            connection=self.connections.current(entry),
+            can_steer=self._capabilities(entry).steer,
+            apply=self.apply,
+        )
 
     def _capabilities(self, entry: SessionEntry) -> Capabilities:
         return self.drivers.get(entry.info.driver_type).capabilities
@@ -291,200 +233,65 @@ class AgentSessionHost:
         entry = self.entries.get(session_id)
         if entry is None:
             return None
-        connection = self.connections.current(entry)
-        if (
-            connection is None
-            or entry.usage_fetched_at == entry.turns_ended
-            or not self._capabilities(entry).context_usage
-        ):
-            return entry.context_usage
-        async with entry.usage_lock:
-            if entry.usage_fetched_at != entry.turns_ended:
-                turns = entry.turns_ended
-                usage = await cast(ContextUsageConnection, connection).context_usage()
-                entry.usage_fetched_at = turns
-                if usage is not None:
-                    entry.context_usage = dict(usage)
-        return entry.context_usage
+        return await fetch_context_usage(
+            entry,
+            self.connections.current(entry),
+            supported=self._capabilities(entry).context_usage,
+        )
 
     def runtime_turn_started(self, entry: SessionEntry) -> None:
         """The runtime began a turn by itself: it gets its own assistant row (no user row),
         streamed and persisted like any turn. On a busy session it waits (buffered) and goes
         first once the session is idle; its row follows the answer the runtime gave before it
         (not a follow-up submitted meanwhile)."""
-        model_id = entry.info.model_id
-        turn = TurnInfo(
-            turn_id=next_turn_id(),
-            assistant_message_id=new_message_id(),
-            user_message_id="",
-            config=turn_config(model_id),
-            message={"id": "", "role": "user", "parts": []},
-            pre_admitted=True,
-            runtime=True,
-        )
-        previous = entry.state.waiting[-1] if entry.state.waiting else entry.state.execution
-        if isinstance(previous, TurnExec):
-            entry.runtime_parents[turn.turn_id] = previous.turn.assistant_message_id
-        self.apply(entry, RuntimeTurnStarted(turn))
-        for turn_id in [t for t in entry.runtime_parents if not runtime_turn_known(entry, t)]:
-            del entry.runtime_parents[turn_id]  # refused, or dropped by a stop
+        turn_started_by_runtime(entry, apply=self.apply)
 
     def mark_turn_terminal(self, session_id: str, turn_id: str, status: TerminalStatus) -> None:
         entry = self.entries.get(session_id)
         if entry is not None:
             self.apply(entry, TurnTerminal(turn_id, status))
 
-    async def open_turn_stream(self, session_id: str, turn_id: str) -> AsyncIterator[Chunk]:
-        """The chunk source of one session turn (the manager's ``ExecutionSpec.source``)."""
-        entry = self.entries.get(session_id)
-        current = entry.state.execution if entry is not None else None
-        if entry is None or not (isinstance(current, TurnExec) and current.turn.turn_id == turn_id):
-            raise DriverError(f"turn {turn_id!r} is not the current turn of {session_id!r}")
-        turn = current.turn
-        send, receive = anyio.create_memory_object_stream[TurnItem](self.turn_channel_limit)
-        entry.channels[turn_id] = send
-        send.send_nowait(("chunk", {"type": "start", "messageId": turn.assistant_message_id}))
-        finished = False
-        try:
-            self.apply(entry, TurnStreamOpened(turn_id))
-            if not turn.pre_admitted:
-                connection = await self.connections.ensure(entry, turn.config.model_id)
-                if self._admittable(entry, turn_id):
-                    await connection.send(
-                        UserInput(
-                            message=turn.message,
-                            system_reminder=turn.steer,
-                            headless=turn.headless,
-                        )
-                    )
-                    self.apply(entry, TurnAdmitted(turn_id))
-            async with receive:
-                async for item in receive:
-                    if item[0] == "chunk":
-                        yield item[1]
-                        continue
-                    finished = True
-                    if item[1] == "error":
-                        error = dict(item[2] or {})
-                        raise DriverError(str(error.get("message") or "the agent runtime failed"))
-                    if item[1] == "paused":
-                        # The user stopped the session during the roll: this continuation
-                        # delivered what was buffered and now ends as a user stop.
-                        self.manager.abort(entry.conversation_id, "user-stop")
-                        raise DriverError("the session was stopped")
-                    return
-            if turn_id in entry.overflowed:
-                # The turn's stream fell MAX_TURN_CHANNEL chunks behind: end it visibly.
-                finished = True
-                entry.overflowed.discard(turn_id)
-                await self.connections.close_now(entry, "turn stream overflow")
-                limit = self.turn_channel_limit
-                raise DriverError(f"the answer fell more than {limit} chunks behind; it was ended")
-        except DriverError:
-            finished = True
-            raise
-        finally:
-            entry.channels.pop(turn_id, None)
-            if not finished:
-                with anyio.CancelScope(shield=True):
-                    await self._stopped(entry)
-
-    def _admittable(self, entry: SessionEntry, turn_id: str) -> bool:
-        current = entry.state.execution
-        return (
-            isinstance(current, TurnExec)
-            and current.turn.turn_id == turn_id
-            and current.admission == "pending"
-            and current.terminal is None
+    def open_turn_stream(self, session_id: str, turn_id: str) -> AsyncIterator[Chunk]:
+        """The chunk source of one session turn (the manager's ``ExecutionSpec.source``; see
+        ``turn_stream.turn_stream``)."""
+        return turn_stream(
+            self.entries.get,
+            session_id,
+            turn_id,
+            apply=self.apply,
+            connections=self.connections,
+            manager=self.manager,
+            channel_limit=self.turn_channel_limit,
         )
-
-    async def _stopped(self, entry: SessionEntry) -> None:
-        keep = entry.keep_queue_on_stop
-        entry.keep_queue_on_stop = False
-        self.apply(entry, Stopped(keep_queue=keep))
 
     async def stop(self, session_id: str) -> bool:
         """Stop the session: abort its live turn (persisted ``paused``), drop its queue."""
         entry = self.entries.get(session_id)
         if entry is None:
             return False
-        rolling = isinstance(entry.state.execution, Transition)
-        if rolling:
-            # Nothing is live during a roll (A1a ended, A2 not started): A2 is latched
-            # ``paused``; it still gets its row with what was buffered (see the reducer).
-            self.apply(entry, Stopped())
-            # A2 ends by itself once it delivered the buffer; aborting it would lose that.
-            with anyio.move_on_after(_STOP_ROLL_BOUND_S):
-                while not isinstance(entry.state.execution, Idle):
-                    await entry.changed.wait()
-        aborted = False
-        if not isinstance(entry.state.execution, Idle) or not rolling:
-            aborted = await self.manager.abort_and_drain(entry.conversation_id)
-        if not aborted and not rolling:
-            self.apply(entry, Stopped())
-        # Return only once the runtime is gone: a stopped CLI calls the model no more.
-        with anyio.move_on_after(_STOP_CLOSE_BOUND_S):
-            await self.connections.wait_closed(session_id)
-        return aborted or rolling
+        return await stop_session(
+            entry, apply=self.apply, manager=self.manager, connections=self.connections
+        )
 
     # --- runtime events ---------------------------------------------------------------------
 
     def apply(self, entry: SessionEntry, event: Event) -> None:
         """Feed the reducer one event and perform its effects (synchronously or as tasks)."""
         entry.state, effects = reduce(entry.state, event)
-        for effect in effects:
-            match effect:
-                case Forward(turn_id=turn_id, chunk=chunk):
-                    self._push(entry, turn_id, ("chunk", chunk))
-                case DeliverBuffer(turn_id=turn_id, chunks=chunks):
-                    for chunk in chunks:
-                        self._push(entry, turn_id, ("chunk", chunk))
-                case CloseStream(turn_id=turn_id, status=status, error=error):
-                    self._push(entry, turn_id, ("end", status, error))
-                case ScheduleLaunch(target=target):
-                    self.task_group.start_soon(self._launch, entry, target)
-                case TerminateHeld(error=error):
-                    self.task_group.start_soon(self._terminate_held, entry, dict(error))
-                case DropQueued(items=items, reason=reason):
-                    ids = [i.user_message_id for i in items]
-                    self._note(entry, f"dropped follow-ups {ids} ({reason})", _level(reason))
-                case DropBuffer(chunks=chunks, reason=reason):
-                    text = f"dropped {len(chunks)} chunk(s) ({reason})"
-                    self._note(entry, text, _level(reason))
-                case CloseConnection(reason=reason):
-                    self.connections.close_current(entry, reason)
-                case SessionOnIdle():
-                    self.task_group.start_soon(self._on_idle, entry)
-                case LogInvalid(event=name, reason=reason):
-                    self._note(entry, f"invalid {name}: {reason}", logging.WARNING)
-        self._sync_idle(entry)
-        self._sync_compaction_bound(entry)
+        perform(
+            entry,
+            effects,
+            spawn=self._spawn,
+            launcher=self.launcher,
+            connections=self.connections,
+            on_idle=self._on_idle,
+        )
+        self.timers.sync(entry, idle_ttl=self.idle_ttl, compaction_bound=self.compaction_bound)
         if entry.waiting and not is_busy(entry.state):
             error = {"name": "FollowUpDropped", "message": "the follow-up will not be answered"}
-            self.task_group.start_soon(self.launcher.fail_waiting, entry, error)
+            self._spawn(self.launcher.fail_waiting, entry, error)
         entry.changed.set()
         entry.changed = anyio.Event()
-
-    def _push(self, entry: SessionEntry, turn_id: str, item: TurnItem) -> None:
-        channel = entry.channels.get(turn_id)
-        if channel is None:
-            text = f"turn {turn_id!r} has no open stream; {item[0]} dropped"
-            self._note(entry, text, logging.WARNING)
-            return
-        try:
-            channel.send_nowait(item)
-        except anyio.WouldBlock:
-            text = f"turn {turn_id!r} overflowed its stream; it ends in error"
-            self._note(entry, text, logging.WARNING)
-            entry.overflowed.add(turn_id)
-            entry.channels.pop(turn_id, None)
-            channel.close()
-
-    def _note(self, entry: SessionEntry, text: str, level: int = logging.INFO) -> None:
-        """Log ``text`` (anomalies at WARNING: they lose something) and keep it on the entry."""
-        log.log(level, "session %r: %s", entry.session_id, text)
-        entry.log.append(text)
-        del entry.log[:-100]
 
     def current_turn(self, entry: SessionEntry) -> TurnExec | None:
         current = entry.state.execution
@@ -496,34 +303,18 @@ class AgentSessionHost:
         if isinstance(current, TurnExec | Transition) and current.terminal is None:
             self.apply(entry, RuntimeTerminal("error", error))
 
-    # --- launches (``drupe.sessions.launch``) --------------------------------------------------
-
-    async def _launch(self, entry: SessionEntry, target: LaunchTarget) -> None:
-        await self.launcher.launch(entry, target)
-
-    async def _terminate_held(self, entry: SessionEntry, error: dict[str, Any]) -> None:
-        await self.launcher.terminate_held(entry, error)
+    # --- turn listeners (``drupe.sessions.listeners``) -------------------------------------------
 
     def _listeners(self, entry: SessionEntry, turn: TurnInfo) -> list[Listener]:
-        backend = SessionBackend(
+        return turn_listeners(
+            entry,
+            turn,
             messages=self.messages,
             agents=self.agents,
-            session_id=entry.session_id,
-            message_id=turn.assistant_message_id,
-            resume_token=lambda: entry.last_resume_token,
             fence=self.fence_for(entry.conversation_id),
+            checkpointer=self.checkpointer,
+            report=self.mark_turn_terminal,
         )
-        return [
-            PersistenceListener(
-                backend,
-                model_id=turn.config.model_id,
-                conversation_id=entry.conversation_id,
-                checkpointer=self.checkpointer,
-            ),
-            RuntimeTerminalListener(
-                entry.session_id, turn.turn_id, backend=backend, report=self.mark_turn_terminal
-            ),
-        ]
 
     # --- agent edits (``drupe.sessions.agent_edits``) ------------------------------------------
 
@@ -545,63 +336,24 @@ class AgentSessionHost:
     ) -> bool:
         """Resolve an in-place approval the driver holds; a denial emits ``tool-output-denied``."""
         entry = self.entries.get(session_id)
-        if entry is None or approval_id not in entry.approvals:
+        if entry is None:
             return False
-        connection = self.connections.current(entry)
-        if connection is None:
-            return False
-        tool_call_id, _headless = entry.approvals.pop(approval_id)
-        resolved = await connection.respond_approval(approval_id, approved=approved, reason=reason)
-        if resolved and not approved:
-            self.connections.route_chunk(
-                entry, {"type": "tool-output-denied", "toolCallId": tool_call_id}
-            )
-        return resolved
+        return await answer_approval(
+            entry,
+            self.connections.current(entry),
+            approval_id,
+            approved=approved,
+            reason=reason,
+            route_chunk=self.connections.route_chunk,
+        )
 
-    # --- compaction bound ----------------------------------------------------------------------
-
-    def _sync_compaction_bound(self, entry: SessionEntry) -> None:
-        compacting = entry.state.compacting
-        if compacting and entry.compaction_scope is None:
-            scope = entry.compaction_scope = anyio.CancelScope()
-            self.task_group.start_soon(self._compaction_timer, entry, scope)
-        elif not compacting and entry.compaction_scope is not None:
-            entry.compaction_scope.cancel()
-            entry.compaction_scope = None
-
-    async def _compaction_timer(self, entry: SessionEntry, scope: anyio.CancelScope) -> None:
-        with scope:
-            await self._sleep(self.compaction_bound)
-        if scope.cancel_called or entry.compaction_scope is not scope:
-            return
-        entry.compaction_scope = None
-        self._note(entry, f"compaction did not end within {self.compaction_bound:.0f} s")
-        self.apply(entry, CompactionEnded(None))
+    # --- compaction and idle (timers: ``drupe.sessions.timers``) ------------------------------
 
     def settle_compaction(self, entry: SessionEntry, reason: str) -> None:
         """End a compaction nothing else will end (the turn or the connection ended)."""
         if entry.state.compacting:
-            self._note(entry, f"compaction settled: {reason}")
+            note(entry, f"compaction settled: {reason}")
             self.apply(entry, CompactionEnded(None))
-
-    # --- idle ---------------------------------------------------------------------------------
-
-    def _sync_idle(self, entry: SessionEntry) -> None:
-        idle = not is_busy(entry.state) and entry.state.connection == "connected"
-        if idle and entry.idle_scope is None:
-            scope = entry.idle_scope = anyio.CancelScope()
-            self.task_group.start_soon(self._idle_timer, entry, scope)
-        elif not idle and entry.idle_scope is not None:
-            entry.idle_scope.cancel()
-            entry.idle_scope = None
-
-    async def _idle_timer(self, entry: SessionEntry, scope: anyio.CancelScope) -> None:
-        with scope:
-            await self._sleep(self.idle_ttl)
-        if scope.cancel_called or entry.idle_scope is not scope:
-            return
-        entry.idle_scope = None
-        self.apply(entry, IdleExpired())
 
     async def _on_idle(self, entry: SessionEntry) -> None:
         driver = self.drivers.get(entry.info.driver_type)
@@ -619,7 +371,7 @@ class AgentSessionHost:
             return False
         entry = self.ensure_entry(info)
         await self.connections.ensure(entry, info.model_id)
-        self._sync_idle(entry)
+        self.timers.sync_idle(entry, self.idle_ttl)
         return True
 
     async def forget(self, session_id: str) -> None:
@@ -640,8 +392,3 @@ class AgentSessionHost:
         """Close every connection (shutdown)."""
         for entry in list(self.entries.values()):
             await self.connections.close_now(entry, "shutdown")
-
-
-def _level(reason: str) -> int:
-    """A drop the user asked for (a stop) is routine; any other drop loses something."""
-    return logging.INFO if reason == "stopped" else logging.WARNING

@@ -31,18 +31,14 @@ from typing import TYPE_CHECKING, Any
 import anyio
 
 from drupe.ids import new_message_id, next_turn_id
-from drupe.sessions.state import (
+from drupe.sessions.session_events import (
     LaunchAbandoned,
     LaunchFailed,
     LaunchStarted,
-    LaunchTarget,
-    Transition,
     TurnCreated,
-    TurnExec,
-    TurnInfo,
     TurnTerminal,
-    turn_config,
 )
+from drupe.sessions.state import LaunchTarget, Transition, TurnExec, TurnInfo, turn_config
 from drupe.streaming.listeners.base import Listener, TerminalResult, serialize_error
 from drupe.streaming.manager import SendInput
 

@@ -11,7 +11,8 @@
   the manager holds the stream (``is_conversation_done=False``); ``on_paused``/``on_error`` only
   when ``is_conversation_done`` is not False.
 
-Neither decides anything: the host's reducer does.
+``turn_listeners`` builds the two for one turn (a ``PersistenceListener`` over the backend, then
+the terminal listener). Neither decides anything: the host's reducer does.
 """
 
 from __future__ import annotations
@@ -23,14 +24,18 @@ from typing import TYPE_CHECKING, Any
 from drupe.chunks.types import UIMessage
 from drupe.errors import PersistenceError
 from drupe.streaming.listeners.base import BaseListener, TerminalPhase, TerminalResult
+from drupe.streaming.listeners.persistence import PersistenceListener
 
 if TYPE_CHECKING:
     from drupe.persistence.agents import AgentStore
     from drupe.persistence.messages import MessageStore
     from drupe.persistence.records import TerminalStatus
-    from drupe.streaming.checkpoints import CheckpointSink
+    from drupe.sessions.entry import SessionEntry
+    from drupe.sessions.state import TurnInfo
+    from drupe.streaming.checkpoints import Checkpointer, CheckpointSink
+    from drupe.streaming.listeners.base import Listener
 
-__all__ = ["RuntimeTerminalListener", "SessionBackend"]
+__all__ = ["RuntimeTerminalListener", "SessionBackend", "turn_listeners"]
 
 log = logging.getLogger(__name__)
 
@@ -128,3 +133,33 @@ class RuntimeTerminalListener(BaseListener):
     async def on_error(self, result: TerminalResult) -> None:
         if result.is_conversation_done is not False:
             self.report(self.session_id, self.turn_id, "error")
+
+
+def turn_listeners(
+    entry: SessionEntry,
+    turn: TurnInfo,
+    *,
+    messages: MessageStore,
+    agents: AgentStore,
+    fence: int | None,
+    checkpointer: Checkpointer | None,
+    report: Callable[[str, str, TerminalStatus], None],
+) -> list[Listener]:
+    """The runtime listeners of one session turn: its row's persistence, then its terminal."""
+    backend = SessionBackend(
+        messages=messages,
+        agents=agents,
+        session_id=entry.session_id,
+        message_id=turn.assistant_message_id,
+        resume_token=lambda: entry.last_resume_token,
+        fence=fence,
+    )
+    return [
+        PersistenceListener(
+            backend,
+            model_id=turn.config.model_id,
+            conversation_id=entry.conversation_id,
+            checkpointer=checkpointer,
+        ),
+        RuntimeTerminalListener(entry.session_id, turn.turn_id, backend=backend, report=report),
+    ]

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from drupe.sessions.host import SessionEntry
-    from drupe.sessions.state import Event
+    from drupe.sessions.session_events import Event
 
 __all__ = ["HostSteps"]
 

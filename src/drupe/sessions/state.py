@@ -1,7 +1,8 @@
 """The agent-session host's state, events and effects (the reference's "2b" shape, §6.6).
 
 Values only: ``drupe.sessions.reducer.reduce(state, event) -> (state, effects)`` decides, the
-shell (``drupe.sessions.host``) feeds it events and performs the effects.
+shell (``drupe.sessions.host``) feeds it events (``drupe.sessions.session_events``) and performs
+the effects (defined here, after the state).
 
 State:
 * ``execution``: ``Idle`` | ``TurnExec`` (one turn: stream phase ``unopened -> open ->
@@ -42,43 +43,21 @@ from drupe.chunks.types import Chunk, UIMessage
 __all__ = [
     "CloseConnection",
     "CloseStream",
-    "CompactionEnded",
-    "CompactionStarted",
-    "ConnectionLost",
-    "ConnectionOpened",
-    "ConnectionStarted",
     "DeliverBuffer",
     "DropBuffer",
     "DropQueued",
     "Effect",
-    "Event",
     "Forward",
     "FollowUp",
     "Idle",
-    "IdleExpired",
-    "LaunchAbandoned",
-    "LaunchFailed",
-    "LaunchStarted",
     "LogInvalid",
-    "QueueFollowUp",
-    "RedirectAccepted",
-    "RuntimeChunk",
-    "RuntimeTerminal",
-    "RuntimeTurnStarted",
     "ScheduleLaunch",
     "SessionOnIdle",
     "SessionState",
-    "SteerBoundaryReached",
-    "SteerUndeliveredInputs",
-    "Stopped",
     "TerminateHeld",
     "Transition",
-    "TurnAdmitted",
-    "TurnCreated",
     "TurnExec",
     "TurnInfo",
-    "TurnStreamOpened",
-    "TurnTerminal",
     "TurnConfig",
     "can_redirect",
     "is_busy",
@@ -177,156 +156,6 @@ class SessionState:
     buffer_limit: int = 10_000
     """The most chunks a buffer (before a stream opens, or during a roll) holds; the next one
     ends the turn ``error`` (``BufferOverflow``) and closes the connection."""
-
-
-# --- events --------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, slots=True)
-class TurnCreated:
-    """A turn exists (fresh begin, a launched queued turn, or the roll's continuation)."""
-
-    turn: TurnInfo
-    via: Literal["fresh", "queued-turn", "steer-continuation", "runtime-turn"] = "fresh"
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeTurnStarted:
-    """The runtime began a turn by itself; ``turn`` is its (runtime, pre-admitted) turn."""
-
-    turn: TurnInfo
-
-
-@dataclass(frozen=True, slots=True)
-class TurnStreamOpened:
-    turn_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class TurnAdmitted:
-    turn_id: str
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeChunk:
-    chunk: Chunk
-
-
-@dataclass(frozen=True, slots=True)
-class RuntimeTerminal:
-    status: Status
-    error: Mapping[str, Any] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class TurnTerminal:
-    """Persistence confirmed the turn's terminal (the terminal listener)."""
-
-    turn_id: str
-    status: Status
-
-
-@dataclass(frozen=True, slots=True)
-class QueueFollowUp:
-    item: FollowUp
-
-
-@dataclass(frozen=True, slots=True)
-class RedirectAccepted:
-    turn_id: str
-    item: FollowUp
-
-
-@dataclass(frozen=True, slots=True)
-class SteerBoundaryReached:
-    user_message_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class SteerUndeliveredInputs:
-    user_message_ids: tuple[str, ...]
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchStarted:
-    target: LaunchTarget
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchAbandoned:
-    """A running launch found nothing to start any more (stopped meanwhile)."""
-
-    target: LaunchTarget
-
-
-@dataclass(frozen=True, slots=True)
-class LaunchFailed:
-    target: LaunchTarget
-    clear_queue: bool
-    error: Mapping[str, Any]
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionStarted:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class CompactionEnded:
-    anchor: Chunk | None = None
-    """A ``data-compaction-anchor`` chunk to inject into the live turn."""
-
-
-@dataclass(frozen=True, slots=True)
-class Stopped:
-    """The user stopped the session (the turn's stream was cancelled)."""
-
-    keep_queue: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class IdleExpired:
-    pass
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionStarted:
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionOpened:
-    attempt: int
-
-
-@dataclass(frozen=True, slots=True)
-class ConnectionLost:
-    attempt: int
-
-
-Event = (
-    TurnCreated
-    | RuntimeTurnStarted
-    | TurnStreamOpened
-    | TurnAdmitted
-    | RuntimeChunk
-    | RuntimeTerminal
-    | TurnTerminal
-    | QueueFollowUp
-    | RedirectAccepted
-    | SteerBoundaryReached
-    | SteerUndeliveredInputs
-    | LaunchStarted
-    | LaunchAbandoned
-    | LaunchFailed
-    | CompactionStarted
-    | CompactionEnded
-    | Stopped
-    | IdleExpired
-    | ConnectionStarted
-    | ConnectionOpened
-    | ConnectionLost
-)
 
 
 # --- effects -------------------------------------------------------------------------------

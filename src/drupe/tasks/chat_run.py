@@ -16,7 +16,7 @@ import anyio
 from drupe.admission.base import Regenerate, Submit
 from drupe.admission.principal import Principal
 from drupe.errors import AdmissionError
-from drupe.persistence.schedules import TaskRunRecord
+from drupe.persistence.schedule_records import TaskRunRecord
 from drupe.tasks.run import RunControl, TaskDeps
 from drupe.tasks.sentinel import TaskSentinel
 

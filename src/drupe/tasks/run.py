@@ -34,7 +34,7 @@ from drupe.admission.base import Submit
 from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import AdmissionError, DrupeError, ValidationError
 from drupe.persistence.agents import session_conversation_id
-from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
+from drupe.persistence.schedule_records import ScheduleRecord, TaskRunRecord
 from drupe.sessions.drivers.base import runs_headless
 from drupe.streaming.listeners.base import Listener
 from drupe.tasks.delivery import DeliveryPort, DeliveryTarget, failure_text

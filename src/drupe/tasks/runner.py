@@ -21,7 +21,8 @@ import anyio
 import anyio.abc
 
 from drupe.errors import DrupeError, ValidationError
-from drupe.persistence.schedules import ScheduleRecord, ScheduleStore
+from drupe.persistence.schedule_records import ScheduleRecord
+from drupe.persistence.schedules import ScheduleStore
 from drupe.tasks.clock import Clock
 from drupe.tasks.plan import DEFAULT_GRACE, FirePlan, MissedPolicy, plan_fire
 from drupe.tasks.triggers import parse_trigger

@@ -34,7 +34,7 @@ from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.errors import NotFoundError, ValidationError
 from drupe.ids import session_conversation_id
 from drupe.lifetimes import TaskOwner
-from drupe.persistence.schedules import ScheduleRecord, TaskRunRecord
+from drupe.persistence.schedule_records import ScheduleRecord, TaskRunRecord
 from drupe.tasks.chat_run import admit_chat_run, follow_chat_run
 from drupe.tasks.heartbeat import HEARTBEAT_PROMPT, heartbeat_schedule_name
 from drupe.tasks.plan import DEFAULT_GRACE, FirePlan

@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any, Final
 
 from drupe.errors import ValidationError
-from drupe.persistence.schedules import deliver_targets
+from drupe.persistence.schedule_records import deliver_targets
 from drupe.tasks.triggers import IntervalTrigger, Trigger
 
 __all__ = [
