@@ -9,7 +9,7 @@ several apps (tests) can live in one process.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 from fastapi import APIRouter, Request, Response
 from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, generate_latest
@@ -17,8 +17,10 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
 from prometheus_client.registry import Collector
 
 from drupe.api.model_titles import get_titler
-from drupe.errors import DrupeError
 from drupe.http.state import get_board, get_caller, get_runtime, require_admin
+
+if TYPE_CHECKING:
+    from drupe.app import Runtime
 
 __all__ = ["ManagerCollector", "metrics_registry", "router"]
 
@@ -108,15 +110,20 @@ async def _visible_statuses(request: Request) -> dict[str, str]:
     caller = get_caller(request)
     if caller.is_admin:
         return statuses
-    conversations = get_runtime(request).conversations
-    visible: dict[str, str] = {}
-    for conversation_id, state in statuses.items():
-        try:
-            await conversations.check(caller, conversation_id, "read")
-        except DrupeError:
-            continue
-        visible[conversation_id] = state
-    return visible
+    # One query for the whole board (it is polled): stored conversations the member owns or
+    # was shared; an ephemeral one by its owner.
+    runtime = get_runtime(request)
+    stored = await runtime.db.conversations.visible_among(statuses, caller.user_id)
+    return {
+        cid: state
+        for cid, state in statuses.items()
+        if cid in stored or _ephemeral_owner(runtime, cid) == caller.user_id
+    }
+
+
+def _ephemeral_owner(runtime: Runtime, conversation_id: str) -> str | None:
+    conversation = runtime.ephemeral.get(conversation_id)
+    return conversation.owner_id if conversation is not None else None
 
 
 @router.get("/api/status")

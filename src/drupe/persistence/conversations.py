@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import builtins
 import uuid
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 from datetime import datetime
 from typing import Any
 
@@ -151,6 +151,17 @@ class ConversationStore:
         async with self._transactions.read() as db:
             rows = (await db.scalars(query.limit(limit))).all()
             return [_record(row) for row in rows]
+
+    async def visible_among(self, conversation_ids: Collection[str], user_id: str) -> set[str]:
+        """Those of ``conversation_ids`` that ``user_id`` owns or has been shared (one query)."""
+        ids = [cid for cid in conversation_ids if len(cid) <= 255]
+        if not ids:
+            return set()
+        query = select(ConversationRow.id).where(
+            ConversationRow.id.in_(ids), visible_to_clause(user_id)
+        )
+        async with self._transactions.read() as db:
+            return set((await db.scalars(query)).all())
 
     async def rename(self, conversation_id: str, title: str | None) -> ConversationRecord:
         """Set the title (``None`` clears it) and bump ``updated_at``."""
