@@ -16,6 +16,9 @@ from sqlalchemy.engine import make_url
 
 from drupe.api.app_factory import create_app
 from drupe.app import Runtime, open_runtime
+from drupe.app.cluster_membership import ClusterMembership
+from drupe.cluster.node import ClusterNode
+from drupe.cluster.takeover import Takeover
 from drupe.settings import AuthSettings, ClusterSettings, OwnerLoss, Settings
 from drupe.testing.loopback import serve_app
 from tests.cluster.conftest import redis_url
@@ -45,6 +48,22 @@ class Node:
     name: str
     runtime: Runtime
     url: str
+
+    @property
+    def membership(self) -> ClusterMembership:
+        membership = self.runtime.cluster
+        assert isinstance(membership, ClusterMembership), "not a cluster node"
+        return membership
+
+    @property
+    def cluster(self) -> ClusterNode:
+        """The node's Redis side (its leases, log and connections)."""
+        return self.membership.node
+
+    @property
+    def takeover(self) -> Takeover:
+        """The node's takeover sweep."""
+        return self.membership.takeover
 
 
 @asynccontextmanager
@@ -116,8 +135,7 @@ async def lose_lease(node: Node, conversation_id: str) -> None:
     """Take ``node``'s lease on the conversation away as a successor does: the lease is gone AND
     the fencing counter moved past its token, in one transaction, so the node cannot take it
     back as if Redis had merely lost its data (``RedisLease.reacquire``)."""
-    cluster = node.runtime.cluster
-    assert cluster is not None
+    cluster = node.cluster
     async with cluster.redis.pipeline(transaction=True) as pipe:
         pipe.delete(cluster.lease.lease_key(conversation_id))
         pipe.incr(cluster.lease.fence_key(conversation_id))

@@ -44,8 +44,7 @@ async def test_a_session_held_by_another_node_answers_through_this_one(
     session = await agents.create_session(agent.id, title="t", settings={})
     conversation = session_conversation_id(session.id)
     key, _ = await b.runtime.db.api_keys.create("cluster gateway")
-    cluster_a, cluster_b = a.runtime.cluster_takeover, b.runtime.cluster_takeover
-    assert cluster_a is not None and cluster_b is not None
+    cluster_a, cluster_b = a.takeover, b.takeover
     text: list[str] = []
     async with cluster_a.ownership.hold(conversation):  # A owns the session meanwhile
         client = openai.AsyncOpenAI(base_url=f"{b.url}/v1", api_key=key, max_retries=0, timeout=20)

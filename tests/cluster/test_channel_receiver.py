@@ -170,8 +170,7 @@ async def test_a_chat_whose_conversation_another_node_owns_is_answered_and_appro
     async with fake_telegram() as tg:
         config = telegram_config(tg.base_url, target=model)
         # Only B runs the channel, so B receives the chat; A owns its conversation meanwhile.
-        cluster_a = a.runtime.cluster_takeover
-        assert cluster_a is not None
+        cluster_a = a.takeover
         async with (
             cluster_a.ownership.hold(conversation.id),
             channel_service(b.runtime, [config]) as service,

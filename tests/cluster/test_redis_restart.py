@@ -137,7 +137,6 @@ async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
         assert answer.status == "success"
         assert text_of(sse_events(b"".join(owner))) == stored
         assert text_of(sse_events(b"".join(follower))) == stored
-        cluster_a = a.runtime.cluster_takeover
-        assert cluster_a is not None
+        cluster_a = a.takeover
         assert cluster_a.ownership.recovered >= 1  # the vanished lease was taken again
         assert cluster_a.ownership.lost == 0

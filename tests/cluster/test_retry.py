@@ -55,9 +55,8 @@ async def lose_the_owner_mid_answer(
     """Start an answer on A, follow it on B, then delete A's lease and let B take over
     (``before_loss(user message id)`` runs just before). Returns (the lost row's id, the lost
     turn's id)."""
-    cluster_b = b.runtime.cluster_takeover
-    node_a = a.runtime.cluster
-    assert cluster_b is not None and node_a is not None
+    cluster_b = b.takeover
+    node_a = a.cluster
     speaking, following = anyio.Event(), anyio.Event()
     done = {name: anyio.Event() for name in bodies}
 
@@ -149,8 +148,8 @@ async def test_a_lost_answer_is_answered_again_and_every_subscriber_follows_it(
     assert again[0].status == "success" and again[0].parent_id == lost.parent_id
     assert again[0].model_id == lost.model_id
     assert "".join(p.get("text", "") for p in again[0].parts if p["type"] == "text") == full
-    cluster_b = b.runtime.cluster_takeover
-    assert cluster_b is not None and cluster_b.retried == 1
+    cluster_b = b.takeover
+    assert cluster_b.retried == 1
 
 
 async def test_a_resume_by_cursor_of_the_lost_turn_reaches_the_new_answer(
@@ -171,8 +170,7 @@ async def test_a_resume_by_cursor_of_the_lost_turn_reaches_the_new_answer(
 
 async def test_an_answer_lost_too_often_is_ended_with_the_error(nodes: list[Node]) -> None:
     a, b = nodes
-    node_b = b.runtime.cluster
-    assert node_b is not None
+    node_b = b.cluster
     # The user message was already answered again as often as allowed.
     rows_before: dict[str, list[bytes]] = {"owner": [], "follower": []}
 

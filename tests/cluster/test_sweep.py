@@ -29,8 +29,7 @@ async def node(tmp_path: Path, prefix: str) -> AsyncIterator[Node]:
 
 async def _orphan(node: Node, conversation_id: str, owner: str) -> str:
     """A live turn left by ``owner``: its live entry and a log with one batch, no lease."""
-    cluster = node.runtime.cluster
-    assert cluster is not None
+    cluster = node.cluster
     key = cluster.log.key(conversation_id, "turn-1")
     await cluster.log.append(key, "exec-1", [{"type": "text-delta", "id": "t", "delta": "hi"}], [3])
     payload = orjson.dumps({"node": owner, "turn": "turn-1", "key": key})
@@ -41,8 +40,7 @@ async def _orphan(node: Node, conversation_id: str, owner: str) -> str:
 async def test_an_orphan_of_a_dead_node_is_taken_over_at_once_and_its_log_ended(
     node: Node,
 ) -> None:
-    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
-    assert chat is not None and cluster is not None
+    chat, cluster = node.takeover, node.cluster
     now = [100.0]
     chat.clock = lambda: now[0]
     key = await _orphan(node, "o1", "ghost")  # no heartbeat: the node is gone
@@ -61,8 +59,7 @@ async def test_an_orphan_of_a_dead_node_is_taken_over_at_once_and_its_log_ended(
 
 
 async def test_an_orphan_of_a_live_node_gets_a_whole_ttl_to_be_taken_again(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
-    assert chat is not None and cluster is not None
+    chat, cluster = node.takeover, node.cluster
     now = [100.0]
     chat.clock = lambda: now[0]
     await cluster.redis.set(f"{cluster.prefix}:node:alive", "1", px=60_000)
@@ -75,8 +72,7 @@ async def test_an_orphan_of_a_live_node_gets_a_whole_ttl_to_be_taken_again(node:
 
 
 async def test_an_owned_conversation_is_never_taken(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
-    assert chat is not None and cluster is not None
+    chat, cluster = node.takeover, node.cluster
     await _orphan(node, "o3", "ghost")
     fence = await cluster.lease.acquire("o3", "someone")
     assert fence is not None
@@ -85,8 +81,7 @@ async def test_an_owned_conversation_is_never_taken(node: Node) -> None:
 
 
 async def test_task_runs_of_a_node_gone_for_a_whole_ttl_are_failed(node: Node) -> None:
-    chat, cluster = node.runtime.cluster_takeover, node.runtime.cluster
-    assert chat is not None and cluster is not None
+    chat, cluster = node.takeover, node.cluster
     schedules = node.runtime.db.schedules
     now = [100.0]
     chat.clock = lambda: now[0]

@@ -49,8 +49,7 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
     nodes: tuple[Node, Node],
 ) -> None:
     a, b = nodes
-    cluster_a, cluster_b = a.runtime.cluster_takeover, b.runtime.cluster_takeover
-    assert cluster_a is not None and cluster_b is not None
+    cluster_a, cluster_b = a.takeover, b.takeover
     owner_body: list[bytes] = []
     follower_body: list[bytes] = []
     speaking, owner_done, follower_done = anyio.Event(), anyio.Event(), anyio.Event()
@@ -93,8 +92,7 @@ async def test_a_successor_takes_over_a_lost_owner_and_the_old_owner_writes_noth
         # The owner stalls past its TTL: its lease is gone (what Redis does on expiry), and B,
         # whose sweep found the orphan, takes it over (what the sweep does once A's heartbeat
         # is gone too; tests/cluster/test_sweep.py covers that decision).
-        node_a = a.runtime.cluster
-        assert node_a is not None
+        node_a = a.cluster
         await lose_lease(a, "t1")
         assert await cluster_b.take_over("t1", node_a.log.key("t1", answer_turn(owner_body)))
         row = await b.runtime.db.messages.get(answer.id)
@@ -133,9 +131,8 @@ async def test_a_steer_queued_on_an_owner_that_is_lost_is_answered_with_a_visibl
     nodes: tuple[Node, Node],
 ) -> None:
     a, b = nodes
-    cluster_b = b.runtime.cluster_takeover
-    node_a = a.runtime.cluster
-    assert cluster_b is not None and node_a is not None
+    cluster_b = b.takeover
+    node_a = a.cluster
     owner_body: list[bytes] = []
     speaking = anyio.Event()
 

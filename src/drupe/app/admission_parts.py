@@ -1,5 +1,6 @@
-"""The agent-runtime drivers, the session host, admission (the dispatcher over its context
-providers, the approval service) and the ``Conversations`` port: local, or the cluster's.
+"""The agent-runtime drivers, the session host, and admission (the dispatcher over its context
+providers, the approval service) under the local ``Conversations`` port (a cluster node's port
+wraps it: ``drupe.app.membership``).
 """
 
 from __future__ import annotations
@@ -8,7 +9,6 @@ import importlib.util
 import logging
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
 
 import anyio
 
@@ -16,11 +16,10 @@ from drupe.admission.access import AllowAll
 from drupe.admission.agent_session import AgentSessionProvider
 from drupe.admission.approval_service import ApprovalService
 from drupe.admission.base import ContextProvider
-from drupe.admission.conversations import Conversations
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralProvider, EphemeralStore
 from drupe.admission.local_conversations import LocalConversations
-from drupe.admission.ownership import LocalOwnership, Ownership
+from drupe.admission.ownership import Ownership
 from drupe.admission.persistent import PersistentProvider
 from drupe.admission.turn_runner import TurnRunner, model_validator
 from drupe.agent.models.registry import ModelRegistry
@@ -37,12 +36,6 @@ from drupe.settings import Settings
 from drupe.streaming.checkpoints import Checkpointer
 from drupe.streaming.manager import StreamManager
 from drupe.tools.base import ToolEntry
-
-if TYPE_CHECKING:
-    from drupe.cluster.node import ClusterNode
-    from drupe.cluster.status import ClusterStatus
-    from drupe.cluster.takeover import Takeover
-
 
 log = logging.getLogger(__name__)
 
@@ -76,15 +69,15 @@ def admission(
     drivers: DriverRegistry,
     reconciled: anyio.Event,
     settings: Settings,
+    ownership: Ownership,
 ) -> LocalConversations:
     """The dispatcher over the context providers, the approval service and the local
-    ``Conversations`` port over them."""
+    ``Conversations`` port over them; ``ownership`` admits and fences (a cluster node's leases)."""
     manager = streams.manager
-    ownership = streams.ownership or LocalOwnership()
     ephemeral = EphemeralStore()
     dispatcher = Dispatcher(
         manager,
-        providers(models, db, manager, runner, host, drivers, ephemeral, streams),
+        providers(models, db, manager, runner, host, drivers, ephemeral, streams, ownership),
         reconciled=reconciled,
         ownership=ownership,
     )
@@ -109,11 +102,11 @@ def providers(
     drivers: DriverRegistry,
     ephemeral: EphemeralStore,
     streams: Streams,
+    ownership: Ownership,
 ) -> list[ContextProvider]:
     """The context providers, agent sessions first (the persistent provider is the catch-all
     and refuses ``agent-session:`` ids)."""
     validate = model_validator(models)
-    fence_for = streams.ownership.fence_for if streams.ownership is not None else unfenced
     return [
         AgentSessionProvider(host=host, messages=db.messages, drivers=drivers),
         EphemeralProvider(
@@ -131,48 +124,9 @@ def providers(
             has_pending_steer=manager.has_pending_steer,
             checkpointer=streams.checkpointer,
             retrier=streams.retrier,
-            fence_for=fence_for,
+            fence_for=ownership.fence_for,
         ),
     ]
-
-
-async def open_conversations(
-    stack: AsyncExitStack,
-    settings: Settings,
-    local: LocalConversations,
-    streams: Streams,
-    cluster: ClusterNode | None,
-    cluster_status: ClusterStatus | None,
-    db: Database,
-) -> tuple[Takeover | None, Conversations]:
-    """The ``Conversations`` port: the local one, or in cluster mode the cluster one over the
-    routed commands (``ClusterRouter``), with this node's takeover sweep (both entered here)."""
-    if cluster is None or streams.ownership is None or streams.writer is None:
-        return None, local
-    from drupe.cluster.cluster_conversations import ClusterConversations
-    from drupe.cluster.router import ClusterRouter
-    from drupe.cluster.takeover import Takeover
-
-    router = await stack.enter_async_context(
-        ClusterRouter(
-            cluster, dispatcher=local.dispatcher, local=local, announce=streams.writer.announce
-        )
-    )
-    takeover = await stack.enter_async_context(
-        Takeover(
-            cluster,
-            streams.ownership,
-            dispatcher=local.dispatcher,
-            manager=streams.manager,
-            messages=db.messages,
-            settle=cluster_status.settle if cluster_status is not None else None,
-            schedules=db.schedules,
-        )
-    )
-    conversations = ClusterConversations(
-        local, router, grace_period=settings.stream.grace_period, status=cluster_status
-    )
-    return takeover, conversations
 
 
 async def open_drivers(
@@ -205,7 +159,3 @@ async def open_drivers(
 
         drivers.register(await stack.enter_async_context(ClaudeCodeDriver()))
     return drivers
-
-
-def unfenced(conversation_id: str) -> int | None:
-    return None

@@ -8,27 +8,26 @@ import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING
 
 from drupe.admission.approval_service import ApprovalService
 from drupe.admission.conversations import Conversations
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralStore
-from drupe.admission.ownership import LocalOwnership
-from drupe.admission.turn_runner import turn_runner
 from drupe.agent.models.config import config_path, load_model_config
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.runner import AgentRunner
-from drupe.app.admission_parts import admission, open_conversations, open_drivers, session_host
-from drupe.app.cluster_parts import open_cluster_node, open_cluster_status
+from drupe.app.admission_parts import admission, open_drivers, session_host
+from drupe.app.membership import Membership, open_membership
 from drupe.app.streams import (
-    context_window_of,
     open_catalog,
     open_streams,
     reconcile,
+    runner_for,
     tool_registry,
 )
-from drupe.app.surfaces import channel_service, task_service
+from drupe.app.surfaces import ChannelParts, channels_over, task_service
 from drupe.channels.config import load_channel_configs
 from drupe.channels.service import ChannelService
 from drupe.identity.authenticator import Authenticator
@@ -49,8 +48,6 @@ from drupe.tools.client_tools import ClientToolBoard
 from drupe.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from drupe.cluster.node import ClusterNode
-    from drupe.cluster.takeover import Takeover
     from drupe.tools.mcp.catalog import McpCatalog
 
 
@@ -72,6 +69,9 @@ class Runtime:
     ephemeral: EphemeralStore
     approvals: ApprovalService
     tools: ToolRegistry
+    cluster: Membership
+    """This process's place in the deployment: ``SingleProcess`` (the embedded default) or a
+    cluster node (``drupe.app.cluster_membership``)."""
     mcp: McpCatalog | None = None
     client_tools: ClientToolBoard | None = None
     """Tools clients declared per conversation (AG-UI's ``RunAgentInput.tools``)."""
@@ -83,10 +83,6 @@ class Runtime:
     reconciled_rows: int = 0
     checkpointer: Checkpointer | None = None
     retrier: TerminalWriteRetrier | None = None
-    cluster: ClusterNode | None = None
-    """This process's cluster membership (None: single-process, the embedded default)."""
-    cluster_takeover: Takeover | None = None
-    """Cluster mode: this node's sweep that settles the turns of lost owners."""
     authenticator: Authenticator | None = None
     """Who makes each request (None: auth is off, every request is the local admin)."""
     resources: Resources | None = None
@@ -104,49 +100,38 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
     models = ModelRegistry(load_model_config(settings.config_path))
     agent = AgentRunner(lambda model_id: models.resolve(model_id).model)
     async with AsyncExitStack() as stack:
-        cluster = await open_cluster_node(stack, settings)
-        cluster_status = await open_cluster_status(stack, cluster, settings)
+        membership = await open_membership(stack, settings)  # first in, last out
         catalog = await open_catalog(stack, config_file)
         tools = tool_registry(settings)
         client_tools = ClientToolBoard()
-        runner = turn_runner(
-            agent,
-            tools=tools,
-            catalog=catalog,
-            context_window=context_window_of(models),
-            client_tools=client_tools,
-        )
+        runner = runner_for(agent, models, tools, catalog, client_tools)
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
         meter = UsageMeter(db.gateway_usage)
         stack.push_async_callback(meter.aclose)  # after every surface, before the database
-        reconciled, rows = await reconcile(db, cluster)
-        streams = await open_streams(stack, settings, cluster, cluster_status)
-        manager = streams.manager
-        if catalog is not None:
-            # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
-            manager.task_group.start_soon(catalog.prewarm)
+        reconciled, rows = await reconcile(db, membership)
+        streams = await open_streams(stack, settings, membership, catalog)
         remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
         drivers = await open_drivers(stack, models, agent, db, remotes)
-        host = session_host(
-            manager, drivers, db, streams.ownership or LocalOwnership(), streams.checkpointer
-        )
+        ownership = membership.ownership
+        host = session_host(streams.manager, drivers, db, ownership, streams.checkpointer)
         stack.push_async_callback(host.aclose)
-        local = admission(models, db, streams, runner, host, drivers, reconciled, settings)
-        takeover, conversations = await open_conversations(
-            stack, settings, local, streams, cluster, cluster_status, db
+        local = admission(
+            models, db, streams, runner, host, drivers, reconciled, settings, ownership
         )
-        runtime = Runtime(
+        conversations = await membership.open_port(stack, local, streams.manager, db)
+        parts = ChannelParts(conversations, db, host, models, membership.receiving())
+        channels = await open_channels(stack, config_file, parts)
+        tasks = await stack.enter_async_context(
+            task_service(settings, db, conversations, host, drivers, channels)
+        )
+        yield Runtime(
             settings=settings,
-            authenticator=(
-                Authenticator(db, cache_seconds=settings.auth.cache_seconds)
-                if settings.auth.enabled
-                else None
-            ),
+            authenticator=authenticator(settings, db),
             db=db,
             resources=Resources(db, enabled=settings.auth.enabled),
-            manager=manager,
+            manager=streams.manager,
             dispatcher=local.dispatcher,
             conversations=conversations,
             models=models,
@@ -154,22 +139,33 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             ephemeral=local.ephemeral,
             approvals=local.approvals,
             tools=tools,
+            cluster=membership,
             mcp=catalog,
             client_tools=client_tools,
             drivers=drivers,
             sessions=host,
+            channels=channels,
+            tasks=tasks,
             traces=streams.traces,
             reconciled_rows=rows,
             checkpointer=streams.checkpointer,
             retrier=streams.retrier,
-            cluster=cluster,
-            cluster_takeover=takeover,
             gateway_usage=meter,
         )
-        channel_configs = load_channel_configs(config_file)
-        if channel_configs:
-            runtime.channels = await stack.enter_async_context(
-                channel_service(runtime, channel_configs)
-            )
-        runtime.tasks = await stack.enter_async_context(task_service(runtime))
-        yield runtime
+
+
+def authenticator(settings: Settings, db: Database) -> Authenticator | None:
+    """Who makes each request (None: auth is off, every request is the local admin)."""
+    if not settings.auth.enabled:
+        return None
+    return Authenticator(db, cache_seconds=settings.auth.cache_seconds)
+
+
+async def open_channels(
+    stack: AsyncExitStack, config_file: Path, parts: ChannelParts
+) -> ChannelService | None:
+    """The IM channels of ``config_file`` (entered), or None when it configures none."""
+    configs = load_channel_configs(config_file)
+    if not configs:
+        return None
+    return await stack.enter_async_context(channels_over(parts, configs))

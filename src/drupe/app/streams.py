@@ -1,6 +1,6 @@
 """The stream layer's openers: tools, the MCP catalog, the boot reconcile, and the retrier,
-checkpointer, trace recorder, cluster leases and log writer and the stream manager, in the
-order their shutdown needs.
+checkpointer, trace recorder, the membership's leases (a cluster node's leases and log writer)
+and the stream manager, in the order their shutdown needs.
 """
 
 from __future__ import annotations
@@ -14,11 +14,12 @@ from typing import TYPE_CHECKING
 
 import anyio
 
+from drupe.admission.turn_runner import TurnRunner, turn_runner
 from drupe.agent.models.registry import ModelRegistry
-from drupe.app.cluster_parts import open_cluster_parts
+from drupe.agent.runner import AgentRunner
+from drupe.app.membership import Membership
 from drupe.errors import ConfigError
 from drupe.observability.trace_store import TraceRecorder, TraceStore, otlp_exporter_from_env
-from drupe.persistence.boot import reconcile_at_boot
 from drupe.persistence.db import Database
 from drupe.settings import Settings
 from drupe.streaming.checkpoints import Checkpointer
@@ -27,14 +28,11 @@ from drupe.streaming.manager import StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
 from drupe.tasks.clock import SystemClock
 from drupe.tools.builtins import ToolSettings, builtin_tools
+from drupe.tools.client_tools import ClientToolBoard
 from drupe.tools.mcp.config_file import load_mcp_servers
 from drupe.tools.registry import ToolRegistry
 
 if TYPE_CHECKING:
-    from drupe.cluster.log_writer import LogWriter
-    from drupe.cluster.node import ClusterNode
-    from drupe.cluster.ownership import LeaseOwnership
-    from drupe.cluster.status import ClusterStatus
     from drupe.streaming.listeners.base import Listener
     from drupe.tools.mcp.catalog import McpCatalog
 
@@ -50,8 +48,6 @@ class Streams:
     checkpointer: Checkpointer
     traces: TraceRecorder
     manager: StreamManager
-    ownership: LeaseOwnership | None = None
-    writer: LogWriter | None = None
 
 
 def tool_registry(settings: Settings) -> ToolRegistry:
@@ -71,6 +67,23 @@ def context_window_of(models: ModelRegistry) -> Callable[[str], int | None]:
     return context_window
 
 
+def runner_for(
+    agent: AgentRunner,
+    models: ModelRegistry,
+    tools: ToolRegistry,
+    catalog: McpCatalog | None,
+    client_tools: ClientToolBoard,
+) -> TurnRunner:
+    """The agent loop behind the stream manager's runner seam, with its tools."""
+    return turn_runner(
+        agent,
+        tools=tools,
+        catalog=catalog,
+        context_window=context_window_of(models),
+        client_tools=client_tools,
+    )
+
+
 async def open_catalog(stack: AsyncExitStack, config_file: Path) -> McpCatalog | None:
     servers = load_mcp_servers(config_file)
     if not servers:
@@ -80,7 +93,7 @@ async def open_catalog(stack: AsyncExitStack, config_file: Path) -> McpCatalog |
     return await stack.enter_async_context(McpCatalog(servers))
 
 
-async def reconcile(db: Database, cluster: ClusterNode | None) -> tuple[anyio.Event, int]:
+async def reconcile(db: Database, membership: Membership) -> tuple[anyio.Event, int]:
     """Boot reconciliation, before the first admission (dispatch waits on the event).
 
     Cluster mode: other nodes' rows are live; the takeover sweep finalizes only the rows whose
@@ -88,15 +101,15 @@ async def reconcile(db: Database, cluster: ClusterNode | None) -> tuple[anyio.Ev
     left ``running``: one process fails them all; a cluster node only its own earlier life's
     (a node that never comes back is swept by ``fail_running_of_gone_nodes``).
     """
-    rows = 0 if cluster is not None else await reconcile_at_boot(db)
+    rows = await membership.reconcile_rows(db)
     if rows:
         log.warning("boot: %d answer(s) left pending by a crash were marked error", rows)
-    db.schedules.node_id = cluster.node_id if cluster is not None else None
+    db.schedules.node_id = membership.node_id
     runs = await db.schedules.fail_running(
         SystemClock().now(),
         "the server stopped",
-        node_id=db.schedules.node_id,
-        all_nodes=cluster is None,
+        node_id=membership.node_id,
+        all_nodes=membership.node_id is None,
     )
     if runs:
         log.warning("boot: %d task run(s) left running by a crash were marked failed", runs)
@@ -108,12 +121,14 @@ async def reconcile(db: Database, cluster: ClusterNode | None) -> tuple[anyio.Ev
 async def open_streams(
     stack: AsyncExitStack,
     settings: Settings,
-    cluster: ClusterNode | None,
-    cluster_status: ClusterStatus | None,
+    membership: Membership,
+    catalog: McpCatalog | None = None,
 ) -> Streams:
     """The retrier, checkpointer and trace recorder (entered after the database and before the
     manager: they outlive every stream's terminal work at shutdown and stop before the database
-    closes), cluster mode's leases and log writer (likewise), then the stream manager."""
+    closes), the membership's leases (a cluster node's leases and log writer: likewise), then the
+    stream manager; then the MCP catalog's prewarm starts in the background (3 servers at a time:
+    a dead server never delays a turn)."""
     retrier = await stack.enter_async_context(
         TerminalWriteRetrier(WritePolicy.within(settings.stream.terminal_timeout))
     )
@@ -127,25 +142,20 @@ async def open_streams(
     stream_listeners: list[Callable[[str], Listener]] = [
         lambda cid: TraceFlushListener(cid, traces.schedule)
     ]
-    ownership: LeaseOwnership | None = None
-    writer: LogWriter | None = None
+    # A cluster node's leases ask the manager whether a conversation is busy, and the manager's
+    # streams write to the log the leases fence: the one cycle, broken by ``manager_ref``.
     manager_ref: list[StreamManager] = []
-    if cluster is not None:
-        # The leases ask the manager whether a conversation is busy, and the manager's streams
-        # write to the log the leases fence: the one cycle, broken by ``manager_ref``.
-        ownership, writer = await open_cluster_parts(stack, cluster, settings, manager_ref)
-        stream_listeners.append(writer.listener)
+    stream_listeners += await membership.open_leases(stack, manager_ref)
     manager = await stack.enter_async_context(
         StreamManager(settings.stream, tracer=traces.tracer, stream_listeners=stream_listeners)
     )
     manager_ref.append(manager)
-    if cluster_status is not None:  # never removed: it must see the shutdown's aborts
-        manager.add_status_observer(cluster_status.observe)
+    membership.watch(manager)
+    if catalog is not None:
+        manager.task_group.start_soon(catalog.prewarm)
     return Streams(
         retrier=retrier,
         checkpointer=checkpointer,
         traces=traces,
         manager=manager,
-        ownership=ownership,
-        writer=writer,
     )

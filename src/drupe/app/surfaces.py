@@ -5,12 +5,12 @@ deliver through the channels).
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING
 
 from drupe.admission.turn_runner import model_validator
 from drupe.channels.config import ChannelConfig
-from drupe.channels.receiver import ReceiverLease
 from drupe.channels.registry import AdapterRegistry, default_registry
 from drupe.channels.service import ChannelDeps, ChannelService
 from drupe.errors import ValidationError
@@ -20,23 +20,36 @@ from drupe.tasks.run import TaskDeps
 from drupe.tasks.service import TaskService
 
 if TYPE_CHECKING:
+    from drupe.admission.conversations import Conversations
+    from drupe.agent.models.registry import ModelRegistry
     from drupe.app.runtime import Runtime
     from drupe.channels.outbox import Clock
+    from drupe.channels.receiver import Receiving
+    from drupe.persistence.db import Database
+    from drupe.sessions.drivers.registry import DriverRegistry
+    from drupe.sessions.host import AgentSessionHost
+    from drupe.settings import Settings
 
 
 log = logging.getLogger(__name__)
 
 
-def task_service(runtime: Runtime) -> TaskService:
-    settings = runtime.settings
-    assert runtime.sessions is not None and runtime.drivers is not None
+def task_service(
+    settings: Settings,
+    db: Database,
+    conversations: Conversations,
+    host: AgentSessionHost,
+    drivers: DriverRegistry,
+    channels: ChannelService | None,
+) -> TaskService:
+    """The scheduled-task service (not started: enter it); tasks deliver through ``channels``."""
     return TaskService(
         TaskDeps(
-            db=runtime.db,
-            conversations=runtime.conversations,
-            host=runtime.sessions,
-            drivers=runtime.drivers,
-            delivery=task_delivery(runtime.channels),
+            db=db,
+            conversations=conversations,
+            host=host,
+            drivers=drivers,
+            delivery=task_delivery(channels),
             clock=SystemClock(),
         ),
         run_scheduler=settings.run_scheduler,
@@ -60,14 +73,41 @@ def task_delivery(channels: ChannelService | None) -> DeliveryPort:
     return BufferedDelivery(send)
 
 
-def receiver_lease(runtime: Runtime) -> ReceiverLease | None:
-    """Cluster mode: the lease that picks the one node receiving a single-connection channel."""
-    node = runtime.cluster
-    if node is None:
-        return None
-    from drupe.cluster.receiver import RedisReceiverLease
+@dataclass(frozen=True, slots=True)
+class ChannelParts:
+    """What the IM channels act through."""
 
-    return RedisReceiverLease(node.lease, node.node_id)
+    conversations: Conversations
+    db: Database
+    sessions: AgentSessionHost | None
+    models: ModelRegistry
+    receiving: Receiving
+
+
+def channels_over(
+    parts: ChannelParts,
+    configs: list[ChannelConfig],
+    *,
+    registry: AdapterRegistry | None = None,
+    clock: Clock | None = None,
+    edit_interval: float | None = None,
+    send_timeout: float | None = None,
+) -> ChannelService:
+    """The IM channels over the port, stores and session host (not started: enter it). The
+    adapter registry is explicit: ``default_registry()`` unless given."""
+    deps = ChannelDeps(
+        conversations=parts.conversations,
+        db=parts.db,
+        sessions=parts.sessions,
+        validate_model=model_validator(parts.models),
+        clock=clock,
+        receiving=parts.receiving,
+    )
+    if edit_interval is not None:
+        deps.edit_interval = edit_interval
+    if send_timeout is not None:
+        deps.send_timeout = send_timeout
+    return ChannelService(deps, configs, registry or default_registry())
 
 
 def channel_service(
@@ -79,18 +119,19 @@ def channel_service(
     edit_interval: float | None = None,
     send_timeout: float | None = None,
 ) -> ChannelService:
-    """The IM channels over the runtime's dispatcher, stores and session host (not started:
-    enter it). The adapter registry is explicit: ``default_registry()`` unless given."""
-    deps = ChannelDeps(
+    """Channels over a started runtime (tests and tools add channels to one this way)."""
+    parts = ChannelParts(
         conversations=runtime.conversations,
         db=runtime.db,
         sessions=runtime.sessions,
-        validate_model=model_validator(runtime.models),
-        clock=clock,
-        receiver_lease=receiver_lease(runtime),
+        models=runtime.models,
+        receiving=runtime.cluster.receiving(),
     )
-    if edit_interval is not None:
-        deps.edit_interval = edit_interval
-    if send_timeout is not None:
-        deps.send_timeout = send_timeout
-    return ChannelService(deps, configs, registry or default_registry())
+    return channels_over(
+        parts,
+        configs,
+        registry=registry,
+        clock=clock,
+        edit_interval=edit_interval,
+        send_timeout=send_timeout,
+    )

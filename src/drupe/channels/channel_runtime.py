@@ -21,7 +21,7 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import anyio
@@ -34,7 +34,7 @@ from drupe.channels.delivery_listener import ChannelListener
 from drupe.channels.guard import RateWindow, admitted
 from drupe.channels.logs import install_secret_filter
 from drupe.channels.outbox import DEFAULT_EDIT_INTERVAL, DEFAULT_SEND_TIMEOUT, ChatOutbox, Clock
-from drupe.channels.receiver import ReceiverLease, serve_single_receiver
+from drupe.channels.receiver import Receiving, SoleReceiver
 from drupe.channels.text_shaping import error_text, redact, stopped_text
 
 if TYPE_CHECKING:
@@ -63,8 +63,9 @@ class ChannelDeps:
     clock: Clock | None = None
     edit_interval: float = DEFAULT_EDIT_INTERVAL
     send_timeout: float = DEFAULT_SEND_TIMEOUT
-    receiver_lease: ReceiverLease | None = None
-    """Cluster mode: which node receives a single-connection channel (``receiver.py``)."""
+    receiving: Receiving = field(default_factory=SoleReceiver)
+    """How this node receives a single-connection channel (``receiver.py``): at once in one
+    process, while it holds the channel's lease on a cluster node."""
 
 
 class ChannelRuntime:
@@ -229,12 +230,11 @@ class ChannelRuntime:
     # --- lifecycle ------------------------------------------------------------------------------
 
     async def serve(self) -> None:
-        lease = self.service.deps.receiver_lease
-        if lease is None or not self.config.single_receiver:
+        if not self.config.single_receiver:
             await self._run(receive=True)
             return
-        await serve_single_receiver(
-            lease, f"channel:{self.config.id}", self._run_as, on_role=self._set_role
+        await self.service.deps.receiving.serve(
+            f"channel:{self.config.id}", self._run_as, on_role=self._set_role
         )
 
     def _set_role(self, role: str) -> None:

@@ -11,8 +11,10 @@ Contract:
   TTL) stops receiving at once and goes back to standby. A node that stops (or dies) lets the
   lease go (released, or expired after the TTL), and a standby node takes over within about a
   TTL.
-* The port is what the cluster provides (``drupe.cluster.receiver.RedisReceiverLease``); a node
-  without one (one process) receives every channel itself.
+* The lease is what the cluster provides (``drupe.cluster.receiver.RedisReceiverLease``). A
+  channel runtime asks its ``Receiving`` face: ``LeasedReceiver`` over the cluster's lease, or
+  ``SoleReceiver`` in one process, which receives every channel itself (the adapter runs once;
+  when it stops, the channel is disconnected, as without a cluster).
 * A lease error (Redis unreachable) never stops receiving on the node that holds it: the TTL
   decides, and the next renewal says whether it still holds it.
 """
@@ -25,7 +27,7 @@ from typing import Any, Protocol
 
 import anyio
 
-__all__ = ["ReceiverLease", "serve_single_receiver"]
+__all__ = ["LeasedReceiver", "ReceiverLease", "Receiving", "SoleReceiver", "serve_single_receiver"]
 
 log = logging.getLogger(__name__)
 
@@ -47,6 +49,33 @@ class ReceiverLease(Protocol):
         ...
 
     async def release(self, handle: object) -> None: ...
+
+
+Run = Callable[[bool], Coroutine[Any, Any, None]]
+"""``run(receive)``: the channel's adapter, receiving or only sending."""
+
+
+class Receiving(Protocol):
+    """How a single-connection channel is received on this node."""
+
+    async def serve(self, name: str, run: Run, on_role: Callable[[str], None]) -> None: ...
+
+
+class SoleReceiver:
+    """One process: the only node, so it receives at once (``on_role`` is never told)."""
+
+    async def serve(self, name: str, run: Run, on_role: Callable[[str], None]) -> None:
+        await run(True)
+
+
+class LeasedReceiver:
+    """A cluster node: receives while it holds the channel's lease (``serve_single_receiver``)."""
+
+    def __init__(self, lease: ReceiverLease) -> None:
+        self.lease = lease
+
+    async def serve(self, name: str, run: Run, on_role: Callable[[str], None]) -> None:
+        await serve_single_receiver(self.lease, name, run, on_role=on_role)
 
 
 async def serve_single_receiver(
