@@ -6,9 +6,12 @@ per event and never FastAPI's SSE class. The response watches ``receive`` for
 is noticed at once even while nothing is being written; then ``on_close`` runs. An idle
 connection gets an SSE comment (``PING_FRAME``) after ``ping_after`` seconds without a write:
 timed by the app's ``PingTicker`` (one task for every connection, started by the app's
-lifespan) when the app runs one with that interval, else by a timeout on the watch itself (a
-timeout per batch would cost a timer per write). A response costs ONE task besides the
-request's own: the writer. ``on_close`` DETACHES the listener from its stream: closing a
+lifespan) when the app runs one with that interval, else by a timeout on the writer's wait. A
+response costs NO task besides the request's own, and no task group: the request's task writes
+the batches, and the pending ``receive()`` is stepped from its future's callbacks
+(``ReceiveWatch``); a disconnect marks the buffer and wakes the writer, which returns (a
+``send`` blocked on a paused transport is released by the server when the connection drops,
+as uvicorn does). ``on_close`` DETACHES the listener from its stream: closing a
 connection is never a stop. Under ``DrupeApp`` the response streams after the request's stack
 has unwound (``HANDOFF_KEY``).
 """
@@ -19,13 +22,13 @@ import logging
 from collections.abc import Callable, Mapping
 from typing import Final
 
-import anyio
 from starlette.responses import Response
-from starlette.types import Receive, Scope, Send
+from starlette.types import Message, Receive, Scope, Send
 
 from drupe.chunks.sse import UI_MESSAGE_STREAM_HEADERS
 from drupe.http.ping_ticker import PING_INTERVAL, PingTicker, ticker_of
-from drupe.streaming.listeners.sse import PING_FRAME, FrameBuffer
+from drupe.http.receive_watch import ReceiveWatch
+from drupe.streaming.listeners.sse import FrameBuffer
 
 __all__ = ["HANDOFF_KEY", "SseHandoff", "SseResponse"]
 
@@ -88,44 +91,30 @@ class SseResponse(Response):
     async def stream(self, ticker: PingTicker | None, receive: Receive, send: Send) -> None:
         """Write the response until the buffer ends or the client leaves; then ``on_close``."""
         buffer = self.buffer
+        # No task besides the request's own (issue 24 §2): the pending ``receive()`` is driven
+        # by its future's callbacks (``ReceiveWatch``), and this task writes the batches.
+        watch = ReceiveWatch(receive, self._received)
         try:
             if ticker is not None:
                 ticker.add(buffer)
-            async with anyio.create_task_group() as tg:
-                # ONE task besides the request's own (issue 11 §2: a task costs ~3 KiB at
-                # 10,000 connections): the writer runs in a task of its own, so each wake-up
-                # resumes its short stack only, not the whole chain the response was called
-                # through; this task watches for the disconnect and times the pings.
-                tg.start_soon(self._write, send, tg.cancel_scope)
-                await self._watch(receive, None if ticker is not None else self.ping_after)
-                tg.cancel_scope.cancel()
+            watch.start()
+            await self._write(send, None if ticker is not None else self.ping_after)
         finally:
+            watch.close()
             if ticker is not None:
                 ticker.discard(buffer)
             self.abandon()
 
-    async def _watch(self, receive: Receive, ping_after: float | None) -> None:
-        """Return once the client is gone; with ``ping_after``, queue a ping after each idle
-        interval (without it, nothing is timed here)."""
-        buffer = self.buffer
-        seen = -1
-        while True:
-            if ping_after is None:
-                message = await receive()
-            else:
-                # One timer per connection per interval, not one per batch.
-                with anyio.move_on_after(ping_after) as waited:
-                    message = await receive()
-                if waited.cancelled_caught:
-                    if buffer.writes == seen:
-                        buffer.push(PING_FRAME)
-                    seen = buffer.writes
-                    continue
-            if message["type"] == "http.disconnect":
-                buffer.disconnected = True
-                return
+    def _received(self, message: Message | None) -> bool:
+        """A message ``receive()`` returned (None: it failed); False ends the watch."""
+        if message is not None and message["type"] != "http.disconnect":
+            return True
+        self.buffer.disconnect()
+        return False
 
-    async def _write(self, send: Send, scope: anyio.CancelScope) -> None:
+    async def _write(self, send: Send, ping_after: float | None) -> None:
+        """Send the head, then each batch, then the end; return early once the client is gone.
+        With ``ping_after`` (no ticker), an idle wait that long sends a ping."""
         buffer = self.buffer
         try:
             await send(
@@ -136,9 +125,9 @@ class SseResponse(Response):
                 }
             )
             next_batch = buffer.next_batch
-            while (batch := await next_batch()) is not None:
+            while (batch := await next_batch(ping_after=ping_after)) is not None:
                 await send({"type": "http.response.body", "body": batch, "more_body": True})
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if not buffer.disconnected:
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except OSError:
             buffer.disconnected = True
-        scope.cancel()

@@ -18,8 +18,10 @@ outcome. While open, a step or tool span is a plain record (name, start time, at
 becomes an OpenTelemetry span, started at that time, when it ends (issue 11 §2: an open SDK span
 holds ~3 KB, two ``BoundedList`` deques among them, for the whole model request). So span
 processors see it start and end at once; nothing parents a span under it (spans made while a
-turn runs nest under ``ai.turn``, the current span). Nothing is traced under a turn span that
-does not record. Attributes never carry message content. ``container_context(conversation_id)``
+turn runs nest under ``ai.turn``, the current span). ``ai.turn`` itself is a record too while
+the execution runs (``turn_record``): ``turn`` is then a ``NonRecordingSpan`` of its reserved
+context and ``recording`` says whether it will be recorded. Nothing is traced under a turn span
+that does not record. Attributes never carry message content. ``container_context(conversation_id)``
 is the remote parent every ``ai.turn`` of a conversation hangs under: its trace id is the
 conversation's (``trace_id_for``), stored on the conversation's row.
 """
@@ -83,11 +85,17 @@ class TurnSpans:
     """Opens and ends the step and tool spans of one execution."""
 
     def __init__(
-        self, tracer: trace.Tracer, turn: trace.Span, *, model_id: str, conversation_id: str
+        self,
+        tracer: trace.Tracer,
+        turn: trace.Span,
+        *,
+        model_id: str,
+        conversation_id: str,
+        recording: bool | None = None,
     ) -> None:
         self._tracer = tracer
         self._context = trace.set_span_in_context(turn)
-        self._recording = turn.is_recording()
+        self._recording = turn.is_recording() if recording is None else recording
         self._model_id = model_id
         self._conversation_id = conversation_id
         self._step: _Open | None = None

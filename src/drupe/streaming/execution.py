@@ -13,8 +13,10 @@
   (shutdown) still runs the terminal work (shielded) and then propagates;
 * with a tracer, one ``ai.turn`` span covers the execution and carries its outcome; it lives in
   the conversation's trace (``container_context``) and has a child span per model request and
-  per tool call (``TurnSpans``, fed every chunk the loop fans out). The spans END before the
-  terminal work runs, so a terminal listener (the trace flush) sees them all.
+  per tool call (``TurnSpans``, fed every chunk the loop fans out). While the execution runs it
+  is a record (``TurnRecord``: its reserved span context is the current span); the SDK span is
+  made, at its recorded start, when it ends. The spans END before the terminal work runs, so a
+  terminal listener (the trace flush) sees them all.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ from drupe.chunks.accumulate import Accumulator
 from drupe.chunks.types import Chunk
 from drupe.ids import next_attempt_id
 from drupe.observability.tracing import TURN_SPAN
+from drupe.observability.turn_record import TurnRecord, open_turn
 from drupe.observability.turn_spans import TurnSpans, container_context
 from drupe.streaming.config import StreamConfig
 from drupe.streaming.contracts import ExecutionSpec
@@ -75,7 +78,8 @@ async def run_execution(
     if tracer is None:
         await _run(stream, execution, None, finish, counted)
         return
-    span = tracer.start_span(
+    turn = open_turn(
+        tracer,
         TURN_SPAN,
         context=container_context(stream.conversation_id),
         attributes={
@@ -87,30 +91,30 @@ async def run_execution(
         },
     )
     spans = TurnSpans(
-        tracer, span, model_id=execution.model_id, conversation_id=stream.conversation_id
+        tracer,
+        turn.span,
+        model_id=execution.model_id,
+        conversation_id=stream.conversation_id,
+        recording=turn.recording,
     )
-    with trace.use_span(span, end_on_exit=False):
-        await _run(stream, execution, (span, spans), finish, counted)
+    with trace.use_span(turn.span, end_on_exit=False):
+        await _run(stream, execution, (turn, spans), finish, counted)
 
 
 def _end_spans(
-    traced: tuple[trace.Span, TurnSpans] | None, ok: bool, description: str | None
+    traced: tuple[TurnRecord, TurnSpans] | None, ok: bool, description: str | None
 ) -> None:
     if traced is None:
         return
-    span, spans = traced
+    turn, spans = traced
     spans.close(ok, description)
-    if ok:
-        span.set_status(trace.StatusCode.OK)
-    else:
-        span.set_status(trace.StatusCode.ERROR, description)
-    span.end()
+    turn.end(ok, description)
 
 
 async def _run(
     stream: LiveStream,
     execution: Execution,
-    traced: tuple[trace.Span, TurnSpans] | None,
+    traced: tuple[TurnRecord, TurnSpans] | None,
     finish: Finish,
     counted: Callable[[], None],
 ) -> None:

@@ -123,6 +123,11 @@ class FrameBuffer:
     def alive(self) -> bool:
         return not self.closed and not self.disconnected
 
+    def disconnect(self) -> None:
+        """The connection is gone: ``disconnected``, and a waiting writer returns None."""
+        self.disconnected = True
+        self._wakeup.set()
+
     def take(self) -> bytes:
         """Everything queued, as one bytes object (empty when nothing is)."""
         if not self._frames:
@@ -134,11 +139,14 @@ class FrameBuffer:
         return data
 
     async def next_batch(self, *, ping_after: float | None = None) -> bytes | None:
-        """Wait for frames and return all of them as one write; None once closed and drained.
+        """Wait for frames and return all of them as one write; None once closed and drained,
+        or once disconnected (what is queued then is never written).
 
         With ``ping_after`` an idle wait longer than that many seconds returns ``PING_FRAME``.
         """
         while True:
+            if self.disconnected:
+                return None
             data = self.take()
             if data:
                 return data
