@@ -1,6 +1,8 @@
 // The sidebar's "Agents" section: agents with their sessions (live status badges from the
 // shared status poll), a create form, and new / delete for agents and sessions. A session
-// opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>).
+// opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>). Signed in, the
+// owner of an agent (or an admin) shares it from here (the share dialog, kind "agent"); an agent
+// shared with the user says "shared" and has no delete or share button.
 import { useCallback, useEffect, useState } from "react";
 import { type ConversationStatus, errorMessage, type ModelInfo } from "../api";
 import {
@@ -12,7 +14,9 @@ import {
   lastActivity,
   sessionsByAgent,
 } from "../agentsApi";
+import { useAuth } from "../auth";
 import { conversationHash } from "../route";
+import { ShareDialog } from "./ShareDialog";
 import { StatusBadge } from "./StatusBadge";
 import "../agents.css";
 
@@ -34,6 +38,12 @@ export function AgentsSection({
   const [drivers, setDrivers] = useState<DriverList>({ items: [], permissionModes: [] });
   const [creating, setCreating] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [sharing, setSharing] = useState<Agent | null>(null);
+  const closeShare = useCallback(() => setSharing(null), []);
+  const auth = useAuth();
+  const me = auth.kind === "signed-in" ? auth.user : null;
+  /** Signed in: the owner or an admin manages an agent; others were shared it. */
+  const owns = (agent: Agent) => me === null || me.role === "admin" || agent.ownerId === me.id;
 
   const reload = useCallback(async () => {
     try {
@@ -137,13 +147,16 @@ export function AgentsSection({
             sessions={grouped.get(agent.id) ?? []}
             statuses={statuses}
             activeId={activeId}
+            owned={owns(agent)}
             onNewSession={onNewSession}
             onDelete={onDeleteAgent}
             onDeleteSession={onDeleteSession}
+            onShare={me !== null && owns(agent) ? setSharing : undefined}
           />
         ))}
         {agents.length === 0 && !creating && <li className="muted small pad">No agents yet.</li>}
       </ul>
+      {sharing && <ShareDialog kind="agent" id={sharing.id} title={sharing.name} onClose={closeShare} />}
     </section>
   );
 }
@@ -237,25 +250,34 @@ function AgentItem({
   sessions,
   statuses,
   activeId,
+  owned,
   onNewSession,
   onDelete,
   onDeleteSession,
+  onShare,
 }: {
   agent: Agent;
   sessions: AgentSession[];
   statuses: Record<string, ConversationStatus>;
   activeId: string | null;
+  owned: boolean;
   onNewSession: (agentId: string) => void;
   onDelete: (agent: Agent) => void;
   onDeleteSession: (session: AgentSession) => void;
+  onShare?: (agent: Agent) => void;
 }) {
   const [confirming, setConfirming] = useState(false);
   return (
-    <li className="agent-item" data-testid="agent-item" data-agent-id={agent.id}>
+    <li className="agent-item" data-testid="agent-item" data-agent-id={agent.id} data-owned={String(owned)}>
       <div className="agent-row">
         <span className="agent-name" title={agent.instructions ?? undefined}>
           {agent.name}
         </span>
+        {!owned && (
+          <span className="role-badge" data-testid="agent-shared" title="Shared with you">
+            shared
+          </span>
+        )}
         <span className="agent-meta muted small" title={agent.workspace ?? undefined}>
           {agent.driverType} · {agent.modelId ?? "no model"}
         </span>
@@ -284,21 +306,35 @@ function AgentItem({
                 className="ghost small"
                 data-testid="new-session"
                 title="New session"
-                aria-label="New session"
+                aria-label={`New session with ${agent.name}`}
                 onClick={() => onNewSession(agent.id)}
               >
                 +
               </button>
-              <button
-                type="button"
-                className="ghost small"
-                data-testid="delete-agent"
-                title="Delete agent"
-                aria-label="Delete agent"
-                onClick={() => setConfirming(true)}
-              >
-                ✕
-              </button>
+              {onShare && (
+                <button
+                  type="button"
+                  className="ghost small"
+                  data-testid="share-agent"
+                  title="Share agent"
+                  aria-label={`Share ${agent.name}`}
+                  onClick={() => onShare(agent)}
+                >
+                  ⇪
+                </button>
+              )}
+              {owned && (
+                <button
+                  type="button"
+                  className="ghost small"
+                  data-testid="delete-agent"
+                  title="Delete agent"
+                  aria-label={`Delete ${agent.name}`}
+                  onClick={() => setConfirming(true)}
+                >
+                  ✕
+                </button>
+              )}
             </>
           )}
         </span>
@@ -329,7 +365,7 @@ function AgentItem({
                   className="ghost small"
                   data-testid="delete-session"
                   title="Delete session"
-                aria-label="Delete session"
+                  aria-label={`Delete ${title}`}
                   onClick={() => onDeleteSession(s)}
                 >
                   ✕
