@@ -4,7 +4,7 @@
   ``tests/node/package-lock.json``; ``scripts/test`` runs ``npm ci`` there) finds no serious or
   critical violation on any page: home, a conversation, a multi-model conversation, an agent's
   session, the scheduled tasks (a task with a finished run), usage, a trace, channels. Each page
-  is saved to ``docs/ui/<page>-<width>.png``. (The settings pages: ``test_settings_ui``; the
+  is saved to ``docs/ui/<page>-<width>.png``. The same pages pass in dark mode. (The settings pages: ``test_settings_ui``; the
   signed-in pages, the sign-in page and the share dialog: ``test_share_agent_ui``,
   ``test_sign_in_ui``.)
 * Under 768 px the sidebar is hidden behind the ☰ button, opens over the page and closes when
@@ -138,6 +138,32 @@ def test_every_page_has_no_serious_axe_violation(
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_dark_mode_has_no_serious_axe_violation(
+    drupe_server: Drupe, browser: Browser, conversations: dict[str, str], name: str
+) -> None:
+    """The same pages with the system in dark mode (contrast is checked per colour scheme)."""
+    context = browser.new_context(viewport=VIEWPORTS["1280"], color_scheme="dark")  # type: ignore[arg-type]
+    context.set_default_timeout(WAIT_MS)
+    try:
+        page = context.new_page()
+        hash_, ready = PAGES[name]
+        page.goto(drupe_server.url + "/" + hash_.format(**conversations))
+        expect(page.locator(ready).first).to_be_visible()
+        page.wait_for_load_state("networkidle")
+        assert serious_violations(page) == []
+    finally:
+        context.close()
+
+
+def test_the_open_agent_form_has_no_serious_axe_violation(drupe_server: Drupe, page: Page) -> None:
+    page.goto(drupe_server.url + "/#/")
+    page.get_by_test_id("new-agent").click()
+    expect(page.get_by_test_id("agent-form")).to_be_visible()
+    expect(page.get_by_label("Driver")).to_be_visible()
+    assert serious_violations(page) == []
 
 
 def test_phone_sidebar_collapses_and_columns_scroll_sideways(

@@ -200,11 +200,12 @@ function AgentForm({
       <input
         autoFocus
         data-testid="agent-name"
+        aria-label="Agent name"
         placeholder="Name"
         value={name}
         onChange={(e) => setName(e.target.value)}
       />
-      <select data-testid="agent-driver" value={driverType} onChange={(e) => setDriverType(e.target.value)}>
+      <select data-testid="agent-driver" aria-label="Driver" value={driverType} onChange={(e) => setDriverType(e.target.value)}>
         {driverTypes.map((t) => (
           <option key={t} value={t}>
             {t}
@@ -213,6 +214,7 @@ function AgentForm({
       </select>
       <input
         data-testid="agent-model"
+        aria-label="Model"
         list="agent-model-ids"
         placeholder={`Model (default ${defaultModel || "the server's"})`}
         value={modelId}
@@ -227,12 +229,14 @@ function AgentForm({
       </datalist>
       <input
         data-testid="agent-workspace"
+        aria-label="Workspace"
         placeholder="Workspace (absolute path; default: in the data dir)"
         value={workspace}
         onChange={(e) => setWorkspace(e.target.value)}
       />
       <textarea
         data-testid="agent-instructions"
+        aria-label="Instructions"
         rows={2}
         placeholder="Instructions (optional)"
         value={instructions}
