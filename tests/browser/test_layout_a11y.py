@@ -4,9 +4,9 @@
   ``tests/node/package-lock.json``; ``scripts/test`` runs ``npm ci`` there) finds no serious or
   critical violation on any page: home, a conversation, a multi-model conversation, an agent's
   session, the scheduled tasks (a task with a finished run), usage, a trace, channels. Each page
-  is saved to ``docs/ui/<page>-<width>.png``. The same pages pass in dark mode. (The settings pages: ``test_settings_ui``; the
-  signed-in pages, the sign-in page and the share dialog: ``test_share_agent_ui``,
-  ``test_sign_in_ui``.)
+  is saved to ``docs/ui/<page>-<width>.png``. The same pages pass in dark mode, and home with
+  the agent form open. (The settings pages: ``test_settings_ui``; the signed-in pages, the
+  sign-in page and the share dialog: ``test_share_agent_ui``, ``test_sign_in_ui``.)
 * Under 768 px the sidebar is hidden behind the ☰ button, opens over the page and closes when
   a link is followed; multi-model columns scroll sideways instead of running off screen.
 * The keyboard: Enter sends, Shift+Enter adds a line, Escape stops a running answer.

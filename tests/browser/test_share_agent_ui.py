@@ -14,7 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 import pytest
-from playwright.sync_api import Browser, Page, expect
+from playwright.sync_api import Browser, Page, Request, expect
 
 from tests.browser.auth_site import api_as, auth_site, sign_in
 from tests.browser.conftest import WAIT_MS, Drupe
@@ -98,6 +98,15 @@ def test_a_member_sees_a_shared_agent_and_starts_a_session_with_it(
     with api_as(site, "alice") as alice:
         given = alice.put(f"/api/shares/agent/{agent_id}/bob", json={"access": "read"})
         assert given.status_code == 200, given.text
+        hers = alice.post(f"/api/agents/{agent_id}/sessions", json={"title": "alice's"}).json()
+        parts = [{"type": "text", "text": "alice asks"}]
+        alice.post(
+            "/api/chat",
+            json={
+                "id": hers["conversationId"],
+                "messages": [{"id": "h1", "role": "user", "parts": parts}],
+            },
+        ).raise_for_status()
     for width, viewport in VIEWPORTS.items():
         context = browser.new_context(viewport=viewport)  # type: ignore[arg-type]
         context.set_default_timeout(WAIT_MS)
@@ -115,10 +124,29 @@ def test_a_member_sees_a_shared_agent_and_starts_a_session_with_it(
                 row.get_by_test_id("new-session").click()
                 expect(page.get_by_test_id("composer-input")).to_be_visible()
                 with api_as(site, "bob") as bob:
-                    mine = bob.get(f"/api/agents/{agent_id}/sessions").json()["items"]
+                    mine = bob.get("/api/sessions", params={"agentId": agent_id}).json()["items"]
                 assert len(mine) == 1
                 pane = page.get_by_test_id("session-pane")
                 expect(pane).to_have_attribute("data-session-id", mine[0]["id"])
+
+                # alice's session, opened by its link: readable, listed under the agent while
+                # open, without a delete button; the list is not re-read in a loop.
+                listings: list[str] = []
+
+                def count(request: Request, seen: list[str] = listings) -> None:
+                    if request.url.endswith("/api/sessions"):
+                        seen.append(request.url)
+
+                page.on("request", count)
+                page.goto(f"{site.url}/#/c/{hers['conversationId']}")
+                pane = page.get_by_test_id("session-pane")
+                expect(pane).to_have_attribute("data-session-id", hers["id"])
+                expect(pane).to_contain_text("You said: alice asks")
+                item = row.locator(f'[data-testid="session-item"][data-session-id="{hers["id"]}"]')
+                expect(item).to_be_visible()
+                expect(item.get_by_test_id("delete-session")).to_have_count(0)
+                page.wait_for_timeout(1500)
+                assert len(listings) <= 3, listings
         finally:
             context.close()
 

@@ -3,7 +3,7 @@
 // opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>). Signed in, the
 // owner of an agent (or an admin) shares it from here (the share dialog, kind "agent"); an agent
 // shared with the user says "shared" and has no delete or share button.
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import { type ConversationStatus, errorMessage, type ModelInfo } from "../api";
 import {
   type Agent,
@@ -12,10 +12,12 @@ import {
   type DriverList,
   type NewAgent,
   lastActivity,
+  sessionIdOf,
   sessionsByAgent,
 } from "../agentsApi";
 import { useAuth } from "../auth";
 import { conversationHash } from "../route";
+import { AgentForm } from "./AgentForm";
 import { ShareDialog } from "./ShareDialog";
 import { StatusBadge } from "./StatusBadge";
 import "../agents.css";
@@ -64,14 +66,26 @@ export function AgentsSection({
       .catch(() => undefined);
   }, [reload]);
 
-  // A session opened by URL (another tab, the CLI) that this list does not know yet.
+  // A session opened by URL (another tab, the CLI) that this list does not know yet: the list
+  // is reloaded once for it; still unknown (another member's session of an agent shared with
+  // this user), it is fetched and shown under its agent while it is open.
+  const [opened, setOpened] = useState<AgentSession | null>(null);
+  const checked = useRef<string | null>(null);
   useEffect(() => {
-    if (activeId?.startsWith("agent-session:") && !sessions.some((s) => s.conversationId === activeId)) {
-      void reload();
-    }
+    const sessionId = sessionIdOf(activeId);
+    if (!sessionId || sessions.some((s) => s.conversationId === activeId) || checked.current === activeId) return;
+    checked.current = activeId;
+    void reload().then(() =>
+      agentsApi
+        .getSession(sessionId)
+        .then(setOpened)
+        .catch(() => setOpened(null)),
+    );
   }, [activeId, sessions, reload]);
 
-  const grouped = sessionsByAgent(sessions, activeId);
+  const othersOpen = opened !== null && opened.conversationId === activeId && !sessions.some((s) => s.id === opened.id);
+  const grouped = sessionsByAgent(othersOpen ? [...sessions, opened] : sessions, activeId);
+  const ownSessionIds = new Set(sessions.map((s) => s.id));
 
   const onCreate = async (body: NewAgent): Promise<boolean> => {
     try {
@@ -151,6 +165,7 @@ export function AgentsSection({
             onNewSession={onNewSession}
             onDelete={onDeleteAgent}
             onDeleteSession={onDeleteSession}
+            deletable={ownSessionIds}
             onShare={me !== null && owns(agent) ? setSharing : undefined}
           />
         ))}
@@ -158,94 +173,6 @@ export function AgentsSection({
       </ul>
       {sharing && <ShareDialog kind="agent" id={sharing.id} title={sharing.name} onClose={closeShare} />}
     </section>
-  );
-}
-
-function AgentForm({
-  drivers,
-  models,
-  defaultModel,
-  onCreate,
-}: {
-  drivers: DriverList;
-  models: ModelInfo[];
-  defaultModel: string;
-  onCreate: (body: NewAgent) => Promise<boolean>;
-}) {
-  const [name, setName] = useState("");
-  const [driverType, setDriverType] = useState("inprocess");
-  const [modelId, setModelId] = useState("");
-  const [workspace, setWorkspace] = useState("");
-  const [instructions, setInstructions] = useState("");
-  const [sending, setSending] = useState(false);
-  const driverTypes = drivers.items.length ? drivers.items.map((d) => d.type) : ["inprocess"];
-
-  return (
-    <form
-      className="agent-form"
-      data-testid="agent-form"
-      onSubmit={async (e) => {
-        e.preventDefault();
-        if (!name.trim() || sending) return;
-        setSending(true);
-        const body: NewAgent = { name: name.trim(), driverType };
-        if (modelId.trim()) body.modelId = modelId.trim();
-        if (workspace.trim()) body.workspace = workspace.trim();
-        if (instructions.trim()) body.instructions = instructions.trim();
-        const ok = await onCreate(body);
-        setSending(false);
-        if (ok) setName("");
-      }}
-    >
-      <input
-        autoFocus
-        data-testid="agent-name"
-        aria-label="Agent name"
-        placeholder="Name"
-        value={name}
-        onChange={(e) => setName(e.target.value)}
-      />
-      <select data-testid="agent-driver" aria-label="Driver" value={driverType} onChange={(e) => setDriverType(e.target.value)}>
-        {driverTypes.map((t) => (
-          <option key={t} value={t}>
-            {t}
-          </option>
-        ))}
-      </select>
-      <input
-        data-testid="agent-model"
-        aria-label="Model"
-        list="agent-model-ids"
-        placeholder={`Model (default ${defaultModel || "the server's"})`}
-        value={modelId}
-        onChange={(e) => setModelId(e.target.value)}
-      />
-      <datalist id="agent-model-ids">
-        {models.map((m) => (
-          <option key={m.id} value={m.id}>
-            {m.label}
-          </option>
-        ))}
-      </datalist>
-      <input
-        data-testid="agent-workspace"
-        aria-label="Workspace"
-        placeholder="Workspace (absolute path; default: in the data dir)"
-        value={workspace}
-        onChange={(e) => setWorkspace(e.target.value)}
-      />
-      <textarea
-        data-testid="agent-instructions"
-        aria-label="Instructions"
-        rows={2}
-        placeholder="Instructions (optional)"
-        value={instructions}
-        onChange={(e) => setInstructions(e.target.value)}
-      />
-      <button type="submit" className="primary small" data-testid="create-agent" disabled={!name.trim() || sending}>
-        Create agent
-      </button>
-    </form>
   );
 }
 
@@ -258,6 +185,7 @@ function AgentItem({
   onNewSession,
   onDelete,
   onDeleteSession,
+  deletable,
   onShare,
 }: {
   agent: Agent;
@@ -268,6 +196,8 @@ function AgentItem({
   onNewSession: (agentId: string) => void;
   onDelete: (agent: Agent) => void;
   onDeleteSession: (session: AgentSession) => void;
+  /** The user's own sessions (another member's, opened through a share, has no ✕). */
+  deletable: Set<string>;
   onShare?: (agent: Agent) => void;
 }) {
   const [confirming, setConfirming] = useState(false);
@@ -363,18 +293,20 @@ function AgentItem({
                 </time>
                 <StatusBadge status={statuses[s.conversationId] ?? s.status} />
               </a>
-              <span className="item-actions">
-                <button
-                  type="button"
-                  className="ghost small"
-                  data-testid="delete-session"
-                  title="Delete session"
-                  aria-label={`Delete ${title}`}
-                  onClick={() => onDeleteSession(s)}
-                >
-                  ✕
-                </button>
-              </span>
+              {deletable.has(s.id) && (
+                <span className="item-actions">
+                  <button
+                    type="button"
+                    className="ghost small"
+                    data-testid="delete-session"
+                    title="Delete session"
+                    aria-label={`Delete ${title}`}
+                    onClick={() => onDeleteSession(s)}
+                  >
+                    ✕
+                  </button>
+                </span>
+              )}
             </li>
           );
         })}
