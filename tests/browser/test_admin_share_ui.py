@@ -4,7 +4,8 @@ They drive the routes of issue 20's contract (``GET|POST /api/users``, ``PATCH
 /api/users/{name}``, ``GET /api/users/directory``, ``GET /api/shares/{kind}/{id}``, ``PUT|DELETE
 /api/shares/{kind}/{id}/{user}``) and check every change the page makes against what those
 routes then answer, and against what the changed user can do (sign in, read the conversation).
-axe-core finds no serious violation on the users page and the open share dialog.
+axe-core finds no serious violation on the users page and the open share dialog. The member a
+conversation is shared with sees it marked "shared", without a share button.
 While a branch does not have those routes yet, the tests skip, saying so.
 """
 
@@ -100,6 +101,7 @@ def test_share_a_conversation_change_access_and_remove(site: Drupe, page: Page) 
     shares_url = f"/api/shares/conversation/{cid}"
     sign_in(page, site, "alice")
     item = page.locator(f'[data-testid="conversation-item"][data-conversation-id="{cid}"]')
+    expect(item.get_by_test_id("conversation-shared")).to_have_count(0)  # alice's own
     item.hover()
     item.get_by_test_id("share-button").click()
     dialog = page.get_by_test_id("share-dialog")
@@ -119,6 +121,19 @@ def test_share_a_conversation_change_access_and_remove(site: Drupe, page: Page) 
             ("bob", "read")
         ]
         assert bob.get(f"/api/conversations/{cid}").status_code == 200
+
+    # bob's sidebar marks it as shared with him, without a share button of his own.
+    bob_page = page.context.browser.new_page()  # type: ignore[union-attr]
+    try:
+        sign_in(bob_page, site, "bob")
+        theirs = bob_page.locator(
+            f'[data-testid="conversation-item"][data-conversation-id="{cid}"]'
+        )
+        expect(theirs.get_by_test_id("conversation-shared")).to_be_visible()
+        theirs.hover()
+        expect(theirs.get_by_test_id("share-button")).to_have_count(0)
+    finally:
+        bob_page.close()
 
     bob_row.get_by_test_id("share-row-access").select_option("write")
     expect(bob_row).to_have_attribute("data-access", "write")

@@ -2,8 +2,11 @@
 
 * axe-core (injected from ``tests/node/node_modules/axe-core``, pinned by
   ``tests/node/package-lock.json``; ``scripts/test`` runs ``npm ci`` there) finds no serious or
-  critical violation on any page: home, a conversation, a multi-model conversation, the
-  scheduled tasks, usage, a trace, channels. Each page is saved to ``docs/ui/<page>-<width>.png``.
+  critical violation on any page: home, a conversation, a multi-model conversation, an agent's
+  session, the scheduled tasks (a task with a finished run), usage, a trace, channels. Each page
+  is saved to ``docs/ui/<page>-<width>.png``. The same pages pass in dark mode, and home with
+  the agent form open. (The settings pages: ``test_settings_ui``; the signed-in pages, the
+  sign-in page and the share dialog: ``test_share_agent_ui``, ``test_sign_in_ui``.)
 * Under 768 px the sidebar is hidden behind the ☰ button, opens over the page and closes when
   a link is followed; multi-model columns scroll sideways instead of running off screen.
 * The keyboard: Enter sends, Shift+Enter adds a line, Escape stops a running answer.
@@ -11,6 +14,7 @@
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 from typing import Any
 
@@ -58,14 +62,54 @@ def conversations(drupe_server: Drupe) -> dict[str, str]:
         if models:
             body["models"] = models
         drupe_server.api.post("/api/chat", json=body).raise_for_status()
-    return {"single": single, "multi": multi}
+    return {"single": single, "multi": multi, "session": _session_with_a_task_run(drupe_server)}
+
+
+def _session_with_a_task_run(drupe_server: Drupe) -> str:
+    """An agent, a session of it with one answer, and a scheduled task of it with a finished
+    run (the schedules page lists the run); the session's conversation id."""
+    api = drupe_server.api
+    agent = api.post("/api/agents", json={"name": "Layout agent", "modelId": "scripted:echo"})
+    agent.raise_for_status()
+    agent_id = agent.json()["id"]
+    session = api.post(f"/api/agents/{agent_id}/sessions", json={"title": "Release notes"})
+    session.raise_for_status()
+    conversation_id = str(session.json()["conversationId"])
+    parts = [{"type": "text", "text": "Draft the release notes."}]
+    api.post(
+        "/api/chat",
+        json={"id": conversation_id, "messages": [{"id": "s1", "role": "user", "parts": parts}]},
+    ).raise_for_status()
+    trigger = {"kind": "cron", "expr": "0 9 * * 1-5", "timezone": "UTC"}
+    task = api.post(
+        "/api/schedules",
+        json={
+            "agentId": agent_id,
+            "name": "Weekday digest",
+            "prompt": "digest",
+            "trigger": trigger,
+        },
+    )
+    task.raise_for_status()
+    runs_url = f"/api/schedules/{task.json()['id']}/runs"
+    api.post(f"/api/schedules/{task.json()['id']}/run").raise_for_status()
+    deadline = time.monotonic() + WAIT_MS / 1000
+    while time.monotonic() < deadline:
+        runs = api.get(runs_url).json()["items"]
+        if runs and runs[0].get("finishedAt"):
+            break
+        time.sleep(0.1)
+    else:
+        raise AssertionError(f"the task's run did not finish: {api.get(runs_url).text}")
+    return conversation_id
 
 
 PAGES = {
     "home": ("#/", "section.chat.home"),
     "conversation": ("#/c/{single}", "section.chat .message.assistant"),
     "multi-model": ("#/c/{multi}", '[data-testid="multi-model-columns"]'),
-    "schedules": ("#/schedules", ".schedules"),
+    "agent-session": ("#/c/{session}", '[data-testid="session-pane"] .message.assistant'),
+    "schedules": ("#/schedules", '[data-testid="run-row"]'),
     "usage": ("#/usage", "main"),
     "trace": ("#/trace/{single}", ".trace"),
     "channels": ("#/channels", "main"),
@@ -94,6 +138,32 @@ def test_every_page_has_no_serious_axe_violation(
         assert serious_violations(page) == []
     finally:
         context.close()
+
+
+@pytest.mark.parametrize("name", list(PAGES))
+def test_dark_mode_has_no_serious_axe_violation(
+    drupe_server: Drupe, browser: Browser, conversations: dict[str, str], name: str
+) -> None:
+    """The same pages with the system in dark mode (contrast is checked per colour scheme)."""
+    context = browser.new_context(viewport=VIEWPORTS["1280"], color_scheme="dark")  # type: ignore[arg-type]
+    context.set_default_timeout(WAIT_MS)
+    try:
+        page = context.new_page()
+        hash_, ready = PAGES[name]
+        page.goto(drupe_server.url + "/" + hash_.format(**conversations))
+        expect(page.locator(ready).first).to_be_visible()
+        page.wait_for_load_state("networkidle")
+        assert serious_violations(page) == []
+    finally:
+        context.close()
+
+
+def test_the_open_agent_form_has_no_serious_axe_violation(drupe_server: Drupe, page: Page) -> None:
+    page.goto(drupe_server.url + "/#/")
+    page.get_by_test_id("new-agent").click()
+    expect(page.get_by_test_id("agent-form")).to_be_visible()
+    expect(page.get_by_label("Driver")).to_be_visible()
+    assert serious_violations(page) == []
 
 
 def test_phone_sidebar_collapses_and_columns_scroll_sideways(

@@ -62,7 +62,7 @@ def test_sign_in_with_a_password(site: Drupe, page: Page) -> None:
     assert serious_violations(page) == []
     DOCS_UI.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(DOCS_UI / "sign-in-1280.png"))
-    page.set_viewport_size({"width": 390, "height": 780})
+    page.set_viewport_size({"width": 390, "height": 844})
     page.screenshot(path=str(DOCS_UI / "sign-in-390.png"))
     page.set_viewport_size({"width": 1280, "height": 800})
 

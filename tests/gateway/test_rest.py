@@ -34,6 +34,7 @@ async def test_conversation_lifecycle(client: httpx.AsyncClient, runtime: Runtim
         "title": "renamed",
         "status": "done",
         "updatedAt": listing["items"][0]["updatedAt"],
+        "ownerId": None,  # auth off: no owner
     }
     status = (await client.get("/api/status")).json()
     assert status["conversations"][cid] == "done"

@@ -293,6 +293,7 @@ export function App() {
       >
         ☰
       </button>
+      <div className="nav-scrim" aria-hidden="true" data-testid="nav-scrim" onClick={() => setNavOpen(false)} />
       <Sidebar
         items={items.filter((i) => sessionIdOf(i.id) === null)}
         statuses={polled.statuses}

@@ -16,6 +16,8 @@ export interface Agent {
   tools: string[];
   mcpServers: string[];
   permissionMode: string;
+  /** The owner's user id (null: made before identity or with auth off, an admin's). */
+  ownerId?: string | null;
   createdAt: string;
   updatedAt: string;
 }

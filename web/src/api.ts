@@ -19,6 +19,8 @@ export interface ConversationSummary {
   title: string | null;
   status: ConversationStatus;
   updatedAt: string;
+  /** The owner's user id (null: an admin's, made before identity or with auth off). */
+  ownerId?: string | null;
 }
 
 /** Where a conversation downloads as Markdown (the shown branch) or JSON (the whole tree). */

@@ -12,9 +12,13 @@
   /api/sessions/{id}``: a session answer carries its ``conversationId`` (``agent-session:<id>``)
   and the host's runtime state (busy, compacting, context usage, queued follow-ups, pending
   approvals). Deleting a session (or its agent) first stops its live turn (the partial is
-  persisted, then deleted with the rest) and closes its runtime connection.
+  persisted, then deleted with the rest) and closes its runtime connection. A member an agent
+  is shared with lists every session of it (``/api/agents/{id}/sessions``) and reads one
+  (``GET /api/sessions/{id}``), as ``OwnerPolicy`` shares their conversations; renaming and
+  deleting a session stay its owner's (or an admin's).
 * ``POST /api/sessions/{id}/approvals``: answers agent approvals in place (the driver holds
-  them); each decision reports whether the driver resolved it.
+  them); each decision reports whether the driver resolved it (the session's owner, an admin,
+  or a member its agent is shared with to write).
 * ``GET /api/drivers``: the registered driver types.
 
 The checks an agent passes before it is written are in ``agent_checks``.
@@ -80,9 +84,12 @@ async def _agent(
     return await _resources(runtime).agent(get_caller(request), agent_id, action)
 
 
-async def _session(runtime: Runtime, request: Request, session_id: str) -> AgentSessionRecord:
-    """The session, if it is the caller's (an admin's: any; else 404)."""
-    return await _resources(runtime).session(get_caller(request), session_id)
+async def _session(
+    runtime: Runtime, request: Request, session_id: str, shared: Action | None = None
+) -> AgentSessionRecord:
+    """The session, if it is the caller's (an admin's: any; with ``shared``, also one of an
+    agent shared with the caller for that action; else 404)."""
+    return await _resources(runtime).session(get_caller(request), session_id, shared)
 
 
 def _check_code(runtime: Runtime, request: Request, driver_type: str, tools: Sequence[str]) -> None:
@@ -218,11 +225,12 @@ async def delete_agent(agent_id: str, request: Request) -> Response:
 
 @router.get("/api/agents/{agent_id}/sessions")
 async def list_agent_sessions(agent_id: str, request: Request) -> dict[str, Any]:
-    """The agent's sessions, oldest first, with their runtime state."""
+    """The agent's sessions, oldest first, with their runtime state (a member: their own, or
+    every one's when the agent is shared with them)."""
     runtime = get_runtime(request)
     board = get_board(request)
-    await _agent(runtime, request, agent_id)
-    owner = _resources(runtime).owner_filter(get_caller(request))
+    agent = await _agent(runtime, request, agent_id)
+    owner = await _resources(runtime).agent_sessions_owner(get_caller(request), agent)
     records = await runtime.db.agents.list_sessions(agent_id, owner_id=owner)
     return {"items": [_session_json(runtime, board, r) for r in records]}
 
@@ -275,7 +283,7 @@ async def list_sessions(
 async def get_session(session_id: str, request: Request) -> dict[str, Any]:
     """A session, its conversation id and the host's runtime state."""
     runtime = get_runtime(request)
-    record = await _session(runtime, request, session_id)
+    record = await _session(runtime, request, session_id, "read")
     if runtime.sessions is not None:
         # Fetched on this read only (at most once per turn): nobody asks, nothing is fetched.
         await runtime.sessions.refresh_context_usage(session_id)
@@ -310,7 +318,7 @@ async def answer_approvals(
 ) -> dict[str, Any]:
     """Answer agent approvals in place; ``ok`` is False for one the driver no longer holds."""
     runtime = get_runtime(request)
-    await _session(runtime, request, session_id)
+    await _session(runtime, request, session_id, "write")
     results = []
     for decision in body.decisions:
         # The session's owner (in cluster mode, wherever it runs) holds the pending decision.

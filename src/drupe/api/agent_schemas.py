@@ -118,6 +118,7 @@ def agent_json(record: AgentRecord) -> dict[str, Any]:
         "tools": list(record.tools),
         "mcpServers": list(record.mcp_servers),
         "permissionMode": record.permission_mode,
+        "ownerId": record.owner_id,
         "createdAt": record.created_at.isoformat(),
         "updatedAt": record.updated_at.isoformat(),
     }

@@ -110,6 +110,7 @@ def conversation_json(record: ConversationRecord, status: str) -> dict[str, Any]
         "title": record.title,
         "status": status,
         "updatedAt": record.updated_at.isoformat(),
+        "ownerId": record.owner_id,
     }
 
 

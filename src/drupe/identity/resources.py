@@ -6,9 +6,13 @@ Contract (the same rules as ``OwnerPolicy``; routes never compare owners themsel
 * ``owner_filter(caller)``: None for an admin or with auth off (every owner), else the
   member's id: what a listing is restricted to.
 * ``agent(caller, id, action)``: an agent its owner may read and write; shared to read, a member
-  may see it and start sessions with it; shared to write, also change it. ``session``,
-  ``schedule``: the owner's (an admin's: any); ``run``: a run of the caller's task, session or
-  agent. Anything else raises ``NotFoundError``
+  may see it and start sessions with it; shared to write, also change it. ``schedule``: the
+  owner's (an admin's: any). ``session(caller, id)``: the owner's (an admin's: any);
+  ``session(caller, id, action)`` also a session of an agent shared with the caller for that
+  action (as ``OwnerPolicy`` shares the session's conversation through its agent).
+  ``agent_sessions_owner(caller, agent)``: whose sessions of the agent the caller lists (None:
+  every one's, for an admin, the owner and a share). ``run``: a run of the caller's task,
+  session or agent. Anything else raises ``NotFoundError``
   (404, never 403): the answer does not say whether the resource exists.
 * ``may_run_code(caller, driver_type, tools)``: only an admin creates or changes an agent whose
   driver or tools can run code.
@@ -54,21 +58,41 @@ class Resources:
 
     async def agent(self, caller: Principal, agent_id: str, action: Action) -> AgentRecord:
         record = await self.db.agents.get_agent(agent_id) if len(agent_id) <= _ID_MAX else None
-        if record is not None and not self._sees(caller, record.owner_id):
-            access = await self.db.shares.access_of("agent", agent_id, caller.user_id)
-            if access is None or (action == "write" and access != "write"):
-                record = None
+        if (
+            record is not None
+            and not self._sees(caller, record.owner_id)
+            and not await self._shared(caller, agent_id, action)
+        ):
+            record = None
         if record is None:
             raise NotFoundError("agent", agent_id)
         return record
 
-    async def session(self, caller: Principal, session_id: str) -> AgentSessionRecord:
+    async def session(
+        self, caller: Principal, session_id: str, action: Action | None = None
+    ) -> AgentSessionRecord:
         record = (
             await self.db.agents.get_session(session_id) if len(session_id) <= _ID_MAX else None
         )
-        if record is None or not self._sees(caller, record.owner_id):
+        if record is not None and not self._sees(caller, record.owner_id):
+            shared = action is not None and await self._shared(caller, record.agent_id, action)
+            if not shared:
+                record = None
+        if record is None:
             raise NotFoundError("agent session", session_id)
         return record
+
+    async def agent_sessions_owner(self, caller: Principal, agent: AgentRecord) -> str | None:
+        """Whose sessions of ``agent`` (already looked up for ``caller``) the caller lists:
+        None (every one's) for an admin, the agent's owner and a member it is shared with."""
+        owner = self.owner_filter(caller)
+        if owner is None or agent.owner_id == owner:
+            return None
+        return None if await self._shared(caller, agent.id, "read") else owner
+
+    async def _shared(self, caller: Principal, agent_id: str, action: Action) -> bool:
+        access = await self.db.shares.access_of("agent", agent_id, caller.user_id)
+        return access == "write" or (access == "read" and action == "read")
 
     async def schedule(self, caller: Principal, schedule_id: str) -> ScheduleRecord:
         record = await self.db.schedules.get(schedule_id) if len(schedule_id) <= _ID_MAX else None

@@ -1,7 +1,9 @@
 // The sidebar's "Agents" section: agents with their sessions (live status badges from the
 // shared status poll), a create form, and new / delete for agents and sessions. A session
-// opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>).
-import { useCallback, useEffect, useState } from "react";
+// opens as the conversation `agent-session:<id>` (#/c/agent-session:<id>). Signed in, the
+// owner of an agent (or an admin) shares it from here (the share dialog, kind "agent"); an agent
+// shared with the user says "shared" and has no delete or share button.
+import { useCallback, useEffect, useRef, useState } from "react";
 import { type ConversationStatus, errorMessage, type ModelInfo } from "../api";
 import {
   type Agent,
@@ -10,9 +12,13 @@ import {
   type DriverList,
   type NewAgent,
   lastActivity,
+  sessionIdOf,
   sessionsByAgent,
 } from "../agentsApi";
+import { useAuth } from "../auth";
 import { conversationHash } from "../route";
+import { AgentForm } from "./AgentForm";
+import { ShareDialog } from "./ShareDialog";
 import { StatusBadge } from "./StatusBadge";
 import "../agents.css";
 
@@ -34,6 +40,12 @@ export function AgentsSection({
   const [drivers, setDrivers] = useState<DriverList>({ items: [], permissionModes: [] });
   const [creating, setCreating] = useState(false);
   const [error, setError] = useState<string | null>(null);
+  const [sharing, setSharing] = useState<Agent | null>(null);
+  const closeShare = useCallback(() => setSharing(null), []);
+  const auth = useAuth();
+  const me = auth.kind === "signed-in" ? auth.user : null;
+  /** Signed in: the owner or an admin manages an agent; others were shared it. */
+  const owns = (agent: Agent) => me === null || me.role === "admin" || agent.ownerId === me.id;
 
   const reload = useCallback(async () => {
     try {
@@ -54,14 +66,26 @@ export function AgentsSection({
       .catch(() => undefined);
   }, [reload]);
 
-  // A session opened by URL (another tab, the CLI) that this list does not know yet.
+  // A session opened by URL (another tab, the CLI) that this list does not know yet: the list
+  // is reloaded once for it; still unknown (another member's session of an agent shared with
+  // this user), it is fetched and shown under its agent while it is open.
+  const [opened, setOpened] = useState<AgentSession | null>(null);
+  const checked = useRef<string | null>(null);
   useEffect(() => {
-    if (activeId?.startsWith("agent-session:") && !sessions.some((s) => s.conversationId === activeId)) {
-      void reload();
-    }
+    const sessionId = sessionIdOf(activeId);
+    if (!sessionId || sessions.some((s) => s.conversationId === activeId) || checked.current === activeId) return;
+    checked.current = activeId;
+    void reload().then(() =>
+      agentsApi
+        .getSession(sessionId)
+        .then(setOpened)
+        .catch(() => setOpened(null)),
+    );
   }, [activeId, sessions, reload]);
 
-  const grouped = sessionsByAgent(sessions, activeId);
+  const othersOpen = opened !== null && opened.conversationId === activeId && !sessions.some((s) => s.id === opened.id);
+  const grouped = sessionsByAgent(othersOpen ? [...sessions, opened] : sessions, activeId);
+  const ownSessionIds = new Set(sessions.map((s) => s.id));
 
   const onCreate = async (body: NewAgent): Promise<boolean> => {
     try {
@@ -137,98 +161,18 @@ export function AgentsSection({
             sessions={grouped.get(agent.id) ?? []}
             statuses={statuses}
             activeId={activeId}
+            owned={owns(agent)}
             onNewSession={onNewSession}
             onDelete={onDeleteAgent}
             onDeleteSession={onDeleteSession}
+            deletable={ownSessionIds}
+            onShare={me !== null && owns(agent) ? setSharing : undefined}
           />
         ))}
         {agents.length === 0 && !creating && <li className="muted small pad">No agents yet.</li>}
       </ul>
+      {sharing && <ShareDialog kind="agent" id={sharing.id} title={sharing.name} onClose={closeShare} />}
     </section>
-  );
-}
-
-function AgentForm({
-  drivers,
-  models,
-  defaultModel,
-  onCreate,
-}: {
-  drivers: DriverList;
-  models: ModelInfo[];
-  defaultModel: string;
-  onCreate: (body: NewAgent) => Promise<boolean>;
-}) {
-  const [name, setName] = useState("");
-  const [driverType, setDriverType] = useState("inprocess");
-  const [modelId, setModelId] = useState("");
-  const [workspace, setWorkspace] = useState("");
-  const [instructions, setInstructions] = useState("");
-  const [sending, setSending] = useState(false);
-  const driverTypes = drivers.items.length ? drivers.items.map((d) => d.type) : ["inprocess"];
-
-  return (
-    <form
-      className="agent-form"
-      data-testid="agent-form"
-      onSubmit={async (e) => {
-        e.preventDefault();
-        if (!name.trim() || sending) return;
-        setSending(true);
-        const body: NewAgent = { name: name.trim(), driverType };
-        if (modelId.trim()) body.modelId = modelId.trim();
-        if (workspace.trim()) body.workspace = workspace.trim();
-        if (instructions.trim()) body.instructions = instructions.trim();
-        const ok = await onCreate(body);
-        setSending(false);
-        if (ok) setName("");
-      }}
-    >
-      <input
-        autoFocus
-        data-testid="agent-name"
-        placeholder="Name"
-        value={name}
-        onChange={(e) => setName(e.target.value)}
-      />
-      <select data-testid="agent-driver" value={driverType} onChange={(e) => setDriverType(e.target.value)}>
-        {driverTypes.map((t) => (
-          <option key={t} value={t}>
-            {t}
-          </option>
-        ))}
-      </select>
-      <input
-        data-testid="agent-model"
-        list="agent-model-ids"
-        placeholder={`Model (default ${defaultModel || "the server's"})`}
-        value={modelId}
-        onChange={(e) => setModelId(e.target.value)}
-      />
-      <datalist id="agent-model-ids">
-        {models.map((m) => (
-          <option key={m.id} value={m.id}>
-            {m.label}
-          </option>
-        ))}
-      </datalist>
-      <input
-        data-testid="agent-workspace"
-        placeholder="Workspace (absolute path; default: in the data dir)"
-        value={workspace}
-        onChange={(e) => setWorkspace(e.target.value)}
-      />
-      <textarea
-        data-testid="agent-instructions"
-        rows={2}
-        placeholder="Instructions (optional)"
-        value={instructions}
-        onChange={(e) => setInstructions(e.target.value)}
-      />
-      <button type="submit" className="primary small" data-testid="create-agent" disabled={!name.trim() || sending}>
-        Create agent
-      </button>
-    </form>
   );
 }
 
@@ -237,25 +181,37 @@ function AgentItem({
   sessions,
   statuses,
   activeId,
+  owned,
   onNewSession,
   onDelete,
   onDeleteSession,
+  deletable,
+  onShare,
 }: {
   agent: Agent;
   sessions: AgentSession[];
   statuses: Record<string, ConversationStatus>;
   activeId: string | null;
+  owned: boolean;
   onNewSession: (agentId: string) => void;
   onDelete: (agent: Agent) => void;
   onDeleteSession: (session: AgentSession) => void;
+  /** The user's own sessions (another member's, opened through a share, has no ✕). */
+  deletable: Set<string>;
+  onShare?: (agent: Agent) => void;
 }) {
   const [confirming, setConfirming] = useState(false);
   return (
-    <li className="agent-item" data-testid="agent-item" data-agent-id={agent.id}>
+    <li className="agent-item" data-testid="agent-item" data-agent-id={agent.id} data-owned={String(owned)}>
       <div className="agent-row">
         <span className="agent-name" title={agent.instructions ?? undefined}>
           {agent.name}
         </span>
+        {!owned && (
+          <span className="role-badge" data-testid="agent-shared" title="Shared with you">
+            shared
+          </span>
+        )}
         <span className="agent-meta muted small" title={agent.workspace ?? undefined}>
           {agent.driverType} · {agent.modelId ?? "no model"}
         </span>
@@ -284,21 +240,35 @@ function AgentItem({
                 className="ghost small"
                 data-testid="new-session"
                 title="New session"
-                aria-label="New session"
+                aria-label={`New session with ${agent.name}`}
                 onClick={() => onNewSession(agent.id)}
               >
                 +
               </button>
-              <button
-                type="button"
-                className="ghost small"
-                data-testid="delete-agent"
-                title="Delete agent"
-                aria-label="Delete agent"
-                onClick={() => setConfirming(true)}
-              >
-                ✕
-              </button>
+              {onShare && (
+                <button
+                  type="button"
+                  className="ghost small"
+                  data-testid="share-agent"
+                  title="Share agent"
+                  aria-label={`Share ${agent.name}`}
+                  onClick={() => onShare(agent)}
+                >
+                  ⇪
+                </button>
+              )}
+              {owned && (
+                <button
+                  type="button"
+                  className="ghost small"
+                  data-testid="delete-agent"
+                  title="Delete agent"
+                  aria-label={`Delete ${agent.name}`}
+                  onClick={() => setConfirming(true)}
+                >
+                  ✕
+                </button>
+              )}
             </>
           )}
         </span>
@@ -323,18 +293,20 @@ function AgentItem({
                 </time>
                 <StatusBadge status={statuses[s.conversationId] ?? s.status} />
               </a>
-              <span className="item-actions">
-                <button
-                  type="button"
-                  className="ghost small"
-                  data-testid="delete-session"
-                  title="Delete session"
-                aria-label="Delete session"
-                  onClick={() => onDeleteSession(s)}
-                >
-                  ✕
-                </button>
-              </span>
+              {deletable.has(s.id) && (
+                <span className="item-actions">
+                  <button
+                    type="button"
+                    className="ghost small"
+                    data-testid="delete-session"
+                    title="Delete session"
+                    aria-label={`Delete ${title}`}
+                    onClick={() => onDeleteSession(s)}
+                  >
+                    ✕
+                  </button>
+                </span>
+              )}
             </li>
           );
         })}

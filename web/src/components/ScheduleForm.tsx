@@ -82,6 +82,7 @@ export function ScheduleForm({
         <label className="field">
           <span>Agent</span>
           <select value={agentId} onChange={(e) => setAgentId(e.target.value)} data-testid="schedule-agent" {...described("agent")}>
+            {agents.length === 0 && <option value="">No agents: create one under Agents</option>}
             {agents.map((a) => (
               <option key={a.id} value={a.id}>
                 {a.name}

@@ -1,6 +1,7 @@
 // The share dialog of a conversation (or an agent): who it is shared with (read or write),
 // a user picked from the directory to add, a change of access, and remove. Escape, the ✕ and a
-// click outside close it.
+// click outside close it. For an agent it says what each access gives (OwnerPolicy: an agent's
+// sessions are shared through the agent).
 import { useCallback, useEffect, useState } from "react";
 import { errorMessage } from "../api";
 import { useAuth } from "../auth";
@@ -69,6 +70,12 @@ export function ShareDialog({
             ✕
           </button>
         </div>
+        {kind === "agent" && (
+          <p className="muted small" data-testid="share-note">
+            Can read: sees the agent, starts sessions of their own with it and can open yours. Can write:
+            also changes the agent and writes in your sessions with it.
+          </p>
+        )}
         <form
           className="inline-form"
           onSubmit={(e) => {

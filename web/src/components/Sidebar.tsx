@@ -1,6 +1,9 @@
-// Conversation list: paginated, live status badges (polled), new / rename / delete.
+// Conversation list: paginated, live status badges (polled), new / rename / delete. Signed in,
+// a conversation shared with the user is marked "shared" and has no share button (only its
+// owner or an admin shares it).
 import { useState } from "react";
 import type { ConversationStatus, ConversationSummary } from "../api";
+import { useAuth } from "../auth";
 import { conversationHash, USAGE_HASH } from "../route";
 import { SearchBox } from "./SearchBox";
 import { StatusBadge } from "./StatusBadge";
@@ -90,6 +93,9 @@ function ConversationItem({
   const [confirming, setConfirming] = useState(false);
   const [draft, setDraft] = useState(item.title ?? "");
   const title = item.title || "Untitled";
+  const auth = useAuth();
+  const me = auth.kind === "signed-in" ? auth.user : null;
+  const mine = me === null || me.role === "admin" || item.ownerId == null || item.ownerId === me.id;
 
   if (editing) {
     return (
@@ -122,6 +128,11 @@ function ConversationItem({
     >
       <a href={conversationHash(item.id)} className="conversation-link" title={title}>
         <span className="conversation-title">{title}</span>
+        {!mine && (
+          <span className="role-badge" data-testid="conversation-shared" title="Shared with you">
+            shared
+          </span>
+        )}
         <StatusBadge status={status} />
       </a>
       <span className="item-actions">
@@ -157,7 +168,7 @@ function ConversationItem({
             >
               ✎
             </button>
-            {onShare && (
+            {onShare && mine && (
               <button
                 type="button"
                 className="ghost small"
