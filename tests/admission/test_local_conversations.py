@@ -90,7 +90,11 @@ async def test_another_callers_conversation_is_unknown_for_every_verb(runtime: R
         with pytest.raises(UnknownConversationError):
             await call
     assert await runtime.db.messages.list_for_conversation("c1") == rows_before
-    assert {action for caller, _, action in policy.asked if caller == "bob"} == {"read", "write"}
+    assert {action for caller, _, action in policy.asked if caller == "bob"} == {
+        "read",
+        "write",
+        "delete",
+    }
     # The owner still sees it, and an unknown id reads the same as a hidden one.
     assert (await conversations.get(ALICE, "c1")) is not None
     assert ("alice", "c1", "read") in policy.asked

@@ -206,3 +206,7 @@ async def test_a_read_share_can_read_but_not_change(site: Site) -> None:
     await site.runtime.db.shares.share("conversation", conversation_id, bob_id, "write")
     renamed = await bob.patch(f"/api/conversations/{conversation_id}", json={"title": "shared"})
     assert renamed.status_code == 200
+    # ... but deleting stays the owner's: 404, and the conversation is still there.
+    deleted = await bob.delete(f"/api/conversations/{conversation_id}")
+    assert deleted.status_code == 404, deleted.text
+    assert (await alice.get(f"/api/conversations/{conversation_id}")).status_code == 200

@@ -21,7 +21,8 @@ from drupe.admission.principal import Principal
 
 __all__ = ["Action", "AccessPolicy", "AllowAll"]
 
-Action = Literal["read", "write"]
+Action = Literal["read", "write", "delete"]
+"""``delete`` is the owner's (or an admin's) alone: a write share changes, never deletes."""
 
 
 class AccessPolicy(Protocol):

@@ -297,7 +297,7 @@ class LocalConversations:
         )
 
     async def delete(self, caller: Principal, conversation_id: str) -> None:
-        await self.known(caller, conversation_id, "write")
+        await self.known(caller, conversation_id, "delete")
         await self.delete_here(conversation_id)
 
     async def delete_here(self, conversation_id: str) -> None:

@@ -224,7 +224,7 @@ class ClusterConversations:
         return await self.chat.approvals(conversation_id, list(decisions), caller)
 
     async def delete(self, caller: Principal, conversation_id: str) -> None:
-        await self.local.known(caller, conversation_id, "write")
+        await self.local.known(caller, conversation_id, "delete")
         await self.chat.delete(conversation_id, caller)
         self.local.manager.forget(conversation_id)
 

@@ -6,7 +6,9 @@ Contract (the port calls it; no route decides access itself):
 * A member may read and write the conversations they own, write those shared with them to
   write, and read (watch, resume, list messages) those shared with them to read. An agent
   session's conversation (``agent-session:<id>``) belongs to the session's owner and is shared
-  through its agent's shares. An ephemeral conversation belongs to whoever made it.
+  through its agent's shares. An ephemeral conversation belongs to whoever made it. Deleting is
+  the owner's alone (an admin's too): a write share changes a conversation, never deletes it,
+  as with agents.
 * Anything else is ``UnknownConversationError`` (404): the answer never says whether it exists.
   A row from before identity with no owner is an admin's.
 * ``owner_for_new(caller)`` stamps the caller; ``list_filter(caller)`` is None for an admin
@@ -50,6 +52,8 @@ class OwnerPolicy:
             owner, kind, resource_id = found
             if owner is not None and owner == caller.user_id:
                 return
+            if action == "delete":
+                raise UnknownConversationError(conversation_id)
             access = await self.db.shares.access_of(kind, resource_id, caller.user_id)
             if access == "write" or (access == "read" and action == "read"):
                 return
