@@ -26,7 +26,10 @@ async def test_the_result_is_delivered_once_to_each_subscribed_chat(tasks: Tasks
     schedule = await tasks.service.create_schedule(
         agent_id=agent, name="digest", prompt="digest please", trigger=DAILY, deliver_to=CHATS
     )
+    assert schedule.last_run_at is None
     run = await tasks.service.wait_started((await tasks.service.run_now(schedule.id)).id)
+    # A manual run is the task's last run (the schedules page shows it).
+    assert (await tasks.store.get(schedule.id)).last_run_at == run.started_at
     conn = await tasks.env.driver.wait_sent(1)
     sent = conn.sends[0]
     assert sent.headless is True

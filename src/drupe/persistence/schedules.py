@@ -218,6 +218,13 @@ class ScheduleStore:
         )
         async with self._transactions.write() as db:
             db.add(row)
+            if schedule_id is not None:  # a manual run is a run too: the task's "last run"
+                await db.execute(
+                    update(ScheduleRow)
+                    .where(ScheduleRow.id == schedule_id)
+                    .values(last_run_at=started_at)
+                    .execution_options(synchronize_session=False)
+                )
         return run_record(row)
 
     async def update_run(self, run_id: str, **changes: Any) -> TaskRunRecord:
