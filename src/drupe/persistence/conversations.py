@@ -119,6 +119,13 @@ class ConversationStore:
         existing = await self.get(conversation_id)
         if existing is not None:
             return existing
+        return await self.create_absent(conversation_id, title=title, owner_id=owner_id)
+
+    async def create_absent(
+        self, conversation_id: str, *, title: str | None = None, owner_id: str | None = None
+    ) -> ConversationRecord:
+        """``ensure`` for an id just read as absent: create it, or return the conversation
+        another task created in between (one read fewer)."""
         try:
             return await self.create(conversation_id, title=title, owner_id=owner_id)
         except ValidationError:
