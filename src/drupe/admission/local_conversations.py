@@ -112,7 +112,7 @@ class LocalConversations:
         if await self.conversations.get(conversation_id) is None:
             if isinstance(request, Regenerate):
                 raise UnknownConversationError(conversation_id)
-            await self.conversations.ensure(
+            await self.conversations.create_absent(
                 conversation_id, owner_id=self.access.owner_for_new(caller)
             )
             # Created just now, or by another caller in between: the policy decides.

@@ -12,6 +12,7 @@ import builtins
 import uuid
 from collections.abc import Collection, Mapping
 from datetime import datetime
+from functools import partial
 from typing import Any
 
 from sqlalchemy import ColumnElement, and_, delete, or_, select, update
@@ -20,9 +21,11 @@ from sqlalchemy.exc import IntegrityError
 from drupe.errors import PersistenceError, UnknownConversationError, ValidationError
 from drupe.observability.turn_spans import trace_id_for
 from drupe.persistence.clock import utc_now
+from drupe.persistence.conversation_batches import insert_conversations, set_first_titles
 from drupe.persistence.records import ConversationRecord
 from drupe.persistence.tables import ConversationRow, ShareRow
 from drupe.persistence.transaction import Transactions
+from drupe.persistence.write_batches import WriteBatches
 
 __all__ = ["ConversationStore", "new_conversation_id", "visible_to_clause"]
 
@@ -70,6 +73,9 @@ class ConversationStore:
 
     def __init__(self, transactions: Transactions) -> None:
         self._transactions = transactions
+        # Concurrent creates and first titles are committed in batches (``write_batches``).
+        self._creates = WriteBatches(self._insert, partial(insert_conversations, transactions))
+        self._titles = WriteBatches(self._title, partial(set_first_titles, transactions))
 
     async def create(
         self,
@@ -93,6 +99,9 @@ class ConversationStore:
             meta=dict(metadata or {}),
             owner_id=owner_id,
         )
+        return _record(await self._creates.run(row))
+
+    async def _insert(self, row: ConversationRow) -> ConversationRow:
         try:
             async with self._transactions.write() as db:
                 db.add(row)
@@ -100,7 +109,7 @@ class ConversationStore:
             if isinstance(err.__cause__, IntegrityError):
                 raise ValidationError(f"conversation {row.id!r} already exists") from err
             raise
-        return _record(row)
+        return row
 
     async def ensure(
         self, conversation_id: str, *, title: str | None = None, owner_id: str | None = None
@@ -110,6 +119,13 @@ class ConversationStore:
         existing = await self.get(conversation_id)
         if existing is not None:
             return existing
+        return await self.create_absent(conversation_id, title=title, owner_id=owner_id)
+
+    async def create_absent(
+        self, conversation_id: str, *, title: str | None = None, owner_id: str | None = None
+    ) -> ConversationRecord:
+        """``ensure`` for an id just read as absent: create it, or return the conversation
+        another task created in between (one read fewer)."""
         try:
             return await self.create(conversation_id, title=title, owner_id=owner_id)
         except ValidationError:
@@ -171,6 +187,10 @@ class ConversationStore:
         """Set the title only if there is none yet (a rename wins); ``True`` if it was set.
 
         ``updated_at`` stays: a title is not activity."""
+        return await self._titles.run((conversation_id, title))
+
+    async def _title(self, item: tuple[str, str]) -> bool:
+        conversation_id, title = item
         async with self._transactions.write() as db:
             result = await db.execute(
                 update(ConversationRow)

@@ -3,7 +3,8 @@
 The only code that issues SQL against ``messages``. It owns:
 
 * turn admission writes: ``create_turn`` stores the user row (``success``) and one ``pending``
-  assistant placeholder per model in ONE transaction, or nothing at all;
+  assistant placeholder per model in ONE transaction, or nothing at all; concurrent calls are
+  committed together (``write_batches``, ``turn_inserts``), each returning once its rows are;
 * terminal writes: ``finalize_assistant``, ``mark_error``, and ``set_pending`` (an approval
   continuation reopens a row);
 * checkpoints of live answers (``write_checkpoints``: one executemany ``UPDATE`` of rows that
@@ -25,14 +26,11 @@ the context providers and the persistence listener do.
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
+from functools import partial
 from typing import Any
 from weakref import WeakValueDictionary
 
-from sqlalchemy import (
-    delete,
-    select,
-    update,
-)
+from sqlalchemy import delete, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.ext.asyncio import AsyncSession
 
@@ -60,6 +58,8 @@ from drupe.persistence.records import (
 )
 from drupe.persistence.tables import ConversationRow, MessageRow
 from drupe.persistence.transaction import Transactions
+from drupe.persistence.turn_inserts import TurnRows, insert_turns
+from drupe.persistence.write_batches import WriteBatches
 
 __all__ = ["MessageStore"]
 
@@ -74,6 +74,7 @@ class MessageStore:
         self.dialect = dialect
         """``"sqlite"`` or ``"postgresql"``: the backends report it as their ``kind``."""
         self._fenced_sinks: WeakValueDictionary[int, FencedCheckpoints] = WeakValueDictionary()
+        self.turn_writes = WriteBatches(self._insert_turn, partial(insert_turns, transactions))
 
     # -- admission writes ------------------------------------------------------------------
 
@@ -120,7 +121,7 @@ class MessageStore:
             )
             for placeholder in placeholders
         )
-        await self._insert(conversation_id, parent_id, rows)
+        await self.turn_writes.run(TurnRows(conversation_id, parent_id, rows))
 
     async def create_user_message(
         self,
@@ -344,6 +345,9 @@ class MessageStore:
         return await message_reads.latest_leaf(self._transactions, conversation_id)
 
     # -- internals -------------------------------------------------------------------------
+
+    async def _insert_turn(self, turn: TurnRows) -> None:
+        await self._insert(turn.conversation_id, turn.parent_id, turn.rows)
 
     async def _insert(
         self, conversation_id: str, parent_id: str | None, rows: Sequence[MessageRow]
