@@ -32,6 +32,7 @@ HEAVY = (
     "llama_cpp",
     "httpx",
     "a2a",
+    "ag_ui",
 )
 
 _PROBE = """
