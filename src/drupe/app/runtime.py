@@ -17,6 +17,7 @@ from drupe.admission.ephemeral import EphemeralStore
 from drupe.admission.ownership import LocalOwnership
 from drupe.admission.turn_runner import turn_runner
 from drupe.agent.models.config import config_path, load_model_config
+from drupe.agent.models.overlay import LiveModelSettings
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.runner import AgentRunner
 from drupe.app.admission_parts import admission, open_conversations, open_drivers, session_host
@@ -93,6 +94,8 @@ class Runtime:
     """Owned resources other than conversations, looked up with access decided (identity)."""
     gateway_usage: UsageMeter | None = None
     """Gateway requests and tokens, written behind to ``db.gateway_usage`` (None: not metered)."""
+    model_settings: LiveModelSettings | None = None
+    """config.toml plus the providers stored in the database, behind ``models`` (issue 22)."""
 
 
 @asynccontextmanager
@@ -119,6 +122,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
+        model_settings = LiveModelSettings(models.config, models, db.provider_settings)
+        await model_settings.reload()
         meter = UsageMeter(db.gateway_usage)
         stack.push_async_callback(meter.aclose)  # after every surface, before the database
         reconciled, rows = await reconcile(db, cluster)
@@ -127,6 +132,8 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         if catalog is not None:
             # Boot prewarm (3 at a time) in the background: a dead server never delays a turn.
             manager.task_group.start_soon(catalog.prewarm)
+        if cluster is not None:
+            manager.task_group.start_soon(model_settings.follow)
         remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
         drivers = await open_drivers(stack, models, agent, db, remotes)
         host = session_host(
@@ -165,6 +172,7 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             cluster=cluster,
             cluster_takeover=takeover,
             gateway_usage=meter,
+            model_settings=model_settings,
         )
         channel_configs = load_channel_configs(config_file)
         if channel_configs:
