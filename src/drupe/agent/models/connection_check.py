@@ -89,8 +89,8 @@ async def _list_models(provider: ProviderConfig, key: str, limit_s: float) -> in
     async with AsyncOpenAI(
         api_key=key, base_url=url, timeout=limit_s, max_retries=0
     ) as openai_client:
-        page = await openai_client.models.list()
-        return len(page.data)
+        listed = await openai_client.models.list()
+        return len(listed.data)
 
 
 def _describe(err: Exception, key: str) -> str:
