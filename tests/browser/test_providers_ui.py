@@ -4,7 +4,8 @@ The admin adds a provider pointing at a loopback fake OpenAI-compatible server, 
 ``database``, tests the connection (OK and the latency), then picks its model in the picker and
 chats with it, without a restart. A provider whose server is down shows the error next to it
 after "Test connection"; a bad URL is refused under its field. Screenshots of the page at
-1280x800 and 390x844 go to ``docs/ui/settings-providers-{1280,390}.png``.
+1280x800 and 390x844 go to ``docs/ui/settings-providers-{1280,390}.png``; axe-core finds no
+serious violation at either size.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from playwright.sync_api import Browser, expect
 from drupe.testing.fake_openai import openai_app
 from drupe.testing.fake_replies import FakeReply
 from tests.browser.conftest import DEFAULT_MODEL, Drupe, serve
+from tests.browser.test_layout_a11y import serious_violations
 
 pytestmark = pytest.mark.browser
 
@@ -93,6 +95,7 @@ def test_add_a_provider_test_it_and_chat_with_its_model(
         page.set_viewport_size({"width": width, "height": height})
         page.wait_for_timeout(150)
         page.screenshot(path=str(SHOTS / f"settings-providers-{width}.png"), full_page=True)
+        assert serious_violations(page) == [], width
     page.set_viewport_size({"width": 1280, "height": 800})
 
     # The new model is offered and answers, without a restart.
