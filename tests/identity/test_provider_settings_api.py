@@ -7,12 +7,15 @@ says so; the API key is never returned; "test connection" answers ok or the erro
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
 
+from drupe.agent.models.overlay import LiveModelSettings
+from drupe.agent.models.registry import ModelRegistry
 from drupe.api.app_factory import create_app
 from drupe.app import open_runtime
 from drupe.settings import Settings
@@ -192,3 +195,39 @@ async def test_an_unreachable_provider_answers_the_error(site: Site) -> None:
     result = tested.json()
     assert result["ok"] is False and result["error"]
     assert "connect" in result["error"].lower()
+
+
+async def _soon(condition: Callable[[], bool]) -> bool:
+    """True once ``condition()`` holds (polled every 20 ms for up to 5 s)."""
+    for _ in range(250):
+        if condition():
+            return True
+        await anyio.sleep(0.02)
+    return condition()
+
+
+async def test_another_node_following_the_database_picks_a_change_up(site: Site) -> None:
+    """A second registry over the same database (another cluster node's view) follows it."""
+    runtime = site.runtime
+    assert runtime.model_settings is not None
+    other = LiveModelSettings(
+        runtime.model_settings.base,
+        ModelRegistry(runtime.model_settings.base),
+        runtime.db.provider_settings,
+        refresh_seconds=0.05,
+    )
+    root = await site.sign_in("root")
+    async with anyio.create_task_group() as tg:
+        tg.start_soon(other.follow)
+        body = {
+            "name": "lab",
+            "type": "openai-compatible",
+            "baseUrl": "http://127.0.0.1:9/v1",
+            "models": ["lab-1"],
+        }
+        assert (await root.post("/api/settings/providers", json=body)).status_code == 201
+        assert await _soon(lambda: "lab" in other.registry.config.providers)
+        assert other.registry.resolve("lab:lab-1").model_id == "lab:lab-1"
+        assert (await root.delete("/api/settings/providers/lab")).status_code == 204
+        assert await _soon(lambda: "lab" not in other.registry.config.providers)
+        tg.cancel_scope.cancel()
