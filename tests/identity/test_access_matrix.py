@@ -33,6 +33,11 @@ ADMIN_ONLY = {
     "/api/users",
     "/api/users/{name}",
     "/api/audit",
+    "/api/settings/providers",
+    "/api/settings/providers/{name}",
+    "/api/settings/providers/{name}/test",
+    "/api/settings/models",
+    "/api/settings/models/{provider}/{name}",
 }
 # Routes that name no resource of the owner: any signed-in user may call them.
 OPEN_TO_MEMBERS = {

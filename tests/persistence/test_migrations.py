@@ -37,6 +37,7 @@ TABLES = {
     "gateway_usage",
     "messages",
     "oidc_logins",
+    "provider_settings",
     "schedules",
     "shares",
     "sign_in_links",

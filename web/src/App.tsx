@@ -28,6 +28,7 @@ import { ShareDialog } from "./components/ShareDialog";
 import { TokensPage } from "./components/TokensPage";
 import { KeysPage } from "./components/KeysPage";
 import { McpPage } from "./components/McpPage";
+import { ProvidersPage } from "./components/ProvidersPage";
 import { SettingsNav, type SettingsTab } from "./components/SettingsNav";
 import { UserMenu } from "./components/UserMenu";
 import { useAuth } from "./auth";
@@ -109,7 +110,7 @@ export function App() {
   const page = usePage();
   const settingsTab: SettingsTab | null = channelsOpen
     ? "channels"
-    : page?.kind === "keys" || page?.kind === "mcp" || page?.kind === "tokens"
+    : page?.kind === "keys" || page?.kind === "mcp" || page?.kind === "providers" || page?.kind === "tokens"
       ? page.kind
       : null;
   const [showFirstRun, setShowFirstRun] = useState(() => !firstRunSeen());
@@ -179,10 +180,15 @@ export function App() {
 
   useEffect(() => {
     void reloadList();
-    api
-      .models()
-      .then((m) => setModels(withDefaultListed(m)))
-      .catch(() => undefined);
+    const loadModels = () =>
+      api
+        .models()
+        .then((m) => setModels(withDefaultListed(m)))
+        .catch(() => undefined);
+    void loadModels();
+    // The providers page changed what the server offers: no reload needed.
+    window.addEventListener("drupe:models-changed", loadModels);
+    return () => window.removeEventListener("drupe:models-changed", loadModels);
   }, [reloadList]);
 
   // Drop remembered models the server no longer offers.
@@ -345,6 +351,8 @@ export function App() {
               <KeysPage />
             ) : settingsTab === "mcp" ? (
               <McpPage />
+            ) : settingsTab === "providers" ? (
+              <ProvidersPage />
             ) : (
               <TokensPage />
             )}

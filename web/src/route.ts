@@ -2,7 +2,8 @@
 // scrolls to one message),
 // `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
 // conversation's trace, `#/tokens` one's personal tokens, `#/admin` the users (admins),
-// `#/settings` (= `#/settings/keys`) the gateway keys, `#/settings/mcp` the MCP servers.
+// `#/settings` (= `#/settings/keys`) the gateway keys, `#/settings/mcp` the MCP servers,
+// `#/settings/providers` the providers & models (admins).
 
 function decoded(raw: string): string {
   try {
@@ -24,6 +25,7 @@ export type Page =
   | { kind: "admin" }
   | { kind: "keys" }
   | { kind: "mcp" }
+  | { kind: "providers" }
   | { kind: "trace"; conversationId: string }
   | null;
 
@@ -35,6 +37,7 @@ export function parsePage(hash: string): Page {
   if (/^#\/admin\/?$/.test(hash)) return { kind: "admin" };
   if (/^#\/settings(\/keys)?\/?$/.test(hash)) return { kind: "keys" };
   if (/^#\/settings\/mcp\/?$/.test(hash)) return { kind: "mcp" };
+  if (/^#\/settings\/providers\/?$/.test(hash)) return { kind: "providers" };
   const m = /^#\/trace\/([^/?#]+)/.exec(hash);
   return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
@@ -76,3 +79,4 @@ export const ADMIN_HASH = "#/admin";
 export const SETTINGS_HASH = "#/settings";
 export const KEYS_HASH = "#/settings/keys";
 export const MCP_HASH = "#/settings/mcp";
+export const PROVIDERS_HASH = "#/settings/providers";

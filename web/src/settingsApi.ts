@@ -71,3 +71,56 @@ export const settingsApi = {
     (await request<{ gateway: { keys: KeyUsage[] } }>("GET", `/api/usage?days=${days}`)).gateway.keys,
   mcpServers: () => request<{ servers: McpServer[] }>("GET", "/api/mcp"),
 };
+
+// Providers & models (`/api/settings/providers`, admins): config.toml plus the database; a stored
+// provider wins over a config.toml one of its name (`overrides`). The API key is write-only.
+export interface ProviderModel {
+  name: string;
+  contextWindow: number | null;
+}
+
+export interface Provider {
+  name: string;
+  type: string;
+  baseUrl: string | null;
+  source: "database" | "config";
+  overrides: "config.toml" | "built-in" | null;
+  editable: boolean;
+  deletable: boolean;
+  apiKey: { set: boolean; hint: string | null };
+  models: ProviderModel[];
+  contextWindow: number | null;
+}
+
+export interface ProviderBody {
+  type: string;
+  baseUrl?: string;
+  apiKey?: string;
+  models: string[];
+}
+
+export interface ConnectionResult {
+  ok: boolean;
+  latencyMs: number;
+  models: number | null;
+  error: string | null;
+}
+
+export const PROVIDER_TYPES = ["openai-compatible", "openai", "anthropic", "google"] as const;
+
+/** The server's "field: message" 422 detail as [field, message] (field null when unnamed). */
+export function fieldError(message: string): [string | null, string] {
+  const m = /^(name|type|baseUrl|apiKey|models|contextWindow|provider): (.*)$/s.exec(message);
+  return m ? [m[1], m[2]] : [null, message];
+}
+
+export const providersApi = {
+  list: () => request<{ items: Provider[] }>("GET", "/api/settings/providers"),
+  create: (name: string, body: ProviderBody) =>
+    request<Provider>("POST", "/api/settings/providers", { name, ...body }),
+  update: (name: string, body: ProviderBody) =>
+    request<Provider>("PUT", `/api/settings/providers/${encodeURIComponent(name)}`, body),
+  remove: (name: string) => request<void>("DELETE", `/api/settings/providers/${encodeURIComponent(name)}`),
+  test: (name: string) =>
+    request<ConnectionResult>("POST", `/api/settings/providers/${encodeURIComponent(name)}/test`),
+};

@@ -45,6 +45,7 @@ from drupe.api import (
     limits_routes,
     oidc_routes,
     search_routes,
+    settings_routes,
     system_routes,
     task_routes,
     trace_routes,
@@ -159,6 +160,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.include_router(trace_routes.router)
     app.include_router(usage_routes.router)
     app.include_router(key_routes.router)
+    app.include_router(settings_routes.router)
     app.router.default = StaticUI()
     app.add_middleware(LateAuthGate)
     app.add_middleware(OriginCheck, allowed=settings.allowed_origins)

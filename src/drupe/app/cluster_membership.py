@@ -19,15 +19,18 @@ Contract (the composition root's ``Membership``):
   the shutdown's aborts).
 * ``open_port`` enters the routed commands (``ClusterRouter``) and this node's takeover sweep, and
   returns the cluster's ``Conversations`` port over the local one.
+* ``follow`` runs a poll of state other nodes may change (stored settings) in the given group.
 * ``receiving`` receives a single-connection channel while this node holds its Redis lease.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
+
+from anyio.abc import TaskGroup
 
 from drupe.channels.receiver import LeasedReceiver
 from drupe.cluster.cluster_conversations import ClusterConversations
@@ -152,6 +155,9 @@ class ClusterMembership:
 
     async def sweep(self) -> int:
         return await self.takeover.sweep()
+
+    def follow(self, group: TaskGroup, poll: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        group.start_soon(poll)
 
     def receiving(self) -> LeasedReceiver:
         return LeasedReceiver(RedisReceiverLease(self.node.lease, self.node.node_id))

@@ -18,15 +18,18 @@ Contract:
   watch          nothing to show elsewhere              status changes shown cluster-wide
   open_port      the local ``Conversations`` port       ``ClusterConversations`` + router + sweep
   sweep          finds nothing (0)                      takes over the orphans of dead owners
+  follow         nothing (every write goes through it)  polls what other nodes may have written
   receiving      ``SoleReceiver``: receives at once     ``LeasedReceiver``: while it holds the lease
   ============== ====================================== ===========================================
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Coroutine
 from contextlib import AsyncExitStack
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
+
+from anyio.abc import TaskGroup
 
 from drupe.admission.ownership import LocalOwnership, Ownership
 from drupe.channels.receiver import Receiving, SoleReceiver
@@ -82,6 +85,11 @@ class Membership(Protocol):
         """Take over the conversations of dead owners now (the count)."""
         ...
 
+    def follow(self, group: TaskGroup, poll: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        """Keep state other processes may change (stored settings) current: ``poll`` runs in
+        ``group`` until it is cancelled, or not at all when every write goes through here."""
+        ...
+
     def receiving(self) -> Receiving:
         """How this node receives a single-connection channel."""
         ...
@@ -117,6 +125,9 @@ class SingleProcess:
 
     async def sweep(self) -> int:
         return 0
+
+    def follow(self, group: TaskGroup, poll: Callable[[], Coroutine[Any, Any, None]]) -> None:
+        return None  # every write goes through this process
 
     def receiving(self) -> Receiving:
         return SoleReceiver()

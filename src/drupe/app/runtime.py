@@ -16,6 +16,7 @@ from drupe.admission.conversations import Conversations
 from drupe.admission.dispatch import Dispatcher
 from drupe.admission.ephemeral import EphemeralStore
 from drupe.agent.models.config import config_path, load_model_config
+from drupe.agent.models.overlay import LiveModelSettings
 from drupe.agent.models.registry import ModelRegistry
 from drupe.agent.runner import AgentRunner
 from drupe.app.admission_parts import admission, open_drivers, session_host
@@ -89,6 +90,8 @@ class Runtime:
     """Owned resources other than conversations, looked up with access decided (identity)."""
     gateway_usage: UsageMeter | None = None
     """Gateway requests and tokens, written behind to ``db.gateway_usage`` (None: not metered)."""
+    model_settings: LiveModelSettings | None = None
+    """config.toml plus the providers stored in the database, behind ``models`` (issue 22)."""
 
 
 @asynccontextmanager
@@ -108,10 +111,11 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
         db = await stack.enter_async_context(
             open_database(settings.database_url, data_dir=settings.data_dir)
         )
-        meter = UsageMeter(db.gateway_usage)
-        stack.push_async_callback(meter.aclose)  # after every surface, before the database
+        model_settings = await live_model_settings(models, db)
+        meter = usage_meter(stack, db)
         reconciled, rows = await reconcile(db, membership)
         streams = await open_streams(stack, settings, membership, catalog)
+        membership.follow(streams.manager.task_group, model_settings.follow)
         remotes = [remote_agent_tool(r) for r in load_remote_agents(config_file)]
         drivers = await open_drivers(stack, models, agent, db, remotes)
         ownership = membership.ownership
@@ -151,7 +155,23 @@ async def open_runtime(settings: Settings | None = None) -> AsyncIterator[Runtim
             checkpointer=streams.checkpointer,
             retrier=streams.retrier,
             gateway_usage=meter,
+            model_settings=model_settings,
         )
+
+
+async def live_model_settings(models: ModelRegistry, db: Database) -> LiveModelSettings:
+    """config.toml's providers and models with the ones stored in the database over them, in
+    ``models`` now."""
+    model_settings = LiveModelSettings(models.config, models, db.provider_settings)
+    await model_settings.reload()
+    return model_settings
+
+
+def usage_meter(stack: AsyncExitStack, db: Database) -> UsageMeter:
+    """The gateway's usage, written behind; closed after every surface, before the database."""
+    meter = UsageMeter(db.gateway_usage)
+    stack.push_async_callback(meter.aclose)
+    return meter
 
 
 def authenticator(settings: Settings, db: Database) -> Authenticator | None:

@@ -37,6 +37,7 @@ from drupe.persistence.gateway_usage import GatewayUsageStore
 from drupe.persistence.identities import IdentityStore
 from drupe.persistence.json_text import jsonb_safe
 from drupe.persistence.messages import MessageStore
+from drupe.persistence.provider_settings import ProviderSettingStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.search import SearchStore
@@ -80,6 +81,7 @@ class Database:
     shares: ShareStore
     audit: AuditLog
     identities: IdentityStore
+    provider_settings: ProviderSettingStore
     transactions: Transactions
 
     @property
@@ -204,6 +206,7 @@ async def open_database(
             shares=ShareStore(transactions),
             audit=AuditLog(transactions),
             identities=IdentityStore(transactions),
+            provider_settings=ProviderSettingStore(transactions),
             transactions=transactions,
         )
     finally:

@@ -3,7 +3,8 @@
 Owns the conversation, message, agent and gateway tables, and re-exports the rest of the schema
 so that importing this module registers every table on ``Base.metadata`` (the Alembic env and
 the stores import from here): the column types and the base from ``columns``, the identity
-tables from ``identity_tables``, the task and channel tables from ``work_tables``.
+tables from ``identity_tables``, the task and channel tables from ``work_tables``, the
+settings tables from ``settings_tables``.
 
 The Alembic migrations under ``migrations/versions`` are the source of truth for the deployed
 schema; a test checks that the metadata here and the migrated database agree. This module issues
@@ -39,6 +40,7 @@ from drupe.persistence.identity_tables import (
     UserRow,
     UserTokenRow,
 )
+from drupe.persistence.settings_tables import ProviderSettingRow
 from drupe.persistence.work_tables import (
     ChannelBindingRow,
     ChannelDeliveryRow,
@@ -58,6 +60,7 @@ __all__ = [
     "ChannelBindingRow",
     "ChannelDeliveryRow",
     "ConversationRow",
+    "ProviderSettingRow",
     "GatewayResponseRow",
     "GatewayUsageRow",
     "JsonValue",

@@ -1,10 +1,10 @@
-// The settings pages' tabs: gateway keys, MCP servers, channels (admins), personal tokens
+// The settings pages' tabs: gateway keys, MCP servers, providers & models and channels (admins), personal tokens
 // (signed in), usage. Shown above each of those pages.
 import { useAuth } from "../auth";
 import { CHANNELS_HASH } from "../channelsApi";
-import { KEYS_HASH, MCP_HASH, TOKENS_HASH, USAGE_HASH } from "../route";
+import { KEYS_HASH, MCP_HASH, PROVIDERS_HASH, TOKENS_HASH, USAGE_HASH } from "../route";
 
-export type SettingsTab = "keys" | "mcp" | "channels" | "tokens" | "usage";
+export type SettingsTab = "keys" | "mcp" | "providers" | "channels" | "tokens" | "usage";
 
 export function SettingsNav({ current }: { current: SettingsTab }) {
   const auth = useAuth();
@@ -12,7 +12,12 @@ export function SettingsNav({ current }: { current: SettingsTab }) {
   const tabs: [SettingsTab, string, string][] = [
     ["keys", "Gateway keys", KEYS_HASH],
     ["mcp", "MCP servers", MCP_HASH],
-    ...(admin ? ([["channels", "Channels", CHANNELS_HASH]] as [SettingsTab, string, string][]) : []),
+    ...(admin
+      ? ([
+          ["providers", "Providers & models", PROVIDERS_HASH],
+          ["channels", "Channels", CHANNELS_HASH],
+        ] as [SettingsTab, string, string][])
+      : []),
     ...(auth.kind === "signed-in" ? ([["tokens", "Personal tokens", TOKENS_HASH]] as [SettingsTab, string, string][]) : []),
     ["usage", "Usage", USAGE_HASH],
   ];

@@ -80,8 +80,9 @@ class ProviderConfig:
     requires_key: bool = True
     models: tuple[ModelEntry, ...] = ()
     context_window: int | None = None
-    #: ``builtin`` providers come from the environment, ``file`` ones from config.toml
-    source: Literal["builtin", "file"] = "builtin"
+    #: ``builtin`` providers come from the environment, ``file`` ones from config.toml,
+    #: ``database`` ones from the settings API (``drupe.agent.models.overlay``)
+    source: Literal["builtin", "file", "database"] = "builtin"
 
     @property
     def has_key(self) -> bool:
@@ -90,7 +91,7 @@ class ProviderConfig:
     @property
     def is_configured(self) -> bool:
         """True when the user actually set this provider up (a key, or a file table)."""
-        if self.source == "file":
+        if self.source in ("file", "database"):
             return self.has_key
         return self.requires_key and self.has_key
 

@@ -92,6 +92,11 @@ class ModelRegistry:
     def config(self) -> ModelConfig:
         return self._config
 
+    def replace_config(self, config: ModelConfig) -> None:
+        """Serve ``config`` from now on (settings changed); built models are rebuilt on use."""
+        self._config = config
+        self._cache.clear()
+
     def known_providers(self) -> list[str]:
         return [*self._config.providers, SCRIPTED_PROVIDER, LOCAL_PROVIDER]
 
