@@ -307,7 +307,14 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
                 result = json.loads(await lines.receive_until(b"\n", 1 << 20))
                 await process.wait()
     figures = _figures(
-        f"http-{args.server}", streams, interval, rss_before, rss_live, window, result["frames"], published
+        f"http-{args.server}",
+        streams,
+        interval,
+        rss_before,
+        rss_live,
+        window,
+        result["frames"],
+        published,
     )
     figures["live_streams"] = live
     return figures
