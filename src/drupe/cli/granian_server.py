@@ -21,6 +21,12 @@ from typing import Any
 
 __all__ = ["run_granian"]
 
+_STDERR = {"class": "logging.StreamHandler", "stream": "ext://sys.stderr"}
+_STDERR_HANDLERS = {
+    "console": {"formatter": "generic", **_STDERR},
+    "access": {"formatter": "access", **_STDERR},
+}
+
 
 def run_granian(
     app: Any, host: str, port: int, on_started: Callable[[], None] | None = None
@@ -55,6 +61,7 @@ def run_granian(
             interface=Interfaces.ASGI,
             backlog=2048,
             log_level=LogLevels.info,
+            log_dictconfig={"handlers": _STDERR_HANDLERS},  # stdout is the CLI's (as uvicorn)
         )
         loop = asyncio.get_running_loop()
         for signum in (signal.SIGINT, signal.SIGTERM):
