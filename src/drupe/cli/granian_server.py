@@ -41,7 +41,8 @@ def run_granian(
 
     async def announcing(scope: Any, receive: Any, send: Any) -> None:
         if scope["type"] != "lifespan":
-            return await app(scope, receive, send)
+            await app(scope, receive, send)
+            return
 
         async def watched_send(message: Any) -> None:
             nonlocal started
@@ -51,7 +52,7 @@ def run_granian(
                 if on_started is not None:
                     on_started()
 
-        return await app(scope, receive, watched_send)
+        await app(scope, receive, watched_send)
 
     async def main() -> None:
         server = Server(
