@@ -86,3 +86,15 @@ def test_granian_with_workers_is_refused(tmp_path: Path) -> None:
     )  # fmt: skip
     assert result.returncode == 1
     assert "--workers needs uvicorn" in result.stderr
+
+
+@pytest.mark.parametrize("server", SERVERS)
+def test_a_failed_startup_exits_non_zero_with_the_error(tmp_path: Path, server: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "drupe", "serve", "--port", "0", "--no-auth", "--server", server,
+         "--data-dir", str(tmp_path), "--database-url", "postgresql+asyncpg://nobody@127.0.0.1:1/x"],
+        capture_output=True, text=True, timeout=60,
+    )  # fmt: skip
+    assert result.returncode != 0  # uvicorn: 3 (its startup-failure status), granian: 1
+    assert "could not open database" in result.stderr
+    assert "Drupe is listening" not in result.stdout

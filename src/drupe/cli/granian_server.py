@@ -2,9 +2,10 @@
 
 ``run_granian(app, host, port, on_started)`` serves the ASGI ``app`` with granian (the Rust
 HTTP server; its ASGI interface, one runtime thread, the app's lifespan on) on ``host:port``
-until SIGINT or SIGTERM, under uvloop, and returns whether the app had started. ``on_started``
-is called once the app's lifespan startup has completed (granian's socket is already
-listening then: requests wait in its backlog until the worker serves, right after).
+until SIGINT or SIGTERM, under uvloop, and returns whether the app had started (False when
+its lifespan startup failed: granian has logged the error). ``on_started`` is called once the
+app's lifespan startup has completed (granian's socket is already listening then: requests
+wait in its backlog until the worker serves, right after).
 
 Differences from uvicorn (docs/deploy.md): granian binds the port itself (it takes no
 pre-bound socket), so the caller closes its own socket on the resolved port first; one process
@@ -34,6 +35,7 @@ def run_granian(
     """granian with ``app`` on ``host:port`` until a signal stops it; True when it had started."""
     import anyio
     from granian.constants import Interfaces
+    from granian.errors import FatalError
     from granian.log import LogLevels
     from granian.server.embed import Server
 
@@ -69,5 +71,8 @@ def run_granian(
             loop.add_signal_handler(signum, server.stop)
         await server.serve()
 
-    anyio.run(main, backend_options={"use_uvloop": True})
+    try:
+        anyio.run(main, backend_options={"use_uvloop": True})
+    except FatalError:  # granian logged the app's startup error (with its traceback) already
+        return False
     return started
