@@ -45,6 +45,7 @@ import anyio
 import orjson
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from _asgi_servers import bare_sse_app, serving
 from _common import rss_kib, token_deltas
 
 __all__ = ["client_main", "raise_open_files", "serve"]
@@ -261,8 +262,6 @@ def _figures(
 
 
 async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]:
-    import uvicorn
-
     from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
     from drupe.settings import AuthSettings, Settings
@@ -283,21 +282,7 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
         )
         async with open_runtime(settings) as runtime:
             manager = runtime.manager
-            sock = _listening_socket()
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    create_app(runtime),
-                    lifespan="on",  # the app's lifespan owns its SSE ping ticker
-                    log_level="warning",
-                    http="httptools",
-                    timeout_graceful_shutdown=5,
-                    backlog=4096,
-                )
-            )
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(lambda: server.serve(sockets=[sock]))
-                while not server.started:  # noqa: ASYNC110 (uvicorn sets a flag, no event)
-                    await anyio.sleep(0.01)
+            async with serving(create_app(runtime), args.server) as port:
                 rss_before = rss_kib()
                 base = manager.chunks_total
                 for index in range(streams):
@@ -312,7 +297,7 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
                             persistent=False,
                         )
                     )
-                process, lines = await _run_client(sock.getsockname()[1], streams)
+                process, lines = await _run_client(port, streams)
                 stop.gate.set()
                 window = await _window(args, streams, lambda: manager.chunks_total - base)
                 rss_live = rss_kib()
@@ -321,12 +306,49 @@ async def _serve_drupe(args: argparse.Namespace, streams: int) -> dict[str, Any]
                 published = manager.chunks_total - base
                 result = json.loads(await lines.receive_until(b"\n", 1 << 20))
                 await process.wait()
-                server.should_exit = True
-            sock.close()
     figures = _figures(
-        "http", streams, interval, rss_before, rss_live, window, result["frames"], published
+        f"http-{args.server}",
+        streams,
+        interval,
+        rss_before,
+        rss_live,
+        window,
+        result["frames"],
+        published,
     )
     figures["live_streams"] = live
+    return figures
+
+
+async def _serve_bare_asgi(args: argparse.Namespace, streams: int) -> dict[str, Any]:
+    """The bare pipe as a plain ASGI app on ``--server``: that server's own floor."""
+    stop = _Stop()
+    gc.set_threshold(20_000, 50, 100)
+
+    def counted() -> None:
+        stop.chunks += 1
+
+    app = bare_sse_app(lambda index: _source(index, args.interval, stop), counted)
+    async with serving(app, args.server) as port:
+        rss_before = rss_kib()
+        process, lines = await _run_client(port, streams)
+        stop.gate.set()
+        window = await _window(args, streams, lambda: stop.chunks)
+        rss_live = rss_kib()
+        stop.stopped = True
+        result = json.loads(await lines.receive_until(b"\n", 1 << 20))
+        await process.wait()
+    figures = _figures(
+        f"http-asgi-{args.server}",
+        streams,
+        args.interval,
+        rss_before,
+        rss_live,
+        window,
+        result["frames"],
+        stop.chunks,
+    )
+    figures["live_streams"] = streams
     return figures
 
 
@@ -425,4 +447,6 @@ async def serve(args: argparse.Namespace, streams: int, variant: str) -> dict[st
     raise_open_files(streams + 256)
     if variant == "http":
         return await _serve_drupe(args, streams)
+    if variant == "http-asgi":
+        return await _serve_bare_asgi(args, streams)
     return await _serve_bare(args, streams)

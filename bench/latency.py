@@ -33,7 +33,6 @@ import asyncio
 import json
 import random
 import re
-import socket
 import statistics
 import sys
 import tempfile
@@ -45,6 +44,7 @@ from typing import Any
 import anyio
 from anyio.streams.buffered import BufferedByteReceiveStream
 
+from _asgi_servers import SERVERS, bare_sse_app, serving
 from _common import parse_args, run
 
 GOAL_P50_MS = 0.2
@@ -230,18 +230,19 @@ def _percentile(values: list[float], q: float) -> float:
     return ordered[index]
 
 
-async def _main(args: argparse.Namespace) -> dict[str, Any]:
-    import uvicorn
-
+async def _served(
+    args: argparse.Namespace, server: str, deltas: int, interval: float, bare: bool
+) -> tuple[list[float], float]:
+    """Latency samples (ms) and wall time of Drupe (or the bare ASGI pipe) on ``server``."""
     from drupe.api.app_factory import create_app
     from drupe.app import open_runtime
     from drupe.settings import AuthSettings, Settings
     from drupe.streaming.config import StreamConfig
     from drupe.streaming.manager import ExecutionSpec, SendInput
 
-    deltas = args.deltas or (100 if args.quick else 1_000)
-    interval = args.interval or (0.02 if args.quick else 0.01)
     rng = random.Random(7)
+    phases = [rng.random() * interval for _ in range(args.streams)]
+    gate = anyio.Event()
     with tempfile.TemporaryDirectory() as tmp:
         config = Path(tmp) / "config.toml"
         config.write_text('default_model = "scripted:echo"\n')
@@ -252,35 +253,25 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
             auth=AuthSettings(enabled=False),  # --no-auth: the stream path is measured
         )
         async with open_runtime(settings) as runtime:
-            sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
-            sock.bind(("127.0.0.1", 0))
-            sock.listen(1024)
-            port = sock.getsockname()[1]
-            server = uvicorn.Server(
-                uvicorn.Config(
-                    create_app(runtime),
-                    lifespan="on",  # the app's lifespan owns its SSE ping ticker
-                    log_level="warning",
-                    http="httptools",
-                    timeout_graceful_shutdown=2,
+            if bare:
+                app = bare_sse_app(
+                    lambda i: _paced(gate, deltas, interval, phases[i]), lambda: None
                 )
-            )
-            gate = anyio.Event()
-            for i in range(args.streams):
-                phase = rng.random() * interval
+            else:
+                app = create_app(runtime)
+                for i in range(args.streams):
 
-                def source(phase: float = phase) -> AsyncIterator[dict[str, Any]]:
-                    return _paced(gate, deltas, interval, phase)
+                    def source(phase: float = phases[i]) -> AsyncIterator[dict[str, Any]]:
+                        return _paced(gate, deltas, interval, phase)
 
-                runtime.manager.send(
-                    SendInput(
-                        conversation_id=f"lat-{i}",
-                        executions=[ExecutionSpec(model_id="bench", source=source)],
-                        persistent=False,
+                    runtime.manager.send(
+                        SendInput(
+                            conversation_id=f"lat-{i}",
+                            executions=[ExecutionSpec(model_id="bench", source=source)],
+                            persistent=False,
+                        )
                     )
-                )
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(lambda: server.serve(sockets=[sock]))
+            async with serving(app, server) as port:
                 started = time.perf_counter()
 
                 def go() -> None:
@@ -290,9 +281,38 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
 
                 result = await _run_client(port, args.streams, go)
                 elapsed = time.perf_counter() - started
-                server.should_exit = True
-            sock.close()
-    samples = [ns / 1e6 for ns in result["latencies_ns"]]
+    return [ns / 1e6 for ns in result["latencies_ns"]], elapsed
+
+
+def _summary(samples: list[float], hop: list[float]) -> dict[str, float]:
+    p50, p99 = statistics.median(samples), _percentile(samples, 0.99)
+    return {
+        "p50_ms": round(p50, 4),
+        "p99_ms": round(p99, 4),
+        "p50_ratio": round(p50 / statistics.median(hop), 3),
+        "p99_ratio": round(p99 / _percentile(hop, 0.99), 3),
+    }
+
+
+async def _servers(
+    args: argparse.Namespace, deltas: int, interval: float, hop: list[float]
+) -> dict[str, Any]:
+    """``--server both``: Drupe and the bare ASGI pipe on each server, interleaved."""
+    figures: dict[str, Any] = {}
+    for server in SERVERS:
+        for bare in (True, False):
+            samples, _ = await _served(args, server, deltas, interval, bare)
+            name = f"{server}_asgi_bare" if bare else server
+            figures[name] = _summary(samples, hop)
+            print(f"{name}: {figures[name]}")
+    return figures
+
+
+async def _main(args: argparse.Namespace) -> dict[str, Any]:
+    deltas = args.deltas or (100 if args.quick else 1_000)
+    interval = args.interval or (0.02 if args.quick else 0.01)
+    server = "uvicorn" if args.server == "both" else args.server
+    samples, elapsed = await _served(args, server, deltas, interval, bare=False)
     expected = args.streams * deltas
     if len(samples) != expected:
         raise SystemExit(f"received {len(samples)} of {expected} stamped deltas")
@@ -304,8 +324,11 @@ async def _main(args: argparse.Namespace) -> dict[str, Any]:
         f"drupe p50 {p50:.3f} ms / p99 {p99:.3f} ms; one-hop raw socket p50 {hop_p50:.3f} ms /"
         f" p99 {hop_p99:.3f} ms: ratios {p50 / hop_p50:.2f} / {p99 / hop_p99:.2f}"
     )
+    servers = await _servers(args, deltas, interval, hop_baseline) if args.server == "both" else {}
     return {
         "bench": "latency",
+        "server": server,
+        "servers": servers,
         "streams": args.streams,
         "deltas": deltas,
         "interval_ms": interval * 1000,
@@ -332,6 +355,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--streams", type=int, default=100)
     parser.add_argument("--deltas", type=int, default=None, help="per stream (1,000; quick 100)")
     parser.add_argument("--interval", type=float, default=None, help="s between deltas")
+    parser.add_argument(
+        "--server",
+        choices=("uvicorn", "granian", "both"),
+        default="uvicorn",
+        help="the ASGI server (both: also Drupe and the bare ASGI pipe on each, interleaved)",
+    )
     parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
 
 

@@ -83,7 +83,7 @@ RATIO_GOAL = 0.9
 SERVER_GC_THRESHOLD = (20_000, 50, 100)
 """What ``drupe serve`` sets (``cli/server.py``); ``--http`` always runs under it."""
 CHECKPOINT_GOAL = 0.95
-HTTP_VARIANTS = ("http", "http-bare")
+HTTP_VARIANTS = ("http", "http-bare", "http-asgi")
 """The ``--http`` servers (each in a child process of its own)."""
 PERSISTED = ("persist", "checkpoint")
 """Variants with a database and a persistence listener per stream (checkpoints off / on)."""
@@ -126,6 +126,12 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="in process: both sides under the server's gc.set_threshold (drupe serve's), as"
         " --http always runs",
+    )
+    parser.add_argument(
+        "--server",
+        choices=("uvicorn", "granian", "both"),
+        default="uvicorn",
+        help="--http: the ASGI server under the app (both: side by side, interleaved)",
     )
     parser.add_argument("--client", type=int, default=None, help=argparse.SUPPRESS)
     parser.add_argument(
@@ -322,7 +328,9 @@ async def _measure(args: argparse.Namespace, streams: int, variant: str) -> dict
     }
 
 
-def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> dict[str, Any]:
+def _variant_in_child(
+    args: argparse.Namespace, streams: int, variant: str, server: str = "uvicorn"
+) -> dict[str, Any]:
     """Run a variant in a fresh process: RSS deltas do not survive a previous run's heap."""
     command = [
         sys.executable,
@@ -331,6 +339,8 @@ def _variant_in_child(args: argparse.Namespace, streams: int, variant: str) -> d
         *(["--server-gc"] if args.server_gc else []),
         "--variant",
         variant,
+        "--server",
+        server,
         "--loop",
         args.loop,
         "--streams",
@@ -401,7 +411,27 @@ def _ratio(value: float | None, baseline: float | None) -> float | None:
 def _http(args: argparse.Namespace, streams: int) -> dict[str, Any]:
     """The bare server, then Drupe's, each in a child process with its own client process."""
     bare = _variant_in_child(args, streams, "http-bare")
-    drupe = _variant_in_child(args, streams, "http")
+    servers = ("uvicorn", "granian") if args.server == "both" else (args.server,)
+    per_server = {}
+    for server in servers:  # interleaved: each server's floor, then Drupe on it
+        floor = _variant_in_child(args, streams, "http-asgi", server)
+        on_server = _variant_in_child(args, streams, "http", server)
+        per_server[server] = {
+            "rss_per_stream_kib": on_server["rss_per_stream_kib"],
+            "chunks_per_cpu_s": on_server["chunks_per_cpu_s"],
+            "keeps_up_ratio": on_server["keeps_up_ratio"],
+            "live_streams": on_server["live_streams"],
+            "asgi_bare_rss_per_stream_kib": floor["rss_per_stream_kib"],
+            "asgi_bare_chunks_per_cpu_s": floor["chunks_per_cpu_s"],
+            "asgi_bare_keeps_up_ratio": floor["keeps_up_ratio"],
+        }
+        print(
+            f"{server}: Drupe {on_server['rss_per_stream_kib']:.2f} KiB/stream,"
+            f" {on_server['chunks_per_cpu_s']} chunks/CPU s; bare ASGI"
+            f" {floor['rss_per_stream_kib']:.2f} KiB/stream, {floor['chunks_per_cpu_s']}"
+        )
+        if server == servers[0]:
+            drupe = on_server
     ratio = _ratio(drupe["chunks_per_cpu_s"], bare["chunks_per_cpu_s"])
     per_stream = drupe["rss_per_stream_kib"]
     print(
@@ -411,6 +441,8 @@ def _http(args: argparse.Namespace, streams: int) -> dict[str, Any]:
     return {
         "bench": "live_streams",
         "variant": "http",
+        "server": servers[0],
+        "servers": per_server,
         "streams": streams,
         "live_streams": drupe["live_streams"],
         "interval_ms": args.interval * 1000,

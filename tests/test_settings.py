@@ -157,3 +157,12 @@ def test_a_bad_worker_count_or_schedule_poll_is_refused() -> None:
         Settings(workers=0).check()
     with pytest.raises(ConfigError, match="DRUPE_SCHEDULE_POLL"):
         Settings(schedule_poll=0).check()
+
+
+def test_the_server_is_uvicorn_unless_drupe_server_says_granian() -> None:
+    assert Settings.from_env({}).server == "uvicorn"
+    assert Settings.from_env({"DRUPE_SERVER": "granian"}).server == "granian"
+    with pytest.raises(ConfigError, match="DRUPE_SERVER"):
+        Settings.from_env({"DRUPE_SERVER": "hypercorn"})
+    with pytest.raises(ConfigError, match="--workers needs uvicorn"):
+        Settings(server="granian", workers=2).check()

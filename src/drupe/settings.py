@@ -42,6 +42,10 @@ __all__ = [
 ]
 
 
+SERVERS = ("uvicorn", "granian")
+"""The ASGI servers ``drupe serve`` can run the app on (the first is the default)."""
+
+
 def is_loopback(host: str) -> bool:
     """Whether binding ``host`` reaches only this machine (127.0.0.0/8, ::1, localhost)."""
     if host.lower() == "localhost":
@@ -153,6 +157,9 @@ class Settings:
     workers: int = 1
     """Server processes ``drupe serve`` starts on one listening socket (more than 1 needs cluster
     mode: the processes share rows through PostgreSQL and live streams through Redis)."""
+    server: str = "uvicorn"
+    """The ASGI server ``drupe serve`` runs the app on: ``uvicorn`` or ``granian``
+    (``--server``, ``DRUPE_SERVER``; docs/deploy.md says what differs)."""
 
     def with_file_limits(self) -> Settings:
         """These settings with the ``[limits]`` table of the config file under them: a key of
@@ -212,6 +219,10 @@ class Settings:
             raise ConfigError("DRUPE_SCHEDULE_POLL must be a positive number of seconds")
         if self.workers < 1:
             raise ConfigError("--workers (DRUPE_WORKERS) must be at least 1")
+        if self.server not in SERVERS:
+            raise ConfigError(f"--server (DRUPE_SERVER) must be one of {', '.join(SERVERS)}")
+        if self.server == "granian" and self.workers > 1:
+            raise ConfigError("--server granian runs one process: --workers needs uvicorn")
         if self.workers > 1 and not (self.cluster.enabled and postgres):
             missing = [
                 *([] if postgres else ["--database-url postgresql+asyncpg://user@host/db"]),
@@ -260,6 +271,7 @@ class Settings:
             gateway_idle_timeout=e.GATEWAY_IDLE_TIMEOUT,
             schedule_poll=e.SCHEDULE_POLL,
             workers=e.WORKERS,
+            server=e.SERVER,
         )
         limits = _given(
             max_body_bytes=e.MAX_BODY_BYTES, max_gateway_body_bytes=e.MAX_GATEWAY_BODY_BYTES

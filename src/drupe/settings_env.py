@@ -56,6 +56,10 @@ class DrupeEnvironment(BaseSettings):
         ge=1,
         description="Server processes on one socket (more than 1 needs cluster mode).",
     )
+    SERVER: Literal["uvicorn", "granian"] | None = Field(
+        default=None,
+        description="The ASGI server under the app: uvicorn (default) or granian (one process).",
+    )
     MAX_BODY_BYTES: int | None = Field(
         default=None, ge=1024, description="Largest request body on /api and the protocols (2 MiB)."
     )

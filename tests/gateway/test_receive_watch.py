@@ -103,6 +103,37 @@ async def test_a_receive_that_raises_is_a_lost_connection() -> None:
     assert seen == [None]
 
 
+async def test_a_receive_returning_a_plain_future_is_stepped_too() -> None:
+    # granian's receive() returns its own future-like object, not a coroutine: no ``send``.
+    loop = asyncio.get_running_loop()
+    futures: list[asyncio.Future[dict[str, Any]]] = []
+
+    def receive() -> asyncio.Future[dict[str, Any]]:
+        futures.append(loop.create_future())
+        return futures[-1]
+
+    seen: list[Any] = []
+    done = anyio.Event()
+
+    def on_message(message: Any) -> bool:
+        seen.append(message)
+        if message is None or message["type"] == "http.disconnect":
+            done.set()
+            return False
+        return True
+
+    assert not hasattr(receive(), "send")
+    futures.clear()
+    ReceiveWatch(receive, on_message).start()  # type: ignore[arg-type]
+    futures[0].set_result({"type": "http.request"})
+    await anyio.sleep(0.01)
+    futures[1].set_result({"type": "http.disconnect"})
+    with anyio.fail_after(5):
+        await done.wait()
+    assert seen == [{"type": "http.request"}, {"type": "http.disconnect"}]
+    assert len(futures) == 2
+
+
 async def test_a_streaming_response_runs_no_task_besides_the_callers() -> None:
     server = _Server()
     sent: list[dict[str, Any]] = []

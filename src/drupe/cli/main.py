@@ -80,6 +80,7 @@ def settings_from_options(
     redis_url: str | None = None,
     workers: int | None = None,
     no_auth: bool = False,
+    server: str | None = None,
 ) -> Settings:
     """``Settings.from_env()`` with the command-line options laid over it."""
     from dataclasses import replace
@@ -98,6 +99,8 @@ def settings_from_options(
         changes["config_path"] = config
     if workers is not None:
         changes["workers"] = workers
+    if server is not None:
+        changes["server"] = server
     if redis_url is not None:
         changes["cluster"] = replace(settings.cluster, redis_url=redis_url)
     if no_auth:
@@ -134,6 +137,10 @@ def serve(
             help="No sign-in: every request is one local admin (loopback only; DRUPE_AUTH=off).",
         ),
     ] = False,
+    server: Annotated[
+        str | None,
+        typer.Option(help="The ASGI server: uvicorn (default) or granian (DRUPE_SERVER)."),
+    ] = None,
 ) -> None:
     """Run the Drupe server (API, gateway and web UI)."""
     from drupe.cli.server import listen, run_server
@@ -147,6 +154,7 @@ def serve(
         redis_url=redis_url,
         workers=workers,
         no_auth=no_auth,
+        server=server,
     )
     try:
         settings.check()

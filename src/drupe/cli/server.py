@@ -2,7 +2,9 @@
 
 ``listen(settings)`` binds the socket in the calling process (so ``--port 0`` is resolved once
 and every worker of ``--workers N`` shares the one socket) and returns it with the URL to show.
-``run_server(settings, sock, on_started)`` runs uvicorn with the app on that socket until a
+``run_server(settings, sock, on_started)`` runs ``settings.server`` (uvicorn, or granian:
+``drupe.cli.granian_server``, which closes ``sock`` and binds its port itself) with the app on
+that socket until a
 signal stops it (SIGINT or SIGTERM: a graceful shutdown, live answers persisted by the runtime's
 own shutdown); ``on_started`` is called once the app has started and the socket accepts
 requests. It returns whether the server started. ``OSError`` from ``listen`` says why the
@@ -42,6 +44,8 @@ def run_server(
     settings: Settings, sock: socket.socket, on_started: Callable[[], None] | None = None
 ) -> bool:
     """uvicorn with the app on ``sock`` until a signal stops it; True when it had started."""
+    if settings.server == "granian":
+        return _run_granian(settings, sock, on_started)
     import uvicorn
 
     from drupe.api.app_factory import create_app_with_lifespan
@@ -80,3 +84,26 @@ def run_server(
     finally:
         gc.enable()
     return bool(server.started)
+
+
+def _run_granian(
+    settings: Settings, sock: socket.socket, on_started: Callable[[], None] | None
+) -> bool:
+    from drupe.api.app_factory import create_app_with_lifespan
+    from drupe.cli.granian_server import run_granian
+
+    gc.set_threshold(20_000, 50, 100)
+    gc.disable()  # as for uvicorn: paused over boot, until the app has started
+
+    def started() -> None:
+        gc.enable()
+        if on_started is not None:
+            on_started()
+
+    try:
+        app_ = create_app_with_lifespan(settings)
+        port = sock.getsockname()[1]
+        sock.close()  # granian binds the (resolved) port itself
+        return run_granian(app_, settings.host, port, started)
+    finally:
+        gc.enable()

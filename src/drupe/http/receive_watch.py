@@ -16,7 +16,9 @@ Contract:
 * a ``receive()`` that raises, or that suspends on something this watch cannot wait for (not
   an asyncio future; e.g. another event loop library's trap), ends the watch as
   ``on_message(None)``: the caller treats it as a lost connection;
-* every step runs in the context copied at ``start``, as a task's would.
+* every step runs in the context copied at ``start``, as a task's would;
+* a ``receive()`` that returns an awaitable which is not a coroutine (granian returns its own
+  future-like ``PyFutureAwaitable``) is stepped through a one-line coroutine that awaits it.
 
 Must never: run a step re-entrantly (a message returned at once is handled in a loop), or
 raise out of a done callback.
@@ -35,6 +37,12 @@ from starlette.types import Message, Receive
 __all__ = ["ReceiveWatch"]
 
 log = logging.getLogger(__name__)
+
+
+async def _awaiting(awaitable: Any) -> Message:
+    """A coroutine around an awaitable that has no ``send`` (granian's receive future)."""
+    message: Message = await awaitable
+    return message
 
 
 class ReceiveWatch:
@@ -59,8 +67,10 @@ class ReceiveWatch:
         while not self._closed:
             coro = self._coro
             if coro is None:
-                coro = self._coro = self._receive()  # type: ignore[assignment]
-                assert coro is not None
+                awaitable: Any = self._receive()
+                if not hasattr(awaitable, "send"):  # e.g. granian's PyFutureAwaitable
+                    awaitable = _awaiting(awaitable)
+                coro = self._coro = awaitable
             try:
                 yielded = coro.send(None)
             except StopIteration as stop:
