@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+import time
 from collections.abc import Callable
 
 import anyio
@@ -138,3 +139,44 @@ async def test_a_new_key_wakes_the_blocked_reader_at_once(
         with anyio.fail_after(2):  # far below the 5 s block: the new key woke the read
             await arrived.wait()
     assert got[0].chunks == ({"type": "start"},)
+
+
+async def test_many_live_streams_are_read_in_one_xread_per_window(
+    redis: Redis, reader_connection: Redis, prefix: str
+) -> None:
+    """30 streams, each written 20 times, 3 ms apart: the reader reads all of them together,
+    at most once per window (plus the first read and the one that ends the wait), and every
+    stream still gets each of its entries once, in order."""
+    window = 0.05
+    log = RedisChunkLog(redis, prefix=prefix)
+    keys = [log.key(f"conv{i}", "turn") for i in range(30)]
+    got: dict[str, list[LogEntry]] = {k: [] for k in keys}
+    all_in = anyio.Event()
+
+    def collect(key: str) -> Callable[[LogEntry], None]:
+        def deliver(entry: LogEntry) -> None:
+            got[key].append(entry)
+            if all(len(entries) == 20 for entries in got.values()):
+                all_in.set()
+
+        return deliver
+
+    async with NodeReader(redis, reader_connection, log, window=window) as reader:
+        for key in keys:
+            await reader.watch(key, "0", collect(key))
+        reads_before = reader.xread_calls
+        started = time.monotonic()
+        written: dict[str, list[str]] = {k: [] for k in keys}
+        for n in range(20):
+            for key in keys:
+                chunk = {"type": "text-delta", "id": "t", "delta": f"{n} "}
+                written[key].append(await log.append(key, "e1", [chunk]))
+            await anyio.sleep(0.003)
+        with anyio.fail_after(10):
+            await all_in.wait()
+        elapsed = time.monotonic() - started
+        reads = reader.xread_calls - reads_before
+    assert reads <= elapsed / window + 3, (reads, elapsed)
+    assert reads < 20  # one read per write round would be 20 or more
+    for key in keys:
+        assert [e.cursor for e in got[key]] == written[key]

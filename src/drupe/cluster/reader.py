@@ -14,6 +14,11 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
   entry and returns). A ``deliver`` that raises is dropped from the key; the others go on.
 * A new key wakes the blocked read at once (``CLIENT UNBLOCK`` of the reader's connection), so a
   watcher never waits for the block timeout.
+* Reads are batched in time: after a read that returned entries, the loop waits ``window``
+  (``READ_WINDOW``, 10 ms) before the next one, so the entries of every live stream written in
+  that window come back in ONE ``XREAD``. The loop reads at most 1/``window`` times a second
+  however many streams are live and however fast they write; an entry waits at most ``window``
+  longer than it would have (one arriving while the loop is blocked is delivered at once).
 * Entries are decoded by the log (``RedisChunkLog.decode``: its cached numbers of the key's
   execution and part ids, read once per key, and again on an unknown number).
 * The loop is a task of the reader's own task group (``async with NodeReader(...)``). Connection
@@ -47,6 +52,8 @@ log = logging.getLogger(__name__)
 _BLOCK_MS: Final = 5_000
 _READ_COUNT: Final = 1_000
 _MAX_BACKOFF: Final = 2.0
+READ_WINDOW: Final = 0.010
+"""Seconds between two reads that found entries: the most an entry's delivery is delayed."""
 
 
 def cursor_key(cursor: str) -> tuple[int, int]:
@@ -74,8 +81,11 @@ class _Watcher:
 class NodeReader(TaskOwner):
     """One ``XREAD`` loop for this node. ``reader`` must be a dedicated single connection."""
 
-    def __init__(self, redis: Redis, reader: Redis, log_: RedisChunkLog) -> None:
+    def __init__(
+        self, redis: Redis, reader: Redis, log_: RedisChunkLog, *, window: float = READ_WINDOW
+    ) -> None:
         self._redis = redis
+        self.window = window
         self._reader = reader
         self._log = log_
         self._watchers: dict[str, list[_Watcher]] = {}
@@ -161,19 +171,24 @@ class NodeReader(TaskOwner):
             finally:
                 self._blocked = False
             backoff = 0.05
-            for raw_key, rows in result or ():
-                key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
-                try:
-                    entries = await self._log.decode(key, rows)
-                except (OSError, RedisError) as err:  # reading the execution numbers failed
-                    log.warning("chunk log decode failed (%s); reading again", err)
-                    break  # positions unchanged: the next XREAD reads these entries again
-                for entry in entries:
-                    if key in self._positions:
-                        self._positions[key] = entry.cursor
-                    for watcher in list(self._watchers.get(key, ())):
-                        try:
-                            watcher.offer(entry)
-                        except Exception:  # isolation boundary: one subscriber's delivery
-                            log.exception("a chunk log watcher raised; it is dropped")
-                            self._remove(key, watcher)
+            await self._deliver(result)
+            if result and self.window > 0:
+                await anyio.sleep(self.window)  # let the live streams' next entries gather
+
+    async def _deliver(self, result: Any) -> None:
+        for raw_key, rows in result or ():
+            key = raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)
+            try:
+                entries = await self._log.decode(key, rows)
+            except (OSError, RedisError) as err:  # reading the execution numbers failed
+                log.warning("chunk log decode failed (%s); reading again", err)
+                break  # positions unchanged: the next XREAD reads these entries again
+            for entry in entries:
+                if key in self._positions:
+                    self._positions[key] = entry.cursor
+                for watcher in list(self._watchers.get(key, ())):
+                    try:
+                        watcher.offer(entry)
+                    except Exception:  # isolation boundary: one subscriber's delivery
+                        log.exception("a chunk log watcher raised; it is dropped")
+                        self._remove(key, watcher)
