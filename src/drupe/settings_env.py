@@ -51,6 +51,14 @@ class DrupeEnvironment(BaseSettings):
         default=None,
         description="on (default): every request signs in; off: one local admin, loopback only.",
     )
+    SECRET_KEY: str | None = Field(
+        default=None,
+        repr=False,
+        description=(
+            "Seals secrets stored in the database (provider API keys); default: the file "
+            "secret.key in the data dir. Every cluster node needs the same one."
+        ),
+    )
     WORKERS: int | None = Field(
         default=None,
         ge=1,

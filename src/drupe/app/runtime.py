@@ -163,6 +163,7 @@ async def live_model_settings(models: ModelRegistry, db: Database) -> LiveModelS
     """config.toml's providers and models with the ones stored in the database over them, in
     ``models`` now."""
     model_settings = LiveModelSettings(models.config, models, db.provider_settings)
+    await db.provider_settings.seal_plaintext()  # keys stored before they were sealed at rest
     await model_settings.reload()
     return model_settings
 

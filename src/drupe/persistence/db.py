@@ -41,6 +41,7 @@ from drupe.persistence.provider_settings import ProviderSettingStore
 from drupe.persistence.responses import ResponseStore
 from drupe.persistence.schedules import ScheduleStore
 from drupe.persistence.search import SearchStore
+from drupe.persistence.secret_box import SecretBox
 from drupe.persistence.shares import ShareStore
 from drupe.persistence.transaction import Sessions, Transactions
 from drupe.persistence.usage import UsageStore
@@ -97,7 +98,7 @@ def database_url(url: str | None = None, *, data_dir: Path | None = None) -> str
     directory, created if missing). Raises ``ConfigError`` for an unsupported URL.
     """
     if url is None:
-        directory = data_dir if data_dir is not None else Path(platformdirs.user_data_dir("drupe"))
+        directory = data_dir if data_dir is not None else default_data_dir()
         directory.mkdir(parents=True, exist_ok=True)
         return f"sqlite+aiosqlite:///{directory / DEFAULT_FILENAME}"
     try:
@@ -114,6 +115,11 @@ def database_url(url: str | None = None, *, data_dir: Path | None = None) -> str
             "postgresql:// URL"
         )
     return parsed.render_as_string(hide_password=False)
+
+
+def default_data_dir() -> Path:
+    """The data dir when none is given: the user's platform data dir for ``drupe``."""
+    return Path(platformdirs.user_data_dir("drupe"))
 
 
 def _check_sqlite_directory(url: str) -> None:
@@ -206,7 +212,9 @@ async def open_database(
             shares=ShareStore(transactions),
             audit=AuditLog(transactions),
             identities=IdentityStore(transactions),
-            provider_settings=ProviderSettingStore(transactions),
+            provider_settings=ProviderSettingStore(
+                transactions, SecretBox(data_dir or default_data_dir())
+            ),
             transactions=transactions,
         )
     finally:

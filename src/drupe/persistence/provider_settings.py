@@ -1,12 +1,18 @@
 """``ProviderSettingStore``: model providers kept in the database (issue 22, §5).
 
-Plain CRUD over ``provider_settings``; the rules on what a provider may look like live in
+CRUD over ``provider_settings``; the rules on what a provider may look like live in
 ``drupe.agent.models.overlay`` (checked before anything is written, so nothing is half-saved).
-``ProviderSetting.api_key`` is excluded from ``repr``; the store never logs.
+
+* ``api_key`` is sealed at rest (``drupe.persistence.secret_box``): the column holds
+  ``fernet:<token>``, and the store opens it on every read. A key sealed under another key than
+  this process's reads as no key, with ``key_unreadable`` set and one warning that names the
+  provider (never the value). ``seal_plaintext()`` seals the keys written before sealing existed.
+* ``ProviderSetting.api_key`` is excluded from ``repr``; nothing here logs a key.
 """
 
 from __future__ import annotations
 
+import logging
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -14,10 +20,13 @@ from sqlalchemy import delete, select
 
 from drupe.errors import ValidationError
 from drupe.persistence.clock import utc_now
+from drupe.persistence.secret_box import SecretBox, SecretUnreadable, is_sealed
 from drupe.persistence.tables import ProviderSettingRow
 from drupe.persistence.transaction import Transactions
 
 __all__ = ["ProviderSetting", "ProviderSettingStore"]
+
+log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -30,17 +39,8 @@ class ProviderSetting:
     api_key: str | None = field(default=None, repr=False)
     models: tuple[tuple[str, int | None], ...] = ()
     context_window: int | None = None
-
-
-def _setting(row: ProviderSettingRow) -> ProviderSetting:
-    return ProviderSetting(
-        name=row.name,
-        type=row.type,
-        base_url=row.base_url,
-        api_key=row.api_key,
-        models=tuple((str(m["name"]), m.get("context_window")) for m in row.models),
-        context_window=row.context_window,
-    )
+    key_unreadable: bool = False
+    """The stored key was sealed under another key than this process's (``api_key`` is None)."""
 
 
 def _models_json(setting: ProviderSetting) -> list[dict[str, Any]]:
@@ -50,18 +50,60 @@ def _models_json(setting: ProviderSetting) -> list[dict[str, Any]]:
 class ProviderSettingStore:
     """Providers in one database. Safe to share between tasks."""
 
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, secrets: SecretBox) -> None:
         self._transactions = transactions
+        self._secrets = secrets
+        self._warned: set[str] = set()
+
+    def _setting(self, row: ProviderSettingRow) -> ProviderSetting:
+        api_key, unreadable = row.api_key, False
+        if api_key is not None:
+            try:
+                api_key = self._secrets.open(api_key)
+            except SecretUnreadable as err:
+                api_key, unreadable = None, True
+                if row.name not in self._warned:
+                    self._warned.add(row.name)
+                    log.warning("the API key of the stored provider %r: %s", row.name, err)
+        return ProviderSetting(
+            name=row.name,
+            type=row.type,
+            base_url=row.base_url,
+            api_key=api_key,
+            models=tuple((str(m["name"]), m.get("context_window")) for m in row.models),
+            context_window=row.context_window,
+            key_unreadable=unreadable,
+        )
+
+    def _sealed(self, api_key: str | None) -> str | None:
+        return None if api_key is None else self._secrets.seal(api_key)
+
+    async def seal_plaintext(self) -> int:
+        """Seal every stored key written before sealing existed; returns how many."""
+        async with self._transactions.read() as db:
+            rows = await db.scalars(
+                select(ProviderSettingRow.name).where(ProviderSettingRow.api_key.is_not(None))
+            )
+            names = list(rows)
+        sealed = 0
+        for name in names:
+            async with self._transactions.write() as db:
+                row = await db.get(ProviderSettingRow, name)
+                if row is None or row.api_key is None or is_sealed(row.api_key):
+                    continue
+                row.api_key = self._secrets.seal(row.api_key)
+                sealed += 1
+        return sealed
 
     async def list(self) -> list[ProviderSetting]:
         async with self._transactions.read() as db:
             rows = await db.scalars(select(ProviderSettingRow).order_by(ProviderSettingRow.name))
-            return [_setting(row) for row in rows]
+            return [self._setting(row) for row in rows]
 
     async def get(self, name: str) -> ProviderSetting | None:
         async with self._transactions.read() as db:
             row = await db.get(ProviderSettingRow, name)
-            return _setting(row) if row is not None else None
+            return self._setting(row) if row is not None else None
 
     async def create(self, setting: ProviderSetting) -> None:
         """Store a new provider; ``ValidationError`` if the name is taken."""
@@ -73,7 +115,7 @@ class ProviderSettingStore:
                     name=setting.name,
                     type=setting.type,
                     base_url=setting.base_url,
-                    api_key=setting.api_key,
+                    api_key=self._sealed(setting.api_key),
                     models=_models_json(setting),
                     context_window=setting.context_window,
                     updated_at=utc_now(),
@@ -88,7 +130,7 @@ class ProviderSettingStore:
                 return False
             row.type = setting.type
             row.base_url = setting.base_url
-            row.api_key = setting.api_key
+            row.api_key = self._sealed(setting.api_key)
             row.models = _models_json(setting)
             row.context_window = setting.context_window
             row.updated_at = utc_now()
