@@ -60,10 +60,12 @@ def client_address(request: Request) -> str:
 def _limiter(request: Request) -> LoginLimiter:
     limiter: LoginLimiter | None = getattr(request.app.state, "login_limiter", None)
     if limiter is None:
-        auth = get_runtime(request).settings.auth
+        settings = get_runtime(request).settings
         limiter = LoginLimiter(
-            max_per_user=auth.max_failures_per_user,
-            max_per_address=auth.max_failures_per_address,
+            max_per_user=settings.auth.max_failures_per_user,
+            max_per_address=settings.auth.max_failures_per_address,
+            redis_url=settings.cluster.redis_url,  # cluster mode: one window for every node
+            key_prefix=settings.cluster.key_prefix,
         )
         request.app.state.login_limiter = limiter
     return limiter
