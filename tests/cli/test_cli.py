@@ -6,7 +6,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import anyio
 import httpx
+import pytest
 from typer.testing import CliRunner
 
 from drupe.cli.main import app
@@ -55,6 +57,37 @@ def test_doctor_passes_on_a_good_setup(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert "default model: scripted:echo" in result.output
     assert "no problems found" in result.output
+
+
+def test_doctor_checks_the_providers_stored_in_the_database(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cryptography.fernet import Fernet
+
+    from drupe.persistence import open_database
+    from drupe.persistence.provider_settings import ProviderSetting
+
+    monkeypatch.delenv("DRUPE_SECRET_KEY", raising=False)
+
+    async def store() -> None:
+        async with open_database(data_dir=tmp_path) as db:
+            await db.provider_settings.create(
+                ProviderSetting(name="lab", type="openai", api_key="sk-doctor-test-123456")
+            )
+
+    anyio.run(store)
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "scripted:echo"\n')
+    args = ["doctor", "--data-dir", str(tmp_path), "--config", str(config)]
+    result = runner.invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "provider lab: stored in the database" in result.output
+    assert "only the local and scripted models" not in result.output
+    assert "sk-doctor" not in result.output
+    # Another secret key than the one that sealed it: the key cannot be opened, and it says so.
+    other = runner.invoke(app, args, env={"DRUPE_SECRET_KEY": Fernet.generate_key().decode()})
+    assert other.exit_code == 1, other.output
+    assert "FAIL  provider lab" in other.output and "DRUPE_SECRET_KEY" in other.output
 
 
 def test_doctor_says_what_is_wrong_and_how_to_fix_it(tmp_path: Path) -> None:

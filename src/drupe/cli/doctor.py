@@ -90,26 +90,55 @@ def _config_checks(settings: Settings) -> list[Check]:
     return checks
 
 
-async def _database_check(settings: Settings) -> Check:
+async def _database_checks(settings: Settings) -> list[Check]:
+    """The database, and the providers stored in it (Settings -> Providers & models)."""
     from drupe.persistence.db import database_url, open_database
 
     try:
         shown = database_url(settings.database_url, data_dir=settings.data_dir)
     except DrupeError as err:
-        return Check("database", "fail", str(err), "pass a valid --database-url")
+        return [Check("database", "fail", str(err), "pass a valid --database-url")]
     if "@" in shown:
         shown = shown.split("://", 1)[0] + "://…@" + shown.rsplit("@", 1)[1]
     try:
         async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
             await db.conversations.list(limit=1)
+            stored = await db.provider_settings.list()
     except DrupeError as err:
-        return Check(
-            "database",
-            "fail",
-            str(err),
-            "check that the server is running and the URL is right, then run: drupe db upgrade",
-        )
-    return Check("database", "ok", f"{shown} opened and migrated")
+        return [
+            Check(
+                "database",
+                "fail",
+                str(err),
+                "check that the server is running and the URL is right, then run: drupe db upgrade",
+            )
+        ]
+    checks = [Check("database", "ok", f"{shown} opened and migrated")]
+    for setting in stored:
+        name = f"provider {setting.name}"
+        if setting.key_unreadable:
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    "stored in the database; its API key cannot be opened with this "
+                    "process's secret key",
+                    "run with the server's DRUPE_SECRET_KEY (or its --data-dir, which holds "
+                    "secret.key), or enter the key again in Settings -> Providers & models",
+                )
+            )
+        elif setting.api_key or setting.type == "openai-compatible":
+            checks.append(Check(name, "ok", "stored in the database (wins over config.toml)"))
+        else:
+            checks.append(
+                Check(
+                    name,
+                    "fail",
+                    "stored in the database with no API key",
+                    "enter its key in Settings -> Providers & models",
+                )
+            )
+    return checks
 
 
 async def _mcp_checks(settings: Settings) -> list[Check]:
@@ -191,6 +220,10 @@ async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are shown."""
     checks = _config_checks(settings)
     checks.extend(_channel_checks(settings))
-    checks.append(await _database_check(settings))
+    database = await _database_checks(settings)
+    if any(c.name.startswith("provider ") and c.level == "ok" for c in database):
+        # A provider stored in the database serves models: not "only the local models".
+        checks = [c for c in checks if c.name != "providers"]
+    checks.extend(database)
     checks.extend(await _mcp_checks(settings))
     return checks
