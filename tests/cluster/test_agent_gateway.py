@@ -17,6 +17,7 @@ import pytest
 
 from drupe.agent.models.scripted import lorem
 from drupe.persistence.agents import session_conversation_id
+from drupe.persistence.records import KeyScopes
 from tests.cluster.nodes import Node, cluster_nodes
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -69,3 +70,22 @@ async def test_a_session_held_by_another_node_answers_through_this_one(
     assert answer.fence == cluster_a.ownership.fence_for(conversation)
     stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
     assert stored == lorem(WORDS)
+
+
+async def test_a_keys_requests_per_minute_hold_across_the_nodes(nodes: list[Node]) -> None:
+    a, b = nodes
+    key, _ = await a.runtime.db.api_keys.create("budgeted", KeyScopes(requests_per_minute=2))
+    body = {"model": "scripted:echo", "messages": [{"role": "user", "content": "hi"}]}
+    codes = []
+    for node in (a, b, a, b):
+        client = openai.AsyncOpenAI(base_url=f"{node.url}/v1", api_key=key, max_retries=0)
+        try:
+            await client.chat.completions.create(**body)  # type: ignore[call-overload]
+            codes.append(200)
+        except openai.RateLimitError as err:
+            codes.append(err.status_code)
+            assert "2 requests per minute" in err.message
+        finally:
+            await client.close()
+    # One window for the cluster: before, each node allowed 2 (4 in all).
+    assert codes == [200, 200, 429, 429]

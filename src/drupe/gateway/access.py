@@ -3,8 +3,13 @@
 * ``auth(dialect_error_body, allow_x_api_key)`` -> a FastAPI dependency that returns the
   caller's ``ApiKeyRecord`` (None when keys are not required); 401 in the dialect's shape.
 * ``admit(record, model_id, error_body)``: the key's scope (403 naming the model or agent)
-  then its budgets (429 with ``Retry-After`` in whole seconds and the dialect's
-  ``rate_limit`` error body). Nothing has started when it raises.
+  then its budgets (``check_budget``: 429 with ``Retry-After`` in whole seconds and the
+  dialect's ``rate_limit`` error body). Nothing has started when it raises.
+* Budgets hold across restarts and nodes: a key's tokens of the day are read from the stored
+  usage of every node (plus what this node has not written yet) at most every
+  ``refresh_seconds`` (5 s) while the key is used; in cluster mode the requests-per-minute
+  window is one window in Redis for every node (``SharedRequestWindow``), and while Redis is
+  unreachable each node keeps its own (logged once per outage).
 * ``charge(record, model=, dialect=, caller=)`` -> the ``on_end`` callback of a response: the
   tokens the answer used go to the key's day budget, and the request (input and output tokens,
   model, dialect, key, the user it acted as, the UTC day) to the runtime's ``UsageMeter``
@@ -15,14 +20,17 @@ The clock is injected (epoch seconds) so tests drive budgets without sleeping.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Awaitable, Callable
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Final
 
+from limits.errors import StorageError
 from starlette.requests import Request
 
 from drupe.admission.principal import Principal
+from drupe.errors import PersistenceError
 from drupe.gateway.keys import KeyCache, key_dependency
 from drupe.gateway.limits import (
     AGENT_PREFIX,
@@ -32,6 +40,7 @@ from drupe.gateway.limits import (
     check_scope,
 )
 from drupe.gateway.prompt import GatewayError, GatewayFailure
+from drupe.gateway.request_window import SharedRequestWindow
 from drupe.persistence.gateway_usage import UsageDelta
 from drupe.persistence.gateway_usage_meter import TokenUsage
 from drupe.persistence.records import ApiKeyRecord
@@ -39,7 +48,12 @@ from drupe.persistence.records import ApiKeyRecord
 if TYPE_CHECKING:
     from drupe.app import Runtime
 
-__all__ = ["ErrorBody", "GatewayAccess", "request_caller"]
+__all__ = ["DAY_REFRESH_SECONDS", "ErrorBody", "GatewayAccess", "request_caller"]
+
+log = logging.getLogger(__name__)
+
+DAY_REFRESH_SECONDS: Final = 5.0
+"""How stale a key's count of tokens today may be (read from the stored usage of every node)."""
 
 
 def request_caller(request: Request) -> Principal | None:
@@ -55,11 +69,26 @@ ErrorBody = Callable[[GatewayFailure], dict[str, Any]]
 class GatewayAccess:
     """Authentication, scopes and budgets of the gateway routes of one app."""
 
-    def __init__(self, runtime: Runtime, *, clock: Callable[[], float] = time.time) -> None:
+    def __init__(
+        self,
+        runtime: Runtime,
+        *,
+        clock: Callable[[], float] = time.time,
+        refresh_seconds: float = DAY_REFRESH_SECONDS,
+    ) -> None:
         self.runtime = runtime
         self.clock = clock
+        self.refresh_seconds = refresh_seconds
         self.cache = KeyCache()
         self.limiter = KeyLimiter()
+        cluster = runtime.settings.cluster
+        self.window = (
+            SharedRequestWindow(cluster.redis_url, key_prefix=cluster.key_prefix)
+            if cluster.redis_url is not None
+            else None
+        )
+        self._seeded: dict[str, float] = {}
+        self._outage = False
 
     def auth(
         self, error_body: ErrorBody, *, allow_x_api_key: bool
@@ -91,10 +120,22 @@ class GatewayAccess:
             refusal = None  # an unknown session: the turn answers 404
         if refusal is not None:
             raise GatewayError(GatewayFailure(403, "forbidden", refusal), error_body)
-        self.check_budget(record, error_body)
+        await self.check_budget(record, error_body)
 
-    def check_budget(self, record: ApiKeyRecord | None, error_body: ErrorBody) -> None:
-        over = self.limiter.admit(record, self.clock())
+    async def check_budget(self, record: ApiKeyRecord | None, error_body: ErrorBody) -> None:
+        """429 when the key is over its tokens of the day or its requests per minute."""
+        now = self.clock()
+        if record is not None and record.tokens_per_day is not None:
+            await self._seed_day(record.id, now)
+        window = self.window
+        over = self.limiter.admit(record, now, count_requests=window is None)
+        if over is None and window is not None and record and record.requests_per_minute:
+            try:
+                over = await window.admit(record.id, record.requests_per_minute)
+                self._outage = False
+            except StorageError as err:
+                self._lost(err)
+                over = self.limiter.admit(record, now)  # this node's own window meanwhile
         if over is not None:
             retry_after, message = over
             raise GatewayError(
@@ -102,6 +143,30 @@ class GatewayAccess:
                 error_body,
                 headers={"retry-after": str(retry_after)},
             )
+
+    async def _seed_day(self, key_id: str, now: float) -> None:
+        """Raise the key's count of today to every node's stored usage (at most every
+        ``refresh_seconds``); a failed read keeps the node's own count."""
+        last = self._seeded.get(key_id)
+        if last is not None and 0 <= now - last < self.refresh_seconds:
+            return
+        if len(self._seeded) > 10_000:  # bounded: keys seen in the last refresh_seconds
+            self._seeded.clear()
+        self._seeded[key_id] = now
+        day = datetime.fromtimestamp(now, UTC).date()
+        meter = self.runtime.gateway_usage
+        unwritten = meter.unwritten_tokens(key_id, day) if meter is not None else 0
+        try:
+            stored = await self.runtime.db.gateway_usage.tokens_on(day, key_id)
+        except PersistenceError as err:
+            log.warning("gateway budget: could not read the stored usage (%s)", err)
+            return
+        self.limiter.seed(key_id, now, stored + unwritten)
+
+    def _lost(self, err: StorageError) -> None:
+        if not self._outage:
+            self._outage = True
+            log.warning("gateway request windows counted per node: Redis unreachable (%s)", err)
 
     def charge(
         self,

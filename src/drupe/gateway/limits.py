@@ -13,8 +13,12 @@ requests-per-minute and tokens-per-day budgets.
   the answer that crosses the token budget still completes (its size is known only at its end),
   and the next request is refused until midnight UTC.
 
-The book lives in the process (one gateway process = one book); a restart starts a new day's
-count. It never holds more than 60 s of request stamps per key.
+* ``seed(key_id, now, tokens)`` raises the key's count for today to ``tokens`` when that is
+  more: the shell (``GatewayAccess``) seeds it from the stored usage of every node, so a restart
+  or another node does not reset a day's budget. ``admit(..., count_requests=False)`` checks the
+  token budget only (the request window is then kept elsewhere: Redis, in cluster mode).
+
+The book never holds more than 60 s of request stamps per key.
 """
 
 from __future__ import annotations
@@ -84,7 +88,9 @@ class KeyLimiter:
             book.stamps.popleft()
         return book
 
-    def admit(self, record: ApiKeyRecord | None, now: float) -> tuple[int, str] | None:
+    def admit(
+        self, record: ApiKeyRecord | None, now: float, *, count_requests: bool = True
+    ) -> tuple[int, str] | None:
         """Count one request; None when admitted, else ``(retry_after_s, message)``."""
         if record is None or (record.requests_per_minute is None and record.tokens_per_day is None):
             return None
@@ -93,12 +99,18 @@ class KeyLimiter:
         if tpd is not None and book.tokens >= tpd:
             wait = (book.day + 1) * _DAY - now
             return _ceil(wait), f"token budget exhausted: {book.tokens} of {tpd} tokens per day"
-        rpm = record.requests_per_minute
+        rpm = record.requests_per_minute if count_requests else None
         if rpm is not None and len(book.stamps) >= rpm:
             wait = book.stamps[len(book.stamps) - rpm] + _WINDOW - now
             return _ceil(wait), f"rate limit: {rpm} requests per minute"
-        book.stamps.append(now)
+        if rpm is not None:
+            book.stamps.append(now)
         return None
+
+    def seed(self, key_id: str, now: float, tokens: int) -> None:
+        """Today's count of ``key_id`` is at least ``tokens`` (the stored usage of every node)."""
+        book = self._book(key_id, now)
+        book.tokens = max(book.tokens, tokens)
 
     def charge(self, record: ApiKeyRecord | None, tokens: int, now: float) -> None:
         """Add the tokens one answer used to the key's day."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass, replace
 from datetime import date, timedelta
 from typing import Any
 
-from sqlalchemy import select
+from sqlalchemy import func, select
 from sqlalchemy.dialects import postgresql, sqlite
 
 from drupe.persistence.clock import utc_now
@@ -197,6 +197,14 @@ class GatewayUsageStore:
         )
         async with self._transactions.write() as db:
             await db.execute(statement)
+
+    async def tokens_on(self, day: date, key_id: str) -> int:
+        """The tokens (input + output) ``key_id`` used on the UTC ``day``, every node's."""
+        query = select(
+            func.coalesce(func.sum(GatewayUsageRow.input_tokens + GatewayUsageRow.output_tokens), 0)
+        ).where(GatewayUsageRow.day == day, GatewayUsageRow.key_id == key_id)
+        async with self._transactions.read() as db:
+            return int(await db.scalar(query) or 0)
 
     async def rows(
         self, *, since: date, until: date, owner_id: str | None = None

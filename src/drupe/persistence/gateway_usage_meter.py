@@ -17,6 +17,11 @@ Contract:
   when the runtime closes, before the database does.
 
 In a cluster each node meters its own requests; the store's upserts add, so nothing is lost.
+
+* ``unwritten_tokens(key_id, day)``: the tokens recorded for a key and UTC day that are not yet
+  in the store (pending or being written). With the store's ``tokens_on`` read AFTER it, the
+  sum never undercounts the key's day (a write landing in between is counted twice, briefly):
+  the gateway's day budgets are checked against it.
 """
 
 from __future__ import annotations
@@ -54,6 +59,7 @@ class UsageMeter:
         """Deltas refused because too many groups were waiting."""
         self.failed_writes = 0
         self._pending: dict[tuple[object, ...], UsageDelta] = {}
+        self._in_flight: list[UsageDelta] = []
         self._writer: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -64,6 +70,14 @@ class UsageMeter:
             return
         self._merge([delta])
         self._start_writer()
+
+    def unwritten_tokens(self, key_id: str, day: object) -> int:
+        """Tokens of ``key_id`` on ``day`` recorded here and not yet in the store."""
+        return sum(
+            d.input_tokens + d.output_tokens
+            for d in (*self._pending.values(), *self._in_flight)
+            if d.key_id == key_id and d.day == day
+        )
 
     async def flush(self) -> None:
         """Wait until what was recorded so far is written (a failed write is not retried
@@ -108,6 +122,7 @@ class UsageMeter:
     async def _write(self) -> None:
         while self._pending:
             batch, self._pending = list(self._pending.values()), {}
+            self._in_flight = batch
             try:
                 await self.store.add(batch)
             except asyncio.CancelledError:
@@ -120,3 +135,5 @@ class UsageMeter:
                 )
                 self._merge(batch)
                 return
+            finally:
+                self._in_flight = []

@@ -108,6 +108,45 @@ async def test_tokens_per_day_budget_refuses_the_next_request(tmp_path: Path) ->
     assert 1 <= int(caught.value.response.headers["retry-after"]) <= DAY
 
 
+async def test_the_day_budget_survives_a_restart_and_counts_other_nodes(tmp_path: Path) -> None:
+    key = await cli_key(tmp_path, "--tpd", "10")
+    async with open_gateway(tmp_path) as gw, gw.openai(key=key) as client:
+        first = await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+        assert first.usage is not None and first.usage.total_tokens == 6
+    # A new process: before, its book started at 0 and let 6 + 6 tokens through a 10 budget.
+    async with open_gateway(tmp_path) as gw, gw.openai(key=key) as client:
+        second = await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+        assert second.usage is not None and second.usage.total_tokens == 6
+        with pytest.raises(openai.RateLimitError) as caught:
+            await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+    assert "token budget exhausted: 12 of 10 tokens per day" in caught.value.message
+
+    # Another node's usage (stored by it): seen within the refresh, here at once (new process).
+    other_key = await cli_key(tmp_path, "--tpd", "100")
+    async with open_gateway(tmp_path) as gw, gw.openai(key=other_key) as client:
+        record_id = (await gw.runtime.db.api_keys.verify(other_key)).id  # type: ignore[union-attr]
+        from datetime import UTC, datetime
+
+        from drupe.persistence.gateway_usage import UsageDelta
+
+        await gw.runtime.db.gateway_usage.add(
+            [
+                UsageDelta(
+                    day=datetime.now(UTC).date(),
+                    key_id=record_id,
+                    owner_id=None,
+                    model="scripted:echo",
+                    dialect="chat-completions",
+                    input_tokens=60,
+                    output_tokens=40,
+                )
+            ]
+        )
+        with pytest.raises(openai.RateLimitError) as other:
+            await client.chat.completions.create(**chat("scripted:echo"))  # type: ignore[call-overload]
+    assert "token budget exhausted: 100 of 100 tokens per day" in other.value.message
+
+
 async def test_a_key_limited_to_agents_sees_and_drives_only_those(tmp_path: Path) -> None:
     async with open_gateway(tmp_path) as gw:
         workspace = tmp_path / "ws"
@@ -197,6 +236,29 @@ def test_the_token_day_resets_at_utc_midnight() -> None:
     )
     assert book.admit(key, 11 * DAY) is None
     assert book.tokens_today("key_1", 11 * DAY) == 0
+
+
+def test_a_seed_raises_the_day_count_never_lowers_it() -> None:
+    book, key = KeyLimiter(), record(tpd=100)
+    noon = 10 * DAY + DAY / 2
+    book.charge(key, 30, noon)
+    book.seed("key_1", noon, 20)  # stale stored usage: the node's own count stands
+    assert book.tokens_today("key_1", noon) == 30
+    book.seed("key_1", noon, 120)  # every node's usage: over budget
+    assert book.admit(key, noon + 1) == (
+        int(DAY / 2) - 1,
+        "token budget exhausted: 120 of 100 tokens per day",
+    )
+    assert book.admit(key, 11 * DAY) is None  # a new day starts at zero
+
+
+def test_without_counting_requests_only_the_token_budget_applies() -> None:
+    book, key = KeyLimiter(), record(rpm=1)
+    start = 10 * DAY
+    assert book.admit(key, start, count_requests=False) is None
+    assert book.admit(key, start + 1, count_requests=False) is None  # not counted here
+    assert book.admit(key, start + 2) is None
+    assert book.admit(key, start + 3) == (59, "rate limit: 1 requests per minute")
 
 
 def test_a_key_limited_to_models_drives_no_agent_unless_named() -> None:

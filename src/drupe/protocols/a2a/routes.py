@@ -127,7 +127,7 @@ def build_a2a_router(runtime: Runtime, access: GatewayAccess | None = None) -> A
             refusal = check_agent_scope(record, agent_id)
             if refusal is not None:
                 raise GatewayError(GatewayFailure(403, "forbidden", refusal), _rpc_error_body)
-            access.check_budget(record, _rpc_error_body)
+            await access.check_budget(record, _rpc_error_body)
         except GatewayError as err:
             return err.response()
         if await known(agent_id) is None:

@@ -231,7 +231,7 @@ async def _check_access(
         refusal = check_scope(key, target)
     if refusal is not None:
         raise refuse(403, "forbidden", refusal)
-    access.check_budget(key, run_error_body)
+    await access.check_budget(key, run_error_body)
 
 
 async def run_agent(
