@@ -14,21 +14,15 @@ import math
 import time
 
 from limits import RateLimitItemPerMinute
-from limits.aio.storage import RedisStorage
-from limits.aio.strategies import MovingWindowRateLimiter
+
+from drupe.identity.redis_windows import redis_moving_window
 
 __all__ = ["SharedRequestWindow"]
 
 
 class SharedRequestWindow:
     def __init__(self, redis_url: str, *, key_prefix: str) -> None:
-        storage = RedisStorage(
-            f"async+{redis_url}",
-            implementation="redispy",
-            key_prefix=f"{key_prefix}:gateway",
-            wrap_exceptions=True,
-        )
-        self._limiter = MovingWindowRateLimiter(storage)
+        self._limiter = redis_moving_window(redis_url, f"{key_prefix}:gateway")
 
     async def admit(self, key_id: str, rpm: int) -> tuple[int, str] | None:
         item = RateLimitItemPerMinute(rpm)

@@ -17,9 +17,11 @@ from __future__ import annotations
 import logging
 
 from limits import RateLimitItem, RateLimitItemPerMinute
-from limits.aio.storage import MemoryStorage, RedisStorage
+from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
+
+from drupe.identity.redis_windows import redis_moving_window
 
 __all__ = ["LoginLimiter"]
 
@@ -38,13 +40,7 @@ class LoginLimiter:
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared: MovingWindowRateLimiter | None = None
         if redis_url is not None:
-            storage = RedisStorage(
-                f"async+{redis_url}",
-                implementation="redispy",
-                key_prefix=f"{key_prefix}:login",
-                wrap_exceptions=True,
-            )
-            self._shared = MovingWindowRateLimiter(storage)
+            self._shared = redis_moving_window(redis_url, f"{key_prefix}:login")
         self._outage = False
         self._per_user = RateLimitItemPerMinute(max_per_user)
         self._per_address = RateLimitItemPerMinute(max_per_address)
