@@ -36,7 +36,14 @@ against the scripted answer).
    a time (a client process, ``--client-chat``), each a ``POST /api/chat`` read to ``[DONE]``;
    streams completed per second, 2 workers against 1 (runs alternate).
 
+5. **At scale** (``--scale`` runs only this): ``--scale-streams`` (300) paced answers at
+   ``--scale-rate`` (50) deltas/s on the 3 nodes, each followed by one subscriber on another
+   node; Redis bytes and commands per stream, delivery, the latency the cluster adds
+   (``bench/_cluster_scale.py`` says how each figure is made; goals: <= 3 bytes per text byte,
+   <= 10 commands per stream-second, everything delivered).
+
     .venv/bin/python bench/cluster_fanout.py --quick   # ~2-3 minutes
+    .venv/bin/python bench/cluster_fanout.py --scale --quick   # ~1 minute
 
 The JSON last line has every figure; the goals (issue 9) are ``ratio`` >= 0.5,
 ``redis_bytes_per_text_byte`` <= 2.0, ``takeover_s`` <= ``lease_ttl_s`` + 2,
@@ -802,8 +809,88 @@ def _scaling_phase(
     }
 
 
+def _scale_phase(cluster: Any, redis: Any, args: argparse.Namespace) -> dict[str, Any]:
+    from statistics import median
+
+    from bench._cluster_scale import redis_counters, scale_figures
+
+    from drupe.agent.models.scripted import lorem
+
+    words = args.scale_words or (100 if args.quick else 300)
+    streams = args.scale_streams
+    model = f"scripted:lorem?words={words}&rate={args.scale_rate:g}"
+    nodes = cluster.nodes
+    runs: list[dict[str, Any]] = []
+    for i in range(args.scale_repeat):
+        pairs = [
+            (f"scale-{i}-{k}", nodes[k % 3].port, nodes[(k + 1) % 3].port) for k in range(streams)
+        ]
+        before = redis_counters(redis)
+        client = _run_client("--client-scale", {"pairs": pairs, "words": words, "model": model})
+        after = redis_counters(redis)
+        if client["errors"]:
+            raise SystemExit(f"scale run {i + 1}: {client['errors']}")
+        run = scale_figures(before, after, client, len(lorem(words).encode()) * streams)
+        runs.append(run)
+        print(
+            f"  scale run {i + 1}: {run['scale_redis_bytes_per_text_byte']} Redis bytes per text "
+            f"byte, {run['scale_redis_commands_per_stream_s']} commands per stream-s, delivered "
+            f"{run['scale_delivered_ratio']} ({run['scale_exact_answers']} exact), added p50 "
+            f"{run['scale_p50_added_ms']} ms p99 {run['scale_p99_added_ms']} ms, Redis "
+            f"{run['scale_redis_cpu_s_per_1000_stream_s']} CPU s per 1,000 stream-s "
+            f"(streams {run['scale_median_stream_s']} s each, {run['scale_elapsed_s']} s in all)",
+            flush=True,
+        )
+        for node in nodes:
+            _wait_idle(node.url, timeout=120)
+    out: dict[str, Any] = {"scale_streams": streams, "scale_words": words}
+    for key in runs[0]:
+        values = [r[key] for r in runs]
+        if all(isinstance(v, (int, float)) for v in values):
+            out[key] = round(float(median(values)), 3)
+            out[f"runs_{key}"] = values
+        else:
+            out[key] = values[-1] if len(values) == 1 else values
+    out["goal_scale_redis_bytes_per_text_byte"] = 3
+    out["goal_scale_redis_commands_per_stream_s"] = 10
+    return out
+
+
+def _bench_scale(args: argparse.Namespace) -> dict[str, Any]:
+    from tests.multinode import services
+
+    figures: dict[str, Any] = {"bench": "cluster_fanout --scale", "quick": bool(args.quick)}
+    cluster_class = _cluster_class()
+    with tempfile.TemporaryDirectory() as tmp, _redis_server(Path(tmp)) as (redis_url, redis):
+        work = Path(tmp)
+        config = work / "config.toml"
+        config.write_text(CONFIG)
+        database = services.new_database()
+        try:
+            cluster = cluster_class(
+                database_url=database, redis_url=redis_url, prefix="bench",
+                work_dir=work / "cluster", config=config, size=3, balancer=False,
+            )  # fmt: skip
+            (work / "cluster").mkdir()
+            try:
+                cluster.start()
+                print(
+                    f"scale: {args.scale_streams} answers at {args.scale_rate:g} deltas/s on 3 "
+                    "nodes, each followed on another node"
+                )
+                figures |= _scale_phase(cluster, redis, args)
+            finally:
+                cluster.close()
+        finally:
+            services.drop_database(database)
+    return figures
+
+
 def _bench(args: argparse.Namespace) -> dict[str, Any]:
     from tests.multinode import services
+
+    if args.scale:
+        return _bench_scale(args)
 
     quick = args.quick
     words = args.words or (1_000 if quick else 2_000)
@@ -880,11 +967,21 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--concurrency", type=int, default=50)
     parser.add_argument("--stream-words", type=int, default=20)
     parser.add_argument("--stream-rate", type=float, default=50.0, help="deltas/s of a stream")
+    parser.add_argument("--scale", action="store_true", help="only the at-scale phase (5.)")
+    parser.add_argument("--scale-streams", type=int, default=300)
+    parser.add_argument("--scale-words", type=int, default=None, help="(300; quick 100)")
+    parser.add_argument("--scale-rate", type=float, default=50.0, help="deltas/s of an answer")
+    parser.add_argument("--scale-repeat", type=int, default=2, help="runs (2)")
 
 
 def main() -> None:
     if sys.argv[1:2] == ["--drupe"]:
         _serve(sys.argv[2:])
+        return
+    if sys.argv[1:2] == ["--client-scale"]:
+        from bench._cluster_scale import client_scale
+
+        anyio.run(client_scale, json.loads(sys.argv[2]), backend_options={"use_uvloop": True})
         return
     if sys.argv[1:2] in (["--client-fanout"], ["--client-chat"]):
         client = _client_fanout if sys.argv[1] == "--client-fanout" else _client_chat
