@@ -7,6 +7,7 @@ import time
 from collections.abc import Callable
 
 import anyio
+import pytest
 from redis.asyncio import Redis
 
 from drupe.chunks.accumulate import accumulate
@@ -14,7 +15,7 @@ from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.log_encoding import LogEntry
-from drupe.cluster.reader import NodeReader, cursor_key
+from drupe.cluster.reader import NodeReader, cursor_key, read_window
 
 
 def _answer(words: int, rng: random.Random) -> list[Chunk]:
@@ -180,3 +181,14 @@ async def test_many_live_streams_are_read_in_one_xread_per_window(
     assert reads < 20  # one read per write round would be 20 or more
     for key in keys:
         assert [e.cursor for e in got[key]] == written[key]
+
+
+def test_the_read_window_grows_with_the_keys_read_up_to_its_bound() -> None:
+    # 10 ms with one key (a lone follower's latency), 25 ms from 64 keys on (the stated bound),
+    # in between on the straight line, never past the bound.
+    assert read_window(1) == pytest.approx(0.010)
+    assert read_window(0) == pytest.approx(0.010)
+    assert read_window(64) == pytest.approx(0.025)
+    assert read_window(10_000) == pytest.approx(0.025)
+    assert read_window(32) == pytest.approx(0.010 + 0.015 * 31 / 63)
+    assert all(read_window(n) <= read_window(n + 1) for n in range(100))

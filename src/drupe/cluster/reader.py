@@ -14,11 +14,15 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
   entry and returns). A ``deliver`` that raises is dropped from the key; the others go on.
 * A new key wakes the blocked read at once (``CLIENT UNBLOCK`` of the reader's connection), so a
   watcher never waits for the block timeout.
-* Reads are batched in time: after a read that returned entries, the loop waits ``window``
-  (``READ_WINDOW``, 10 ms) before the next one, so the entries of every live stream written in
-  that window come back in ONE ``XREAD``. The loop reads at most 1/``window`` times a second
-  however many streams are live and however fast they write; an entry waits at most ``window``
-  longer than it would have (one arriving while the loop is blocked is delivered at once).
+* Reads are batched in time: after a read that returned entries, the loop waits a window
+  before the next one, so the entries of every live stream written in that window come back in
+  ONE ``XREAD``. The loop reads at most 1/window times a second however many streams are live
+  and however fast they write; an entry waits at most the window longer than it would have
+  (one arriving while the loop is blocked is delivered at once). The window grows with the
+  keys the loop reads (``read_window``): 10 ms with one key, 25 ms (the stated bound on the
+  latency it adds) from ``WINDOW_FULL_AT`` (64) keys on, because every ``XREAD`` names every
+  key and its cursor: at scale the reads' own bytes, not the entries, are most of what Redis
+  receives (bench/README.md, "Issue 24 §4"). ``NodeReader(window=...)`` fixes it instead.
 * Entries are decoded by the log (``RedisChunkLog.decode``: its cached numbers of the key's
   execution and part ids, read once per key, and again on an unknown number).
 * The loop is a task of the reader's own task group (``async with NodeReader(...)``). Connection
@@ -45,15 +49,25 @@ from drupe.lifetimes import TaskOwner
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["NodeReader", "cursor_key"]
+__all__ = ["READ_WINDOW", "NodeReader", "cursor_key", "read_window"]
 
 log = logging.getLogger(__name__)
 
 _BLOCK_MS: Final = 5_000
 _READ_COUNT: Final = 1_000
 _MAX_BACKOFF: Final = 2.0
-READ_WINDOW: Final = 0.010
-"""Seconds between two reads that found entries: the most an entry's delivery is delayed."""
+READ_WINDOW_MIN: Final = 0.010
+READ_WINDOW: Final = 0.025
+"""Seconds between two reads that found entries, at most: the most an entry's delivery is
+delayed (the window with ``WINDOW_FULL_AT`` keys or more)."""
+WINDOW_FULL_AT: Final = 64
+
+
+def read_window(keys: int) -> float:
+    """The wait after a read that found entries, with ``keys`` keys read: from
+    ``READ_WINDOW_MIN`` (one key) up to ``READ_WINDOW`` (``WINDOW_FULL_AT`` keys or more)."""
+    share = min(1.0, max(0, keys - 1) / (WINDOW_FULL_AT - 1))
+    return READ_WINDOW_MIN + (READ_WINDOW - READ_WINDOW_MIN) * share
 
 
 def cursor_key(cursor: str) -> tuple[int, int]:
@@ -82,7 +96,12 @@ class NodeReader(TaskOwner):
     """One ``XREAD`` loop for this node. ``reader`` must be a dedicated single connection."""
 
     def __init__(
-        self, redis: Redis, reader: Redis, log_: RedisChunkLog, *, window: float = READ_WINDOW
+        self,
+        redis: Redis,
+        reader: Redis,
+        log_: RedisChunkLog,
+        *,
+        window: float | None = None,
     ) -> None:
         self._redis = redis
         self.window = window
@@ -172,8 +191,9 @@ class NodeReader(TaskOwner):
                 self._blocked = False
             backoff = 0.05
             await self._deliver(result)
-            if result and self.window > 0:
-                await anyio.sleep(self.window)  # let the live streams' next entries gather
+            window = read_window(len(streams)) if self.window is None else self.window
+            if result and window > 0:
+                await anyio.sleep(window)  # let the live streams' next entries gather
 
     async def _deliver(self, result: Any) -> None:
         for raw_key, rows in result or ():
