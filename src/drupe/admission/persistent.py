@@ -112,7 +112,13 @@ class PersistentProvider:
         has_live_stream: bool,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
-        if await self.conversations.get(conversation_id) is None:
+        parent_id = request.parent_id if isinstance(request, Submit) else None
+        if isinstance(request, Submit) and parent_id is None and not request.new_root:
+            # The newest row is the parent; the read raises UnknownConversationError for a
+            # conversation that does not exist, so it is also the existence check (one read).
+            leaf = await self.messages.latest_leaf(conversation_id)
+            parent_id = leaf.id if leaf is not None else None
+        elif await self.conversations.get(conversation_id) is None:
             raise UnknownConversationError(conversation_id)
         fence = self.fence_for(conversation_id)
         match request:
@@ -120,8 +126,10 @@ class PersistentProvider:
                 parts = check_parts(request.parts)
                 models = self._models(request.model_ids)
                 if has_live_stream:
-                    return await self._steer(request, parts, models[0], subscribers, fence)
-                return await self._start(request, parts, models, subscribers, fence)
+                    return await self._steer(
+                        request, parts, models[0], subscribers, fence, parent_id
+                    )
+                return await self._start(request, parts, models, subscribers, fence, parent_id)
             case Regenerate():
                 if has_live_stream:
                     raise AdmissionError(
@@ -148,12 +156,9 @@ class PersistentProvider:
         models: list[str],
         subscribers: Sequence[Listener],
         fence: int | None,
+        parent_id: str | None,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
-        parent_id = request.parent_id
-        if parent_id is None and not request.new_root:
-            leaf = await self.messages.latest_leaf(conversation_id)
-            parent_id = leaf.id if leaf is not None else None
         history = await self._history(conversation_id, parent_id)
         user = NewMessage(id=new_message_id(), parts=parts, metadata=request.metadata)
         placeholders = [NewPlaceholder(message_id=new_message_id(), model_id=m) for m in models]
@@ -186,12 +191,9 @@ class PersistentProvider:
         model_id: str,
         subscribers: Sequence[Listener],
         fence: int | None,
+        parent_id: str | None,
     ) -> PreparedDispatch:
         conversation_id = request.conversation_id
-        parent_id = request.parent_id
-        if parent_id is None and not request.new_root:
-            leaf = await self.messages.latest_leaf(conversation_id)
-            parent_id = leaf.id if leaf is not None else None
         metadata = dict(request.metadata or {})
         metadata["steer"] = True
         metadata["modelId"] = model_id
