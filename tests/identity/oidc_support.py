@@ -5,9 +5,11 @@ Drupe server configured to sign in through it, both on loopback.
 ``[auth.oidc]`` (the client secret in an environment variable, named by
 ``client_secret_env``), opens Drupe (users ``root``, ``alice``, ``bob`` as in ``conftest``),
 registers Drupe's callback as the client's redirect URI, and yields an ``OidcSite``.
-``OidcSite.walk(client, login)`` drives a browser's way through the provider: Drupe's login
-route, the provider's login and consent pages (its development interactions accept any login
-name), up to the callback URL the provider sends the browser back to (not yet followed).
+``provider_logout=False`` starts a provider without RP-Initiated Logout (no
+``end_session_endpoint``). ``OidcSite.walk(client, login)`` drives a browser's way through the
+provider: Drupe's login route, the provider's login and consent pages (its development
+interactions accept any login name), up to the callback URL the provider sends the browser back
+to (not yet followed).
 """
 
 from __future__ import annotations
@@ -115,6 +117,8 @@ async def oidc_site(
     tmp_path: Path,
     accounts: Mapping[str, Mapping[str, object]],
     issuer_of: Callable[[str], str] = str,
+    *,
+    provider_logout: bool = True,
     **oidc: object,
 ) -> AsyncIterator[OidcSite]:
     secret = "s3cret-" + os.urandom(8).hex()
@@ -140,9 +144,11 @@ async def oidc_site(
                         "client_id": CLIENT_ID,
                         "client_secret": secret,
                         "redirect_uris": [f"{url}/api/auth/oidc/callback"],
+                        "post_logout_redirect_uris": [f"{url}/api/auth/oidc/signed-out"],
                     }
                     assert process.stdin is not None and process.stdout is not None
-                    line = json.dumps({"clients": [client], "accounts": accounts}) + "\n"
+                    setup = {"clients": [client], "accounts": accounts, "logout": provider_logout}
+                    line = json.dumps(setup) + "\n"
                     await process.stdin.send(line.encode())
                     with anyio.fail_after(20):
                         assert await _line(TextReceiveStream(process.stdout)) == {"ready": True}

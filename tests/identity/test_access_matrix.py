@@ -23,6 +23,7 @@ PUBLIC: set[tuple[str, str]] = {
     ("GET", "/api/auth/link"),
     ("GET", "/api/auth/oidc/login"),
     ("GET", "/api/auth/oidc/callback"),
+    ("GET", "/api/auth/oidc/signed-out"),
     ("GET", "/.well-known/agent-card.json"),
     ("GET", "/a2a/{agent_id}/.well-known/agent-card.json"),
 }

@@ -5,6 +5,9 @@ refusals (wrong state, replay, disallowed domain, disabled user, a tampered nonc
 
 from __future__ import annotations
 
+import base64
+import json
+import re
 from pathlib import Path
 from urllib.parse import parse_qs, urlsplit
 
@@ -14,6 +17,7 @@ from sqlalchemy import update
 
 from drupe.persistence.auth_sessions import hash_secret
 from drupe.persistence.tables import OidcLoginRow
+from tests.identity.conftest import PASSWORDS
 from tests.identity.oidc_support import CLIENT_ID, OidcSite, oidc_site
 
 pytestmark = pytest.mark.node
@@ -171,3 +175,82 @@ async def test_an_issuer_that_is_not_the_providers_is_refused(tmp_path: Path) ->
             reply = await client.get(f"{site.url}/api/auth/oidc/login")
         assert reply.status_code == 502, reply.text
         assert "names issuer" in reply.json()["detail"]
+
+
+def _claims_of(jwt: str) -> dict[str, object]:
+    """The payload of a JWT, read independently of Drupe and authlib."""
+    payload = jwt.split(".")[1]
+    claims: dict[str, object] = json.loads(
+        base64.urlsafe_b64decode(payload + "=" * (-len(payload) % 4))
+    )
+    return claims
+
+
+async def test_signing_out_signs_out_at_the_provider_too(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    async with oidc_site(tmp_path, ACCOUNTS, **OIDC) as site:
+        carol, _ = await _sign_in(site, "carol-sub")
+        cookie = carol.cookies["drupe_session"]
+        assert (await _me(site, carol))["name"] == "carol"
+        me = await carol.get(f"{site.url}/api/auth/me")
+        out = await carol.post(f"{site.url}/api/auth/logout", headers={"origin": site.url})
+        assert out.status_code == 200, out.text
+        redirect = out.json()["redirect"]
+        assert redirect.startswith(f"{site.issuer}/session/end?")
+        query = parse_qs(urlsplit(redirect).query)
+        assert query["client_id"] == [CLIENT_ID]
+        assert query["post_logout_redirect_uri"] == [f"{site.url}/api/auth/oidc/signed-out"]
+        hint = query["id_token_hint"][0]
+        claims = _claims_of(hint)  # the ID token the provider issued at this sign-in
+        assert claims["iss"] == site.issuer and claims["aud"] == CLIENT_ID
+        assert claims["sub"] == "carol-sub"
+        # The session is over here at once, even if the browser never reaches the provider.
+        async with site.client() as stale:
+            stale.cookies.set("drupe_session", cookie)
+            assert (await stale.get(f"{site.url}/api/auth/me")).status_code == 401
+        # At the provider: its confirmation page, then back to Drupe, then to the start.
+        page = await carol.get(redirect)
+        assert page.status_code == 200, page.text
+        action = re.search(r'action="([^"]+)"', page.text)
+        xsrf = re.search(r'name="xsrf" value="([^"]+)"', page.text)
+        assert action is not None and xsrf is not None, page.text
+        confirmed = await carol.post(
+            str(page.url.join(action.group(1))), data={"xsrf": xsrf.group(1), "logout": "yes"}
+        )
+        assert confirmed.is_redirect, confirmed.text
+        back = confirmed.headers["location"]
+        assert back.startswith(f"{site.url}/api/auth/oidc/signed-out")
+        home = await carol.get(back)
+        assert home.status_code == 302 and home.headers["location"] == "/"
+        # The provider's session is gone: signing in again asks for the login, not only consent.
+        start = await carol.get(f"{site.url}/api/auth/oidc/login")
+        reply = start
+        while reply.is_redirect:
+            reply = await carol.get(str(reply.url.join(reply.headers["location"])))
+        assert 'name="prompt" value="login"' in reply.text
+        # The ID token is in no log line and in no answer about the session.
+        assert hint not in caplog.text and hint not in me.text
+        # A second sign-out of the same session: nothing to sign out of at the provider.
+        again = await carol.post(f"{site.url}/api/auth/logout", headers={"origin": site.url})
+        assert again.status_code == 204
+        await carol.aclose()
+
+
+async def test_a_provider_without_sign_out_and_a_password_session_sign_out_here_only(
+    tmp_path: Path,
+) -> None:
+    async with oidc_site(tmp_path, ACCOUNTS, provider_logout=False, **OIDC) as site:
+        carol, _ = await _sign_in(site, "carol-sub")
+        out = await carol.post(f"{site.url}/api/auth/logout", headers={"origin": site.url})
+        assert out.status_code == 204 and out.content == b""
+        assert (await carol.get(f"{site.url}/api/auth/me")).status_code == 401
+        await carol.aclose()
+        async with site.client() as alice:
+            login = await alice.post(
+                f"{site.url}/api/auth/login",
+                json={"username": "alice", "password": PASSWORDS["alice"]},
+            )
+            assert login.status_code == 200, login.text
+            out = await alice.post(f"{site.url}/api/auth/logout", headers={"origin": site.url})
+            assert out.status_code == 204

@@ -4,7 +4,7 @@
 // Protocol (one JSON object a line):
 //   1. listens on 127.0.0.1:<ephemeral> and prints {"issuer": "http://127.0.0.1:PORT"};
 //   2. reads one line from stdin: {"clients": [...client metadata...],
-//      "accounts": {"<login>": {claims}}};
+//      "accounts": {"<login>": {claims}}, "logout": true|false (RP-Initiated Logout, default on)};
 //   3. prints {"ready": true} and serves until stdin closes (then exits).
 // Logins go through oidc-provider's own development interactions (a login form that accepts
 // any login name, then a consent form). An account's claims are those given for its login
@@ -21,7 +21,7 @@ process.stdout.write(`${JSON.stringify({ issuer })}\n`);
 const input = readline.createInterface({ input: process.stdin });
 const lines = input[Symbol.asyncIterator]();
 const first = await lines.next();
-const { clients, accounts } = JSON.parse(first.value);
+const { clients, accounts, logout = true } = JSON.parse(first.value);
 
 const provider = new Provider(issuer, {
   clients,
@@ -31,7 +31,8 @@ const provider = new Provider(issuer, {
     profile: ['preferred_username', 'name', 'groups'],
   },
   pkce: { required: () => true },
-  features: { devInteractions: { enabled: true } },
+  // RP-Initiated Logout (end_session_endpoint) unless the test asks for a provider without it.
+  features: { devInteractions: { enabled: true }, rpInitiatedLogout: { enabled: logout } },
   async findAccount(ctx, id) {
     const claims = accounts[id] ?? {};
     return { accountId: id, async claims() { return { ...claims, sub: id }; } };

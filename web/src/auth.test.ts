@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { endsSession, guardedInit, isUnsafe, sameOriginPath } from "./auth";
+import { endsSession, guardedInit, isUnsafe, sameOriginPath, signOutRedirect } from "./auth";
 import { parsePage } from "./route";
 import { newUserBody } from "./usersApi";
 
@@ -53,5 +53,17 @@ describe("pages and forms", () => {
       email: "d@x.org",
       role: "admin",
     });
+  });
+});
+
+describe("the sign-out at the identity provider", () => {
+  it("follows an http(s) redirect from the logout's answer, and nothing else", () => {
+    const url = "https://id.example.org/session/end?id_token_hint=x&state=y";
+    expect(signOutRedirect({ redirect: url })).toBe(url);
+    expect(signOutRedirect(undefined)).toBeNull(); // 204: signed out here only
+    expect(signOutRedirect({})).toBeNull();
+    expect(signOutRedirect({ redirect: "javascript:alert(1)" })).toBeNull();
+    expect(signOutRedirect({ redirect: "not a url" })).toBeNull();
+    expect(signOutRedirect({ redirect: 42 })).toBeNull();
   });
 });

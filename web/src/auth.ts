@@ -142,6 +142,19 @@ export async function loadSession(): Promise<void> {
   }
 }
 
+/** Where the browser signs out at the identity provider, from the logout's answer (an http(s)
+ * URL only; anything else is ignored, so the sign-out stays local). */
+export function signOutRedirect(answer: { redirect?: unknown } | undefined): string | null {
+  const target = answer?.redirect;
+  if (typeof target !== "string") return null;
+  try {
+    const url = new URL(target);
+    return url.protocol === "https:" || url.protocol === "http:" ? url.toString() : null;
+  } catch {
+    return null;
+  }
+}
+
 export const authApi = {
   methods(): Promise<SignInMethods> {
     return request("GET", "/api/auth/methods");
@@ -154,13 +167,18 @@ export const authApi = {
     });
     setAuth({ kind: "signed-in", user: answer.user, csrfToken: answer.csrfToken });
   },
-  /** Ends the session on the server (the cookie is cleared) and returns to the sign-in page. */
+  /** Ends the session on the server (the cookie is cleared) and returns to the sign-in page.
+   * A session from single sign-on also ends at the provider: the server answers where, and the
+   * browser goes there (the provider sends it back to Drupe's sign-in). */
   async logout(): Promise<void> {
+    let redirect: string | null = null;
     try {
-      await request("POST", "/api/auth/logout");
+      const answer = await request<{ redirect?: string } | undefined>("POST", "/api/auth/logout");
+      redirect = signOutRedirect(answer);
     } finally {
       setAuth({ kind: "signed-out", reason: null });
     }
+    if (redirect !== null) window.location.assign(redirect);
   },
   listTokens(): Promise<{ tokens: PersonalToken[] }> {
     return request("GET", "/api/auth/tokens");

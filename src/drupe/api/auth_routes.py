@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Annotated, Any
 
 from fastapi import APIRouter, Depends, Query, Request, Response
-from fastapi.responses import RedirectResponse
+from fastapi.responses import JSONResponse, RedirectResponse
 from pydantic import BaseModel, Field
 
 from drupe.admission.principal import Principal
@@ -71,11 +71,22 @@ def _limiter(request: Request) -> LoginLimiter:
     return limiter
 
 
-async def start_session(request: Request, user: UserRecord, method: str, response: Response) -> str:
-    """Create a session for ``user``, set its cookie on ``response``; the CSRF token."""
+async def start_session(
+    request: Request,
+    user: UserRecord,
+    method: str,
+    response: Response,
+    *,
+    id_token: str | None = None,
+) -> str:
+    """Create a session for ``user``, set its cookie on ``response``; the CSRF token.
+    ``id_token``: an OIDC sign-in's, kept sealed for the sign-out at the provider."""
     runtime = get_runtime(request)
     value, session = await runtime.db.auth_sessions.create(
-        user.id, method=method, ttl=runtime.settings.auth.session_days * 86400
+        user.id,
+        method=method,
+        ttl=runtime.settings.auth.session_days * 86400,
+        id_token=id_token,
     )
     response.set_cookie(
         COOKIE_NAME,
@@ -116,24 +127,44 @@ async def login(body: LoginBody, request: Request, response: Response) -> dict[s
     return {"user": user_json(user), "csrfToken": csrf}
 
 
-@router.post("/api/auth/logout", status_code=204)
+@router.post(
+    "/api/auth/logout",
+    status_code=204,
+    responses={
+        200: {
+            "description": "Signed out here; the session came from an OpenID provider that "
+            "offers sign-out: `redirect` is where the browser signs out there too."
+        }
+    },
+)
 async def logout(request: Request) -> Response:
     runtime = get_runtime(request)
-    response = Response(status_code=204)
-    response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="lax")
+    response: Response = Response(status_code=204)
     try:
         credential = presented(request.scope.get("headers", ()))
     except BadCredentials:
         credential = None
     if credential is None or credential.kind != "session":
-        return response
+        return _cleared(response)
     session = await runtime.db.auth_sessions.revoke(credential.value)
     if runtime.authenticator is not None:
         runtime.authenticator.forget(credential)
-    if session is not None:
-        await runtime.db.audit.record(
-            "auth.logout", actor_id=session.user_id, address=client_address(request)
-        )
+    if session is None:
+        return _cleared(response)
+    await runtime.db.audit.record(
+        "auth.logout", actor_id=session.user_id, address=client_address(request)
+    )
+    if session.method == "oidc" and session.id_token:
+        from drupe.api.oidc_routes import end_session_url
+
+        redirect = await end_session_url(request, session.id_token)
+        if redirect is not None:
+            response = JSONResponse({"redirect": redirect})
+    return _cleared(response)
+
+
+def _cleared(response: Response) -> Response:
+    response.delete_cookie(COOKIE_NAME, path="/", httponly=True, samesite="lax")
     return response
 
 

@@ -9,7 +9,11 @@
   verified (``identity.oidc``); the claims map to a Drupe user (``identity.accounts``: found by
   the provider account, or created, the role from ``role_claim``). A disabled user or an
   e-mail domain not allowed is refused with 403 and the reason. Then the session starts
-  (``auth_routes.start_session``, method ``oidc``) and the browser goes to ``/``.
+  (``auth_routes.start_session``, method ``oidc``, keeping the ID token sealed for the
+  sign-out) and the browser goes to ``/``.
+* ``POST /api/auth/logout`` of a session made here (``auth_routes``) ends it, then answers where
+  to sign out at the provider too (``end_session_url``: RP-Initiated Logout); the provider
+  sends the browser back to ``GET /api/auth/oidc/signed-out``, which goes to ``/``.
 * A refusal answers an HTML page to a browser (``Accept: text/html``) and JSON otherwise;
   every refusal is audited (``auth.oidc_refused``, with its reason; never a code or token).
 * 404 when ``[auth.oidc]`` is not configured; 400 when auth is off.
@@ -142,10 +146,10 @@ async def oidc_callback(
         return await _refuse(request, 400, "the provider sent no code")
     nonce, verifier = pending
     try:
-        claims = await _client(request, settings).finish(
+        signed_in = await _client(request, settings).finish(
             code=code, redirect_uri=_callback_url(request), nonce=nonce, code_verifier=verifier
         )
-        person = person_of(settings, claims)
+        person = person_of(settings, signed_in.claims)
         user = await user_for_oidc(runtime.db, person, sync_role=settings.role_claim is not None)
     except OidcError as err:
         return await _refuse(request, err.status, str(err))
@@ -153,5 +157,24 @@ async def oidc_callback(
         return await _refuse(request, 403, str(err))
     response = RedirectResponse("/", status_code=302)
     response.delete_cookie(STATE_COOKIE, path=_COOKIE_PATH, httponly=True, samesite="lax")
-    await start_session(request, user, "oidc", response)
+    await start_session(request, user, "oidc", response, id_token=signed_in.id_token)
     return response
+
+
+async def end_session_url(request: Request, id_token: str) -> str | None:
+    """Where the browser goes to sign out at the provider too (None: nowhere: no ``[auth.oidc]``
+    any more, or the provider has no ``end_session_endpoint``). The provider sends it back to
+    this site's root, which must be registered there as a post-logout redirect URI."""
+    settings = get_runtime(request).settings.auth.oidc
+    if settings is None:
+        return None
+    back = str(request.url_for("oidc_signed_out"))
+    return await _client(request, settings).end_session_url(
+        id_token=id_token, post_logout_redirect_uri=back
+    )
+
+
+@router.get("/api/auth/oidc/signed-out", name="oidc_signed_out")
+async def oidc_signed_out() -> Response:
+    """Where the provider sends the browser after its sign-out: back to Drupe's sign-in."""
+    return RedirectResponse("/", status_code=302)

@@ -60,6 +60,7 @@ PUBLIC_PATHS: Final = frozenset(
         "/api/auth/methods",
         "/api/auth/oidc/login",
         "/api/auth/oidc/callback",
+        "/api/auth/oidc/signed-out",
     )
 )
 _GUARDED_EXACT: Final = frozenset(("/metrics", "/openapi.json", "/docs", "/redoc"))

@@ -10,8 +10,12 @@ Contract:
   the provider's JWKS, fetched again once on an unknown key id; ``iss`` = the issuer of the
   discovery document, which must be the configured one (a trailing ``/`` aside); ``aud``
   holds the client id, ``azp`` if present is it; the ``nonce``; ``exp``/``iat`` with 120 s
-  leeway) and returns its claims, completed by the userinfo endpoint's (whose
-  ``sub`` must be the token's).
+  leeway) and returns a ``SignedIn``: its claims, completed by the userinfo endpoint's (whose
+  ``sub`` must be the token's), and the ID token itself (for the sign-out's hint).
+* ``end_session_url(id_token=, post_logout_redirect_uri=)`` is the provider's
+  ``end_session_endpoint`` (OpenID Connect RP-Initiated Logout 1.0) with ``id_token_hint``,
+  ``client_id``, ``post_logout_redirect_uri`` and a random ``state``; None when the discovery
+  document has no such endpoint or cannot be read (the sign-out then stays local).
 * The discovery document is read once, lazily, from ``<issuer>/.well-known/openid-configuration``
   and must name the configured issuer.
 * Failures raise ``OidcError`` with a message for the person signing in: the provider refused
@@ -25,7 +29,8 @@ from __future__ import annotations
 
 import secrets
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, NamedTuple
+from urllib.parse import urlencode, urlsplit
 
 import httpx
 from authlib.integrations.base_client import OAuthError
@@ -35,7 +40,7 @@ from joserfc.errors import JoseError
 from drupe.identity.oidc_claims import OidcError
 from drupe.settings_auth import OidcSettings
 
-__all__ = ["LEEWAY_SECONDS", "OidcClient", "OidcError", "Start"]
+__all__ = ["LEEWAY_SECONDS", "OidcClient", "OidcError", "SignedIn", "Start"]
 
 LEEWAY_SECONDS: Final = 120
 TIMEOUT_SECONDS: Final = 10.0
@@ -50,6 +55,14 @@ class Start:
 
     def __repr__(self) -> str:  # the verifier is a secret until it is used
         return f"Start(url={self.url!r}, state=<{len(self.state)} chars>)"
+
+
+class SignedIn(NamedTuple):
+    claims: dict[str, Any]
+    id_token: str
+
+    def __repr__(self) -> str:  # the ID token is a credential of the user's identity
+        return f"SignedIn(sub={self.claims.get('sub')!r})"
 
 
 class OidcClient:
@@ -97,7 +110,7 @@ class OidcClient:
 
     async def finish(
         self, *, code: str, redirect_uri: str, nonce: str, code_verifier: str
-    ) -> dict[str, Any]:
+    ) -> SignedIn:
         metadata = await self._metadata()
         try:
             token = await self._app.fetch_access_token(
@@ -112,7 +125,26 @@ class OidcClient:
         claims = await self._verified(token, nonce, metadata)
         if metadata.get("userinfo_endpoint") and token.get("access_token"):
             claims = {**await self._userinfo(token, claims["sub"]), **claims}
-        return claims
+        return SignedIn(claims, str(token["id_token"]))
+
+    async def end_session_url(self, *, id_token: str, post_logout_redirect_uri: str) -> str | None:
+        """Where the browser signs out at the provider (None: the provider offers no way)."""
+        try:
+            metadata = await self._metadata()
+        except OidcError:
+            return None
+        endpoint = metadata.get("end_session_endpoint")
+        if not isinstance(endpoint, str) or urlsplit(endpoint).scheme not in ("http", "https"):
+            return None
+        query = urlencode(
+            {
+                "id_token_hint": id_token,
+                "client_id": self.settings.client_id,
+                "post_logout_redirect_uri": post_logout_redirect_uri,
+                "state": secrets.token_urlsafe(16),
+            }
+        )
+        return f"{endpoint}{'&' if '?' in endpoint else '?'}{query}"
 
     async def _verified(
         self, token: dict[str, Any], nonce: str, metadata: dict[str, Any]

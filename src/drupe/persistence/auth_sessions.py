@@ -9,6 +9,10 @@ Contract:
   revoked, or the user disabled): one read.
 * ``revoke(value)`` (sign out) and ``revoke_user(user_id)`` end sessions at once in the
   database; nodes that cached a lookup drop it within their cache lifetime.
+* An OIDC sign-in's ID token (``create(..., id_token=)``) is kept sealed
+  (``drupe.persistence.secret_box``) for the sign-out at the provider: ``revoke`` returns it
+  (``AuthSession.id_token``, never in a ``repr``) and deletes it from the row; ``revoke_user``
+  deletes it too. No other read returns it.
 * ``still_valid(session_ids)`` is the subset of sessions that are live with an enabled user:
   one query for the revocation sweep over every open stream.
 * A sign-in link (``create_link``) is good once, before it expires; ``use_link`` marks it used
@@ -21,13 +25,14 @@ import hashlib
 import secrets
 import uuid
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Final
 
 from sqlalchemy import select, update
 
 from drupe.persistence.clock import utc_now
+from drupe.persistence.secret_box import SecretBox, SecretUnreadable
 from drupe.persistence.tables import AuthSessionRow, SignInLinkRow, UserRow
 from drupe.persistence.transaction import Transactions
 from drupe.persistence.users import UserRecord, user_record
@@ -50,6 +55,8 @@ class AuthSession:
     created_at: datetime
     expires_at: datetime
     method: str
+    id_token: str | None = field(default=None, repr=False)
+    """Only on the record ``revoke`` returns: the OIDC sign-in's ID token (else None)."""
 
 
 def _session(row: AuthSessionRow) -> AuthSession:
@@ -64,10 +71,13 @@ def _session(row: AuthSessionRow) -> AuthSession:
 
 
 class AuthSessionStore:
-    def __init__(self, transactions: Transactions) -> None:
+    def __init__(self, transactions: Transactions, secrets: SecretBox) -> None:
         self._transactions = transactions
+        self._secrets = secrets
 
-    async def create(self, user_id: str, *, method: str, ttl: float) -> tuple[str, AuthSession]:
+    async def create(
+        self, user_id: str, *, method: str, ttl: float, id_token: str | None = None
+    ) -> tuple[str, AuthSession]:
         value = secrets.token_urlsafe(32)
         now = utc_now()
         row = AuthSessionRow(
@@ -79,6 +89,7 @@ class AuthSessionStore:
             expires_at=now + timedelta(seconds=ttl),
             revoked_at=None,
             method=method,
+            id_token=None if id_token is None else self._secrets.seal(id_token),
         )
         async with self._transactions.write() as db:
             db.add(row)
@@ -112,7 +123,14 @@ class AuthSessionStore:
                 return None
             if row.revoked_at is None:
                 row.revoked_at = utc_now()
-            return _session(row)
+            sealed, row.id_token = row.id_token, None
+        id_token = None
+        if sealed is not None:
+            try:
+                id_token = self._secrets.open(sealed)
+            except SecretUnreadable:
+                id_token = None  # sealed under another key: sign out here only
+        return replace(_session(row), id_token=id_token)
 
     async def revoke_user(self, user_id: str) -> int:
         """End every live session of the user; how many were ended."""
@@ -120,7 +138,7 @@ class AuthSessionStore:
             result = await db.execute(
                 update(AuthSessionRow)
                 .where(AuthSessionRow.user_id == user_id, AuthSessionRow.revoked_at.is_(None))
-                .values(revoked_at=utc_now())
+                .values(revoked_at=utc_now(), id_token=None)
             )
             return int(getattr(result, "rowcount", 0) or 0)
 

@@ -181,6 +181,7 @@ async def open_database(
     tools that inspect a database without changing it.
     """
     resolved = database_url(url, data_dir=data_dir)
+    secrets = SecretBox(data_dir or default_data_dir())
     _check_sqlite_directory(resolved)
     engine = _create_engine(resolved, connect_args)
     try:
@@ -208,13 +209,11 @@ async def open_database(
             gateway_usage=GatewayUsageStore(transactions, dialect=dialect),
             search=SearchStore(transactions, dialect=dialect),
             users=UserStore(transactions),
-            auth_sessions=AuthSessionStore(transactions),
+            auth_sessions=AuthSessionStore(transactions, secrets),
             shares=ShareStore(transactions),
             audit=AuditLog(transactions),
             identities=IdentityStore(transactions),
-            provider_settings=ProviderSettingStore(
-                transactions, SecretBox(data_dir or default_data_dir())
-            ),
+            provider_settings=ProviderSettingStore(transactions, secrets),
             transactions=transactions,
         )
     finally:

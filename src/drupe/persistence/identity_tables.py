@@ -77,6 +77,8 @@ class AuthSessionRow(Base):
     revoked_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
     method: Mapped[str] = mapped_column(String(16))
     """How the user signed in: ``password``, ``link``, ``oidc`` or ``header``."""
+    id_token: Mapped[str | None] = mapped_column(Text)
+    """An OIDC sign-in's ID token, sealed (the logout's ``id_token_hint``); else None."""
 
 
 class SignInLinkRow(Base):
