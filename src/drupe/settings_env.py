@@ -59,6 +59,14 @@ class DrupeEnvironment(BaseSettings):
             "secret.key in the data dir. Every cluster node needs the same one."
         ),
     )
+    SECRET_KEY_PREVIOUS: str | None = Field(
+        default=None,
+        repr=False,
+        description=(
+            "Comma-separated earlier secret keys, to open secrets sealed before a rotation; "
+            "the server re-seals them under DRUPE_SECRET_KEY when it starts."
+        ),
+    )
     WORKERS: int | None = Field(
         default=None,
         ge=1,

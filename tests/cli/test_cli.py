@@ -67,7 +67,9 @@ def test_doctor_checks_the_providers_stored_in_the_database(
     from drupe.persistence import open_database
     from drupe.persistence.provider_settings import ProviderSetting
 
-    monkeypatch.delenv("DRUPE_SECRET_KEY", raising=False)
+    monkeypatch.delenv("DRUPE_SECRET_KEY_PREVIOUS", raising=False)
+    sealing, other_key = Fernet.generate_key().decode(), Fernet.generate_key().decode()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", sealing)
 
     async def store() -> None:
         async with open_database(data_dir=tmp_path) as db:
@@ -84,10 +86,35 @@ def test_doctor_checks_the_providers_stored_in_the_database(
     assert "provider lab: stored in the database" in result.output
     assert "only the local and scripted models" not in result.output
     assert "sk-doctor" not in result.output
+    assert "secret keys" not in result.output  # no rotation under way: nothing to say
     # Another secret key than the one that sealed it: the key cannot be opened, and it says so.
-    other = runner.invoke(app, args, env={"DRUPE_SECRET_KEY": Fernet.generate_key().decode()})
+    other = runner.invoke(app, args, env={"DRUPE_SECRET_KEY": other_key})
     assert other.exit_code == 1, other.output
     assert "FAIL  provider lab" in other.output and "DRUPE_SECRET_KEY" in other.output
+    # A rotation: the old key as the previous one opens it; doctor says a start re-seals it.
+    rotating = {"DRUPE_SECRET_KEY": other_key, "DRUPE_SECRET_KEY_PREVIOUS": sealing}
+    midway = runner.invoke(app, args, env=rotating)
+    assert midway.exit_code == 0, midway.output
+    assert "provider lab: stored in the database" in midway.output
+    assert "warn  secret keys: 1 stored secret(s) are still sealed under a previous key" in (
+        midway.output
+    )
+
+    async def start() -> None:  # what the server's start does to the stored secrets
+        from drupe.app.runtime import reseal_secrets
+
+        async with open_database(data_dir=tmp_path) as db:
+            await reseal_secrets(db)
+
+    monkeypatch.setenv("DRUPE_SECRET_KEY", other_key)
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", sealing)
+    anyio.run(start)
+    done = runner.invoke(app, args, env=rotating)
+    assert "  ok  secret keys: every stored secret is sealed under DRUPE_SECRET_KEY" in (
+        done.output
+    ), done.output
+    alone = runner.invoke(app, args, env={"DRUPE_SECRET_KEY": other_key})
+    assert alone.exit_code == 0 and "provider lab: stored in the database" in alone.output
 
 
 def test_doctor_says_what_is_wrong_and_how_to_fix_it(tmp_path: Path) -> None:

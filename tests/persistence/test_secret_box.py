@@ -26,6 +26,13 @@ pytestmark = pytest.mark.anyio
 @pytest.fixture(autouse=True)
 def _no_env_key(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("DRUPE_SECRET_KEY", raising=False)
+    monkeypatch.delenv("DRUPE_SECRET_KEY_PREVIOUS", raising=False)
+
+
+def _opens_with(key: bytes, stored: str) -> str:
+    """What Fernet itself, with ``key`` alone, reads in a stored value (raises if it cannot)."""
+    assert is_sealed(stored)
+    return Fernet(key).decrypt(stored.removeprefix("fernet:").encode()).decode()
 
 
 def test_a_sealed_secret_opens_only_with_its_key(tmp_path: Path) -> None:
@@ -74,6 +81,68 @@ def test_a_short_environment_key_is_refused_with_how_to_make_one(
         SecretBox(tmp_path).seal(SECRET)
 
 
+def test_a_rotated_key_opens_what_the_previous_one_sealed_and_reseals_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", old.decode())
+    sealed = SecretBox(tmp_path).seal(SECRET)
+    assert _opens_with(old, sealed) == SECRET
+
+    # The new key alone cannot read it; the message says where the old key goes.
+    monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
+    with pytest.raises(SecretUnreadable, match="DRUPE_SECRET_KEY_PREVIOUS") as refused:
+        SecretBox(tmp_path).open(sealed)
+    assert SECRET not in str(refused.value) and old.decode() not in str(refused.value)
+
+    # With the old key listed as previous (after another one, as a second rotation leaves it):
+    # it opens, and reseal gives a value the new key alone opens; new values use the new key.
+    passphrase = "an earlier passphrase of more than 32 characters"
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", f"{passphrase}, {old.decode()}")
+    box = SecretBox(tmp_path)
+    assert box.previous_keys == 2
+    assert box.open(sealed) == SECRET
+    fresh = box.reseal(sealed)
+    assert fresh is not None and fresh != sealed
+    assert _opens_with(new, fresh) == SECRET
+    assert box.reseal(fresh) is None  # already under the current key
+    assert _opens_with(new, box.seal("k")) == "k"
+    assert _opens_with(new, box.reseal("plain-old-key") or "") == "plain-old-key"
+
+    # A value under none of the keys stays unreadable; reseal says so instead of guessing.
+    stranger = "fernet:" + Fernet(Fernet.generate_key()).encrypt(b"x").decode()
+    with pytest.raises(SecretUnreadable):
+        box.reseal(stranger)
+
+
+def test_a_malformed_previous_key_is_refused_by_name(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("DRUPE_SECRET_KEY", Fernet.generate_key().decode())
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", "short")
+    with pytest.raises(ConfigError, match="DRUPE_SECRET_KEY_PREVIOUS"):
+        SecretBox(tmp_path).seal(SECRET)
+
+
+def test_moving_from_the_key_file_to_the_variable_keeps_the_file_as_a_previous_key(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sealed = SecretBox(tmp_path / "a").seal(SECRET)  # under the data dir's secret.key
+    file_key = (tmp_path / "a" / KEY_FILE).read_bytes().strip()
+    assert _opens_with(file_key, sealed) == SECRET
+
+    new = Fernet.generate_key()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
+    box = SecretBox(tmp_path / "a")
+    assert box.source == "DRUPE_SECRET_KEY" and box.previous_keys == 1
+    assert box.open(sealed) == SECRET
+    fresh = box.reseal(sealed)
+    assert fresh is not None and _opens_with(new, fresh) == SECRET
+    # With the variable set, a data dir without the file gets none made.
+    assert SecretBox(tmp_path / "b").previous_keys == 0
+    assert not (tmp_path / "b" / KEY_FILE).exists()
+
+
 async def _raw_key(db: object, name: str) -> str | None:
     async with db.transactions.read() as session:  # type: ignore[attr-defined]
         row = await session.execute(
@@ -97,7 +166,7 @@ async def test_the_store_keeps_only_the_sealed_key(target: Target, tmp_path: Pat
         assert raw is not None and is_sealed(raw) and "sk-new" not in raw
         assert [s.api_key for s in await store.list()] == ["sk-new-key-9876"]
 
-        # A row written before sealing existed (plain text) is sealed by seal_plaintext.
+        # A row written before sealing existed (plain text) is sealed by reseal.
         async with db.transactions.write() as session:
             await session.execute(
                 text(
@@ -107,11 +176,11 @@ async def test_the_store_keeps_only_the_sealed_key(target: Target, tmp_path: Pat
                 {"k": SECRET},
             )
         assert (await store.get("old")).api_key == SECRET  # type: ignore[union-attr]
-        assert await store.seal_plaintext() == 1
+        assert await store.reseal() == 1
         raw = await _raw_key(db, "old")
         assert raw is not None and is_sealed(raw)
         assert (await store.get("old")).api_key == SECRET  # type: ignore[union-attr]
-        assert await store.seal_plaintext() == 0
+        assert await store.reseal() == 0
 
     # Another data dir (another key): the key reads as unreadable, the provider is still there.
     async with open_database(
@@ -119,3 +188,62 @@ async def test_the_store_keeps_only_the_sealed_key(target: Target, tmp_path: Pat
     ) as db:
         got = await db.provider_settings.get("lab")
         assert got is not None and got.api_key is None and got.key_unreadable
+
+
+async def test_a_start_reseals_the_stored_secrets_under_the_rotated_key(
+    target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Stored provider keys and live sessions' ID tokens, sealed under the old key, are sealed
+    under the new one by the runtime's start; after it the old key is no longer needed."""
+    from drupe.app.runtime import reseal_secrets
+
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", old.decode())
+    async with open_database(target.url, data_dir=tmp_path, connect_args=target.connect_args) as db:
+        await db.provider_settings.create(
+            ProviderSetting(name="lab", type="openai", api_key=SECRET)
+        )
+        user = await db.users.create("rot", password="a long enough password 1")
+        _cookie, live = await db.auth_sessions.create(
+            user.id, method="oidc", ttl=3600, id_token="eyJ.id-token.sig"
+        )
+        await db.auth_sessions.create(user.id, method="oidc", ttl=-1, id_token="eyJ.expired.x")
+
+    monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", old.decode())
+    async with open_database(target.url, data_dir=tmp_path, connect_args=target.connect_args) as db:
+        await reseal_secrets(db)
+        raw = await _raw_key(db, "lab")
+        assert raw is not None and _opens_with(new, raw) == SECRET
+        async with db.transactions.read() as session:
+            tokens = dict(
+                (await session.execute(text("SELECT id, id_token FROM auth_sessions"))).all()
+            )
+        assert _opens_with(new, tokens[live.id]) == "eyJ.id-token.sig"
+        expired = next(value for key, value in tokens.items() if key != live.id)
+        assert _opens_with(old, expired) == "eyJ.expired.x"  # an ended session is left alone
+
+    # The old key can go now: the provider's key reads with the new key alone.
+    monkeypatch.delenv("DRUPE_SECRET_KEY_PREVIOUS")
+    async with open_database(target.url, data_dir=tmp_path, connect_args=target.connect_args) as db:
+        got = await db.provider_settings.get("lab")
+        assert got is not None and got.api_key == SECRET and not got.key_unreadable
+
+
+async def test_the_runtime_reseals_when_it_starts(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from drupe.app import open_runtime
+    from drupe.settings import Settings
+
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", old.decode())
+    async with open_database(data_dir=tmp_path) as db:
+        await db.provider_settings.create(
+            ProviderSetting(name="lab", type="openai", api_key=SECRET)
+        )
+    monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", old.decode())
+    async with open_runtime(Settings(data_dir=tmp_path)) as runtime:
+        raw = await _raw_key(runtime.db, "lab")
+    assert raw is not None and _opens_with(new, raw) == SECRET

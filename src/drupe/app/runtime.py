@@ -163,9 +163,21 @@ async def live_model_settings(models: ModelRegistry, db: Database) -> LiveModelS
     """config.toml's providers and models with the ones stored in the database over them, in
     ``models`` now."""
     model_settings = LiveModelSettings(models.config, models, db.provider_settings)
-    await db.provider_settings.seal_plaintext()  # keys stored before they were sealed at rest
+    await reseal_secrets(db)
     await model_settings.reload()
     return model_settings
+
+
+async def reseal_secrets(db: Database) -> None:
+    """Every stored secret sealed under the current secret key: the provider keys stored before
+    sealing existed, and whatever a previous key (``DRUPE_SECRET_KEY_PREVIOUS``) sealed."""
+    resealed = await db.provider_settings.reseal() + await db.auth_sessions.reseal_id_tokens()
+    if resealed:
+        log.info(
+            "sealed %d stored secret(s) under the current secret key (%s)",
+            resealed,
+            db.secrets.source,
+        )
 
 
 def usage_meter(stack: AsyncExitStack, db: Database) -> UsageMeter:

@@ -104,6 +104,11 @@ async def _database_checks(settings: Settings) -> list[Check]:
         async with open_database(settings.database_url, data_dir=settings.data_dir) as db:
             await db.conversations.list(limit=1)
             stored = await db.provider_settings.list()
+            previous_keys = db.secrets.previous_keys
+            stale = 0
+            if previous_keys:
+                stale = await db.provider_settings.reseal(dry_run=True)
+                stale += await db.auth_sessions.reseal_id_tokens(dry_run=True)
     except DrupeError as err:
         return [
             Check(
@@ -114,6 +119,26 @@ async def _database_checks(settings: Settings) -> list[Check]:
             )
         ]
     checks = [Check("database", "ok", f"{shown} opened and migrated")]
+    if previous_keys and stale:
+        checks.append(
+            Check(
+                "secret keys",
+                "warn",
+                f"{stale} stored secret(s) are still sealed under a previous key "
+                "(DRUPE_SECRET_KEY_PREVIOUS)",
+                "start the server once (it re-seals them under DRUPE_SECRET_KEY), then remove "
+                "DRUPE_SECRET_KEY_PREVIOUS",
+            )
+        )
+    elif previous_keys:
+        checks.append(
+            Check(
+                "secret keys",
+                "ok",
+                "every stored secret is sealed under DRUPE_SECRET_KEY: "
+                "DRUPE_SECRET_KEY_PREVIOUS can be removed",
+            )
+        )
     for setting in stored:
         name = f"provider {setting.name}"
         if setting.key_unreadable:

@@ -12,7 +12,8 @@ Contract:
 * An OIDC sign-in's ID token (``create(..., id_token=)``) is kept sealed
   (``drupe.persistence.secret_box``) for the sign-out at the provider: ``revoke`` returns it
   (``AuthSession.id_token``, never in a ``repr``) and deletes it from the row; ``revoke_user``
-  deletes it too. No other read returns it.
+  deletes it too. No other read returns it. ``reseal_id_tokens()`` re-seals the live sessions'
+  ID tokens under the current secret key (a rotation; the runtime calls it at start).
 * ``still_valid(session_ids)`` is the subset of sessions that are live with an enabled user:
   one query for the revocation sweep over every open stream.
 * A sign-in link (``create_link``) is good once, before it expires; ``use_link`` marks it used
@@ -141,6 +142,33 @@ class AuthSessionStore:
                 .values(revoked_at=utc_now(), id_token=None)
             )
             return int(getattr(result, "rowcount", 0) or 0)
+
+    async def reseal_id_tokens(self, *, dry_run: bool = False) -> int:
+        """Seal the live sessions' ID tokens under the current secret key; how many changed
+        (``dry_run``: would change). One no key opens is left (its sign-out at the provider is
+        skipped)."""
+        async with self._transactions.write() as db:
+            rows = await db.scalars(
+                select(AuthSessionRow)
+                .where(
+                    AuthSessionRow.id_token.is_not(None),
+                    AuthSessionRow.revoked_at.is_(None),
+                    AuthSessionRow.expires_at > utc_now(),
+                )
+                .with_for_update()
+            )
+            resealed = 0
+            for row in rows:
+                assert row.id_token is not None
+                try:
+                    fresh = self._secrets.reseal(row.id_token)
+                except SecretUnreadable:
+                    continue
+                if fresh is not None:
+                    resealed += 1
+                    if not dry_run:
+                        row.id_token = fresh
+        return resealed
 
     async def still_valid(self, session_ids: Iterable[str]) -> set[str]:
         ids = list(session_ids)

@@ -84,6 +84,8 @@ class Database:
     identities: IdentityStore
     provider_settings: ProviderSettingStore
     transactions: Transactions
+    secrets: SecretBox
+    """The box that seals the secrets the stores keep (the provider keys, the ID tokens)."""
 
     @property
     def dialect(self) -> str:
@@ -215,6 +217,7 @@ async def open_database(
             identities=IdentityStore(transactions),
             provider_settings=ProviderSettingStore(transactions, secrets),
             transactions=transactions,
+            secrets=secrets,
         )
     finally:
         # Shielded and bounded: a cancelled caller must still give its connections back.

@@ -6,7 +6,8 @@ CRUD over ``provider_settings``; the rules on what a provider may look like live
 * ``api_key`` is sealed at rest (``drupe.persistence.secret_box``): the column holds
   ``fernet:<token>``, and the store opens it on every read. A key sealed under another key than
   this process's reads as no key, with ``key_unreadable`` set and one warning that names the
-  provider (never the value). ``seal_plaintext()`` seals the keys written before sealing existed.
+  provider (never the value). ``reseal()`` seals the keys written before sealing existed and
+  re-seals the ones sealed under a previous secret key.
 * ``ProviderSetting.api_key`` is excluded from ``repr``; nothing here logs a key.
 """
 
@@ -20,7 +21,7 @@ from sqlalchemy import delete, select
 
 from drupe.errors import ValidationError
 from drupe.persistence.clock import utc_now
-from drupe.persistence.secret_box import SecretBox, SecretUnreadable, is_sealed
+from drupe.persistence.secret_box import SecretBox, SecretUnreadable
 from drupe.persistence.tables import ProviderSettingRow
 from drupe.persistence.transaction import Transactions
 
@@ -78,22 +79,31 @@ class ProviderSettingStore:
     def _sealed(self, api_key: str | None) -> str | None:
         return None if api_key is None else self._secrets.seal(api_key)
 
-    async def seal_plaintext(self) -> int:
-        """Seal every stored key written before sealing existed; returns how many."""
+    async def reseal(self, *, dry_run: bool = False) -> int:
+        """Seal every stored key under the current secret key: the ones written before sealing
+        existed and the ones sealed under a previous key (a rotation); returns how many. A key
+        none of the secret keys opens is left as it is (it reads as unreadable). ``dry_run``
+        counts them and changes nothing."""
         async with self._transactions.read() as db:
             rows = await db.scalars(
                 select(ProviderSettingRow.name).where(ProviderSettingRow.api_key.is_not(None))
             )
             names = list(rows)
-        sealed = 0
+        resealed = 0
         for name in names:
             async with self._transactions.write() as db:
                 row = await db.get(ProviderSettingRow, name)
-                if row is None or row.api_key is None or is_sealed(row.api_key):
+                if row is None or row.api_key is None:
                     continue
-                row.api_key = self._secrets.seal(row.api_key)
-                sealed += 1
-        return sealed
+                try:
+                    fresh = self._secrets.reseal(row.api_key)
+                except SecretUnreadable:
+                    continue
+                if fresh is not None:
+                    resealed += 1
+                    if not dry_run:
+                        row.api_key = fresh
+        return resealed
 
     async def list(self) -> list[ProviderSetting]:
         async with self._transactions.read() as db:

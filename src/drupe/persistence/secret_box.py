@@ -11,10 +11,16 @@ Contract:
   at least 32 characters, stretched with HKDF-SHA256), else from the file ``secret.key`` in the
   data dir, created on first use with mode 0600. Nodes of a cluster on different hosts need the
   same ``DRUPE_SECRET_KEY`` (``docs/deploy.md``).
+* Rotation: ``open`` also accepts the *previous* keys, ``DRUPE_SECRET_KEY_PREVIOUS`` (comma-
+  separated, each in the same two forms) and, when ``DRUPE_SECRET_KEY`` is set, the data dir's
+  ``secret.key`` if there is one (read, never made: moving from the file to the variable is a
+  rotation too). ``seal`` always uses the current key. ``reseal(stored)`` is the value to store
+  instead: sealed under the current key, or None when it already is; the runtime re-seals every
+  stored secret when it starts, so after one start the previous keys can be dropped.
 * The key is read on first use, not when the box is made, so a process that never seals or
   opens a secret reads and creates nothing.
-* A value sealed under another key raises ``SecretUnreadable``; its message names where this
-  process's key came from and what to do, never the value or the key.
+* A value sealed under none of the keys raises ``SecretUnreadable``; its message names where
+  this process's key came from and what to do, never the value or the key.
 * Nothing here logs; neither the key nor a secret appears in a ``repr``.
 """
 
@@ -30,7 +36,7 @@ from drupe.errors import ConfigError, PersistenceError
 from drupe.settings_env import read_environment
 
 if TYPE_CHECKING:
-    from cryptography.fernet import Fernet
+    from cryptography.fernet import Fernet, MultiFernet
 
 __all__ = ["KEY_FILE", "PREFIX", "SecretBox", "SecretUnreadable", "is_sealed"]
 
@@ -49,7 +55,7 @@ def is_sealed(stored: str) -> bool:
     return stored.startswith(PREFIX)
 
 
-def _fernet_key(secret: str) -> bytes:
+def _fernet_key(secret: str, variable: str = "DRUPE_SECRET_KEY") -> bytes:
     """A Fernet key from ``DRUPE_SECRET_KEY``: itself when it is one, else derived."""
     raw = secret.strip().encode()
     try:
@@ -59,7 +65,7 @@ def _fernet_key(secret: str) -> bytes:
         pass
     if len(secret.strip()) < _MIN_PASSPHRASE:
         raise ConfigError(
-            f"DRUPE_SECRET_KEY must be a Fernet key or a random string of at least "
+            f"{variable} must be a Fernet key or a random string of at least "
             f'{_MIN_PASSPHRASE} characters; make one with: python -c "from cryptography.fernet '
             'import Fernet; print(Fernet.generate_key().decode())"'
         )
@@ -92,11 +98,13 @@ def _file_key(path: Path) -> bytes:
 class SecretBox:
     """Seals and opens secrets with the process's key; see the module docstring."""
 
-    __slots__ = ("_data_dir", "_fernet", "_source")
+    __slots__ = ("_all", "_data_dir", "_fernet", "_previous", "_source")
 
     def __init__(self, data_dir: Path) -> None:
         self._data_dir = data_dir
         self._fernet: Fernet | None = None
+        self._all: MultiFernet | None = None
+        self._previous = 0
         self._source = ""
 
     def __repr__(self) -> str:
@@ -106,17 +114,31 @@ class SecretBox:
         from cryptography.fernet import Fernet  # imported on first use: not on the boot path
 
         if self._fernet is None:
-            secret = read_environment().SECRET_KEY
-            if secret:
-                self._fernet, self._source = Fernet(_fernet_key(secret)), "DRUPE_SECRET_KEY"
-            else:
-                path = self._data_dir / KEY_FILE
-                try:
-                    key = _file_key(path)
-                    self._fernet = Fernet(key)
+            from cryptography.fernet import MultiFernet
+
+            environment = read_environment()
+            path = self._data_dir / KEY_FILE
+            previous = [
+                Fernet(_fernet_key(item, "each of DRUPE_SECRET_KEY_PREVIOUS"))
+                for item in (environment.SECRET_KEY_PREVIOUS or "").split(",")
+                if item.strip()
+            ]
+            if environment.SECRET_KEY:
+                current, source = Fernet(_fernet_key(environment.SECRET_KEY)), "DRUPE_SECRET_KEY"
+                try:  # the key file of before the variable: a previous key, never made here
+                    previous.append(Fernet(path.read_bytes().strip()))
+                except FileNotFoundError:
+                    pass
                 except (OSError, ValueError) as err:
                     raise PersistenceError(f"cannot use the secret key file {path}: {err}") from err
-                self._source = str(path)
+            else:
+                try:
+                    current, source = Fernet(_file_key(path)), str(path)
+                except (OSError, ValueError) as err:
+                    raise PersistenceError(f"cannot use the secret key file {path}: {err}") from err
+            self._all = MultiFernet([current, *previous])
+            self._previous = len(previous)
+            self._fernet, self._source = current, source
         return self._fernet
 
     @property
@@ -124,6 +146,12 @@ class SecretBox:
         """Where the key came from (``DRUPE_SECRET_KEY`` or the key file's path)."""
         self._box()
         return self._source
+
+    @property
+    def previous_keys(self) -> int:
+        """How many previous keys ``open`` accepts besides the current one."""
+        self._box()
+        return self._previous
 
     def seal(self, plain: str) -> str:
         return PREFIX + self._box().encrypt(plain.encode()).decode()
@@ -133,12 +161,36 @@ class SecretBox:
             return stored
         from cryptography.fernet import InvalidToken
 
-        box = self._box()
+        self._box()
+        assert self._all is not None
         try:
-            return box.decrypt(stored[len(PREFIX) :].encode()).decode()
+            return self._all.decrypt(stored[len(PREFIX) :].encode()).decode()
         except InvalidToken:
-            raise SecretUnreadable(
-                f"a stored secret was sealed with another key than this process's "
-                f"({self._source}): give every node the same DRUPE_SECRET_KEY, or enter the "
-                "secret again"
-            ) from None
+            raise self._unreadable() from None
+
+    def reseal(self, stored: str) -> str | None:
+        """``stored`` sealed under the current key, or None when it already is (a plain value
+        is sealed); raises ``SecretUnreadable`` when none of the keys opens it."""
+        if not is_sealed(stored):
+            return self.seal(stored)
+        from cryptography.fernet import InvalidToken
+
+        token = stored[len(PREFIX) :].encode()
+        try:
+            self._box().decrypt(token)
+            return None
+        except InvalidToken:
+            pass
+        assert self._all is not None
+        try:
+            return PREFIX + self._all.rotate(token).decode()
+        except InvalidToken:
+            raise self._unreadable() from None
+
+    def _unreadable(self) -> SecretUnreadable:
+        also = " or a previous key" if self._previous else ""
+        return SecretUnreadable(
+            f"a stored secret was sealed with another key than this process's "
+            f"({self._source}){also}: give every node the same DRUPE_SECRET_KEY (a rotated "
+            "key's old value goes in DRUPE_SECRET_KEY_PREVIOUS), or enter the secret again"
+        )
