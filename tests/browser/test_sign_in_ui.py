@@ -7,15 +7,18 @@ URL), sign out (the session is revoked on the server, a reload stays signed out,
 user in the same tab sees nothing of the previous one), a session that ends elsewhere (the next
 poll's 401 returns to the sign-in page), the CSRF header on every state-changing request, a
 personal token shown once (copy button, works as a Bearer token, only its prefix listed,
-revoked), the "Sign in with <provider>" button (the methods answer replaced in the browser: no
+revoked), a chat account linked with the page's one-time code and unlinked, the "Sign in with
+<provider>" button (the methods answer replaced in the browser: no
 OIDC on this server), and no sign-in UI at all with auth off. axe-core finds no serious
-violation on the sign-in page, the open user menu and the tokens page. The first test saves the
-sign-in page into ``docs/ui/``.
+violation on the sign-in page, the open user menu, the tokens page and the chat accounts page. The
+first test saves the sign-in page into ``docs/ui/``.
 """
 
 from __future__ import annotations
 
+import asyncio
 import re
+import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -23,6 +26,7 @@ import httpx
 import pytest
 from playwright.sync_api import Browser, BrowserContext, Page, Request, expect
 
+from drupe.persistence.db import open_database
 from tests.browser.auth_site import MAX_FAILURES, PASSWORDS, api_as, auth_site, sign_in
 from tests.browser.conftest import WAIT_MS, Drupe
 from tests.browser.test_layout_a11y import serious_violations
@@ -230,6 +234,57 @@ def test_a_personal_token_is_shown_once_and_works(site: Drupe, browser: Browser)
         row.get_by_test_id("token-revoke").click()
         expect(row).to_have_attribute("data-revoked", "true")
         assert httpx.get(f"{site.url}/api/auth/me", headers=bearer, timeout=20).status_code == 401
+    finally:
+        context.close()
+
+
+def _redeem(site: Drupe, code: str, platform_user_id: str) -> str | None:
+    """What the channel does with ``/link <code>`` from ``platform_user_id`` on channel ``tg``
+    (the real store, on the server's database, from a thread: Playwright holds this loop)."""
+    found: list[str | None] = []
+
+    async def redeem() -> None:
+        async with open_database(None, data_dir=site.data_dir) as db:
+            user = await db.chat_links.redeem(
+                code, channel_id="tg", platform_user_id=platform_user_id
+            )
+            found.append(None if user is None else user.name)
+
+    worker = threading.Thread(target=asyncio.run, args=(redeem(),))
+    worker.start()
+    worker.join(timeout=60)
+    return found[0]
+
+
+def test_a_chat_account_is_linked_with_a_code_and_unlinked(site: Drupe, browser: Browser) -> None:
+    context = new_context(browser, permissions=["clipboard-read", "clipboard-write"])
+    try:
+        page = context.new_page()
+        sign_in(page, site, "bob")
+        page.goto(f"{site.url}/#/settings")
+        page.get_by_test_id("settings-tab-chat-accounts").click()
+        expect(page.get_by_test_id("chat-accounts-page")).to_be_visible()
+        expect(page.get_by_test_id("chat-accounts-empty")).to_be_visible()
+        page.get_by_test_id("link-code-make").click()
+        command = page.get_by_test_id("link-command")
+        expect(command).to_have_text(re.compile(r"^/link [A-Z2-9]{4}-[A-Z2-9]{4}$"))
+        text = command.inner_text()
+        page.get_by_test_id("copy-link-command").click()
+        assert page.evaluate("navigator.clipboard.readText()") == text
+        assert serious_violations(page) == []
+
+        # The bot's side: the account that sends the command is bob's from now on.
+        assert _redeem(site, text.removeprefix("/link "), "1001") == "bob"
+        page.get_by_test_id("link-code-done").click()
+        row = page.get_by_test_id("chat-account-row")
+        expect(row).to_have_count(1)
+        expect(row).to_contain_text("tg")
+        expect(row).to_contain_text("1001")
+
+        row.get_by_test_id("chat-account-unlink").click()
+        expect(page.get_by_test_id("chat-accounts-empty")).to_be_visible()
+        with api_as(site, "bob") as bob:
+            assert bob.get("/api/auth/chat-accounts").json()["accounts"] == []
     finally:
         context.close()
 

@@ -48,6 +48,7 @@ OPEN_TO_MEMBERS = {
     "/api/drivers",
     "/api/auth/me",
     "/api/auth/tokens",
+    "/api/auth/chat-accounts",
     "/api/status",
     "/api/conversations",
     "/api/agents",
@@ -93,7 +94,15 @@ async def _ids(site: Site, alice: Any) -> dict[str, str]:
     assert schedule.status_code == 201, schedule.text
     key = await alice.post("/api/keys", json={"name": "alice key"})
     assert key.status_code == 201, key.text
+    # A chat account of alice's, linked as a channel does when it gets `/link <code>`.
+    code = (await alice.post("/api/auth/chat-accounts/code")).json()["code"]
+    linked = await site.runtime.db.chat_links.redeem(
+        code, channel_id="alice-im-channel", platform_user_id="alice-im-4242"
+    )
+    assert linked is not None and linked.name == "alice"
     return {
+        "channel": "alice-im-channel",
+        "platform_user_id": "alice-im-4242",
         "key_id": key.json()["id"],
         "message_id": "alice-msg-1",
         "conversation_id": conversation["id"],
@@ -176,6 +185,8 @@ async def test_another_member_gets_404_for_every_resource_of_the_owner(site: Sit
     assert (await alice.get(f"/api/schedules/{ids['schedule_id']}")).status_code == 200
     keys = (await alice.get("/api/keys")).json()["items"]
     assert [(k["id"], k["revoked"]) for k in keys] == [(ids["key_id"], False)]
+    accounts = (await alice.get("/api/auth/chat-accounts")).json()["accounts"]
+    assert [a["platformUserId"] for a in accounts] == ["alice-im-4242"]
 
 
 async def test_a_read_share_can_read_but_not_change(site: Site) -> None:

@@ -32,6 +32,7 @@ TABLES = {
     "auth_sessions",
     "channel_bindings",
     "channel_deliveries",
+    "chat_link_codes",
     "conversations",
     "gateway_responses",
     "gateway_usage",

@@ -26,6 +26,7 @@ import { UsagePage } from "./components/UsagePage";
 import { AdminPage } from "./components/AdminPage";
 import { ShareDialog } from "./components/ShareDialog";
 import { TokensPage } from "./components/TokensPage";
+import { ChatAccountsPage } from "./components/ChatAccountsPage";
 import { KeysPage } from "./components/KeysPage";
 import { McpPage } from "./components/McpPage";
 import { ProvidersPage } from "./components/ProvidersPage";
@@ -110,7 +111,11 @@ export function App() {
   const page = usePage();
   const settingsTab: SettingsTab | null = channelsOpen
     ? "channels"
-    : page?.kind === "keys" || page?.kind === "mcp" || page?.kind === "providers" || page?.kind === "tokens"
+    : page?.kind === "keys" ||
+        page?.kind === "mcp" ||
+        page?.kind === "providers" ||
+        page?.kind === "tokens" ||
+        page?.kind === "chat-accounts"
       ? page.kind
       : null;
   const [showFirstRun, setShowFirstRun] = useState(() => !firstRunSeen());
@@ -353,6 +358,8 @@ export function App() {
               <McpPage />
             ) : settingsTab === "providers" ? (
               <ProvidersPage />
+            ) : settingsTab === "chat-accounts" ? (
+              <ChatAccountsPage />
             ) : (
               <TokensPage />
             )}

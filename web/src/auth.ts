@@ -35,6 +35,26 @@ export interface SignInMethods {
   oidc: { name: string; url: string } | null;
 }
 
+/** An IM account the user linked to themselves (`/link <code>` in the chat). */
+export interface ChatAccount {
+  channel: string;
+  platformUserId: string;
+  linkedAt: string;
+}
+
+export interface ChatAccounts {
+  accounts: ChatAccount[];
+  /** The channels this server runs (where a code can be sent). */
+  channels: { id: string; type: string }[];
+}
+
+export interface LinkCode {
+  code: string;
+  /** What to send to the bot: `/link <code>`. */
+  command: string;
+  expiresAt: string;
+}
+
 export interface PersonalToken {
   id: string;
   name: string;
@@ -188,5 +208,17 @@ export const authApi = {
   },
   revokeToken(id: string): Promise<void> {
     return request("DELETE", `/api/auth/tokens/${encodeURIComponent(id)}`);
+  },
+  listChatAccounts(): Promise<ChatAccounts> {
+    return request("GET", "/api/auth/chat-accounts");
+  },
+  makeLinkCode(): Promise<LinkCode> {
+    return request("POST", "/api/auth/chat-accounts/code");
+  },
+  unlinkChatAccount(account: ChatAccount): Promise<void> {
+    return request(
+      "DELETE",
+      `/api/auth/chat-accounts/${encodeURIComponent(account.channel)}/${encodeURIComponent(account.platformUserId)}`,
+    );
   },
 };

@@ -1,5 +1,5 @@
 import { describe, expect, it } from "vitest";
-import { messageHash, parseFocus, parseRoute } from "./route";
+import { CHAT_ACCOUNTS_HASH, messageHash, parseFocus, parsePage, parseRoute } from "./route";
 
 describe("message links", () => {
   it("round-trips a conversation and a message through the hash", () => {
@@ -12,5 +12,14 @@ describe("message links", () => {
     expect(messageHash("c1", null)).toBe("#/c/c1");
     expect(parseFocus("#/c/c1")).toBeNull();
     expect(parseFocus("#/trace/c1?m=x")).toBeNull();
+  });
+});
+
+describe("settings pages", () => {
+  it("names the chat accounts page, and nothing close to it", () => {
+    expect(parsePage(CHAT_ACCOUNTS_HASH)).toEqual({ kind: "chat-accounts" });
+    expect(parsePage("#/settings/chat-accounts/")).toEqual({ kind: "chat-accounts" });
+    expect(parsePage("#/settings/chat-accountsX")).toBeNull();
+    expect(parsePage("#/settings/providers")).toEqual({ kind: "providers" });
   });
 });

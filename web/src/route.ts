@@ -3,7 +3,8 @@
 // `#/schedules` the scheduled tasks, `#/usage` the usage page, `#/trace/<conversation id>` a
 // conversation's trace, `#/tokens` one's personal tokens, `#/admin` the users (admins),
 // `#/settings` (= `#/settings/keys`) the gateway keys, `#/settings/mcp` the MCP servers,
-// `#/settings/providers` the providers & models (admins).
+// `#/settings/providers` the providers & models (admins), `#/settings/chat-accounts` the IM
+// accounts one linked to oneself.
 
 function decoded(raw: string): string {
   try {
@@ -26,6 +27,7 @@ export type Page =
   | { kind: "keys" }
   | { kind: "mcp" }
   | { kind: "providers" }
+  | { kind: "chat-accounts" }
   | { kind: "trace"; conversationId: string }
   | null;
 
@@ -38,6 +40,7 @@ export function parsePage(hash: string): Page {
   if (/^#\/settings(\/keys)?\/?$/.test(hash)) return { kind: "keys" };
   if (/^#\/settings\/mcp\/?$/.test(hash)) return { kind: "mcp" };
   if (/^#\/settings\/providers\/?$/.test(hash)) return { kind: "providers" };
+  if (/^#\/settings\/chat-accounts\/?$/.test(hash)) return { kind: "chat-accounts" };
   const m = /^#\/trace\/([^/?#]+)/.exec(hash);
   return m ? { kind: "trace", conversationId: decoded(m[1]) } : null;
 }
@@ -71,6 +74,9 @@ export function isUsageRoute(hash: string): boolean {
 
 /** `#/tokens`: the signed-in user's personal tokens. */
 export const TOKENS_HASH = "#/tokens";
+
+/** `#/settings/chat-accounts`: the IM accounts the signed-in user linked to themselves. */
+export const CHAT_ACCOUNTS_HASH = "#/settings/chat-accounts";
 
 /** `#/admin`: the users (admins only). */
 export const ADMIN_HASH = "#/admin";

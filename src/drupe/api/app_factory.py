@@ -38,6 +38,7 @@ from drupe.api import (
     auth_routes,
     branches,
     channel_routes,
+    chat_account_routes,
     chat_routes,
     conversation_routes,
     export_routes,
@@ -147,6 +148,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.gateway_slot = len(app.router.routes)
     app.include_router(system_routes.router)
     app.include_router(auth_routes.router)
+    app.include_router(chat_account_routes.router)
     app.include_router(user_routes.router)
     app.include_router(chat_routes.router)
     app.include_router(conversation_routes.router)

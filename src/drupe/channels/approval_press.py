@@ -66,7 +66,7 @@ async def decide_press(
         # approval); an agent session's driver holds it while its turn is live. In cluster
         # mode the owner's node answers, and the continuation reaches this chat from the log.
         caller = await channel_caller(
-            ctx.config, ctx.db.users, None if press.user_id == HEADLESS else press.user_id
+            ctx.config, ctx.db, None if press.user_id == HEADLESS else press.user_id
         )
         outcome = await ctx.conversations.approve(
             caller,

@@ -2,18 +2,23 @@
 
 Contract: ``chat_binding`` returns the chat's stored binding while it is still valid (a model
 target's conversation still exists; an agent target's session still exists and belongs to the
-channel's agent). Otherwise (or with ``fresh``, the ``/new`` command) it creates a new
+channel's agent) and the Drupe user the platform user ``user_id`` acts as may write to it.
+Otherwise (or with ``fresh``, the ``/new`` command) it creates a new
 conversation or agent session, owned by the Drupe user the platform user ``user_id`` maps to
 (``channels.callers``; the local admin owns nothing), and binds the chat to it. A model chat
-keeps a ``/model`` switch across a rebind.
+keeps a ``/model`` switch across a rebind. So when the account's Drupe user changes (a
+``/link``, an unlink, an admin's new mapping), a direct chat goes on in a new conversation of
+the new user instead of being refused; in a group chat whose members act as different users,
+the chat moves to the conversation of whoever speaks with rights the current one lacks.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from drupe.admission.principal import LOCAL_ADMIN
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.channels.callers import channel_caller
+from drupe.errors import UnknownConversationError
 from drupe.ids import session_conversation_id, session_id_of
 from drupe.persistence.channels import ChannelBinding
 
@@ -29,9 +34,14 @@ async def chat_binding(
     """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
     the platform user ``user_id`` maps to (``channels.callers``)."""
     current = await ctx.db.channels.binding(ctx.config.id, chat_id)
-    if current is not None and not fresh and await _still_valid(ctx, current):
+    caller = await channel_caller(ctx.config, ctx.db, user_id)
+    if (
+        current is not None
+        and not fresh
+        and await _still_valid(ctx, current)
+        and await _writable(ctx, caller, current)
+    ):
         return current
-    caller = await channel_caller(ctx.config, ctx.db.users, user_id)
     owner_id = None if caller == LOCAL_ADMIN else caller.user_id
     target = ctx.config.target
     title = f"{ctx.config.type} {chat_id}"
@@ -62,6 +72,14 @@ async def chat_binding(
         conversation_id=session_conversation_id(session.id),
         target=f"agent:{target.id}",
     )
+
+
+async def _writable(ctx: ChatContext, caller: Principal, binding: ChannelBinding) -> bool:
+    try:
+        await ctx.conversations.check(caller, binding.conversation_id, "write")
+    except UnknownConversationError:
+        return False
+    return True
 
 
 async def _still_valid(ctx: ChatContext, binding: ChannelBinding) -> bool:

@@ -1,7 +1,8 @@
 """Chat commands: detection and their fixed texts (run by ``drupe.channels.chat_worker``).
 
 A message is a command when it matches ``^/(name)(@bot)?\\b`` for a known name. ``/help``,
-``/whoami``, ``/status`` and ``/stop`` act at once (``/stop`` also drops a pending burst);
+``/whoami``, ``/status``, ``/link``, ``/unlink`` and ``/stop`` act at once (``/stop`` also drops
+a pending burst);
 ``/new``, ``/compact`` and ``/model`` first release any pending burst, so earlier messages are
 answered before the chat moves on.
 """
@@ -22,8 +23,10 @@ COMMANDS: Final = {
     "status": "Show this chat's state",
     "help": "Show the commands",
     "whoami": "Show your user and chat ids",
+    "link": "Act as your Drupe user (/link <code> from Drupe's Settings)",
+    "unlink": "Stop acting as your linked Drupe user",
 }
-IMMEDIATE: Final = frozenset({"help", "whoami", "status", "stop"})
+IMMEDIATE: Final = frozenset({"help", "whoami", "status", "stop", "link", "unlink"})
 _PATTERN: Final = re.compile(r"^/([a-z]+)(?:@[\w.]+)?(?:\s+(.*))?$", re.DOTALL)
 
 
@@ -51,9 +54,10 @@ def help_text(channel_id: str) -> str:
     return "\n".join(lines)
 
 
-def whoami_text(channel_id: str, user_id: str, chat_id: str) -> str:
+def whoami_text(channel_id: str, user_id: str, chat_id: str, acts_as: str | None = None) -> str:
+    acting = f"Drupe user: `{acts_as}`\n" if acts_as else ""
     return (
-        f"Your user ID: `{user_id}`\nCurrent chat ID: `{chat_id}`\n\n"
+        f"Your user ID: `{user_id}`\nCurrent chat ID: `{chat_id}`\n{acting}\n"
         f"Add one of them to `allowed_users` / `allowed_chats` of [channels.{channel_id}] "
         "in config.toml to talk to this bot."
     )

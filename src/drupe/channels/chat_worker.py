@@ -37,6 +37,7 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Submit
+from drupe.admission.principal import LOCAL_ADMIN
 from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
 from drupe.channels.callers import channel_caller
@@ -47,6 +48,7 @@ from drupe.channels.guard import wrap_untrusted
 from drupe.errors import DrupeError
 from drupe.ids import session_id_of
 from drupe.persistence.channels import ChannelBinding
+from drupe.persistence.users import UserRecord
 
 if TYPE_CHECKING:
     from drupe.admission.conversations import Conversations, Subscription
@@ -118,7 +120,7 @@ class ChatWorker:
         chat's listener gets every answer of its conversation (in cluster mode from the chunk
         log, wherever the conversation's owner runs it)."""
         ctx = self.ctx
-        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        caller = await channel_caller(ctx.config, ctx.db, user_id)
         if self._followed != submit.conversation_id:
             if self._follower is not None:
                 self._follower.close()
@@ -289,7 +291,16 @@ class ChatWorker:
             case "help":
                 reply(help_text(ctx.config.id))
             case "whoami":
-                reply(whoami_text(ctx.config.id, message.user_id, self.chat_id))
+                try:
+                    acting = await channel_caller(ctx.config, ctx.db, message.user_id)
+                    acts_as = acting.name if acting != LOCAL_ADMIN else None
+                except DrupeError:
+                    acts_as = None
+                reply(whoami_text(ctx.config.id, message.user_id, self.chat_id, acts_as))
+            case "link":
+                reply(await self._link(command.args, message.user_id))
+            case "unlink":
+                reply(await self._unlink(message.user_id))
             case "new":
                 binding = await self.binding(fresh=True, user_id=message.user_id)
                 kind = "agent session" if binding.target.startswith("agent:") else "conversation"
@@ -304,20 +315,68 @@ class ChatWorker:
             case "status":
                 reply(await self._status())
             case "model":
-                reply(await self._model(command.args))
+                reply(await self._model(command.args, message.user_id))
             case "compact":
-                binding = await self.binding()
+                binding = await self.binding(user_id=message.user_id)
                 if not binding.target.startswith("agent:"):
                     reply("/compact applies to agent sessions; this chat talks to a model.")
                     return
                 await self._submit(replace(message, text="/compact"), raw_text="/compact")
+
+    async def _link(self, code: str, user_id: str) -> str:
+        """``/link <code>``: this IM account acts as the code's user from now on; the chat
+        starts a new conversation as them (the current one may be someone else's)."""
+        ctx = self.ctx
+        if not code:
+            return (
+                "Send /link with the code from Drupe: Settings -> Chat accounts -> "
+                "Link a chat account."
+            )
+        if ctx.config.users.get(user_id) is not None:
+            return (
+                "This chat account is mapped to a Drupe user in config.toml "
+                f"([channels.{ctx.config.id}] users): ask an admin to change that."
+            )
+        user = await ctx.db.chat_links.redeem(
+            code, channel_id=ctx.config.id, platform_user_id=user_id
+        )
+        if user is None:
+            return (
+                "That code is unknown or expired: make a new one in Drupe "
+                "(Settings -> Chat accounts)."
+            )
+        await self._audit("chat.link", user, user_id)
+        await self.binding(fresh=True, user_id=user_id)
+        return (
+            f"Linked: this chat account now acts as the Drupe user {user.name}. "
+            "New conversation started."
+        )
+
+    async def _unlink(self, user_id: str) -> str:
+        ctx = self.ctx
+        linked = await ctx.db.chat_links.linked_user(ctx.config.id, user_id)
+        if linked is None or not await ctx.db.chat_links.unlink_account(ctx.config.id, user_id):
+            return "This chat account is not linked to a Drupe user."
+        await self._audit("chat.unlink", linked, user_id)
+        await self.binding(fresh=True, user_id=user_id)
+        return f"Unlinked from the Drupe user {linked.name}. New conversation started."
+
+    async def _audit(self, action: str, user: UserRecord, platform_user_id: str) -> None:
+        channel = self.ctx.config.id
+        await self.ctx.db.audit.record(
+            action,
+            actor_id=user.id,
+            actor_name=user.name,
+            target=f"{channel}:{platform_user_id}",
+            detail={"channel": channel},
+        )
 
     async def _stop(self, user_id: str | None) -> bool:
         ctx = self.ctx
         binding = await ctx.db.channels.binding(ctx.config.id, self.chat_id)
         if binding is None:
             return False
-        caller = await channel_caller(ctx.config, ctx.db.users, user_id)
+        caller = await channel_caller(ctx.config, ctx.db, user_id)
         return await ctx.conversations.stop(caller, binding.conversation_id)
 
     async def _status(self) -> str:
@@ -335,9 +394,9 @@ class ChatWorker:
         ]
         return "\n".join(lines)
 
-    async def _model(self, wanted: str) -> str:
+    async def _model(self, wanted: str, user_id: str) -> str:
         ctx = self.ctx
-        binding = await self.binding()
+        binding = await self.binding(user_id=user_id)
         if binding.target.startswith("agent:"):
             session_id = session_id_of(binding.conversation_id)
             info = (

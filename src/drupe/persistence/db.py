@@ -32,6 +32,7 @@ from drupe.persistence.api_keys import ApiKeyStore
 from drupe.persistence.audit import AuditLog
 from drupe.persistence.auth_sessions import AuthSessionStore
 from drupe.persistence.channels import ChannelStore
+from drupe.persistence.chat_links import ChatLinkStore
 from drupe.persistence.conversations import ConversationStore
 from drupe.persistence.gateway_usage import GatewayUsageStore
 from drupe.persistence.identities import IdentityStore
@@ -79,6 +80,7 @@ class Database:
     search: SearchStore
     users: UserStore
     auth_sessions: AuthSessionStore
+    chat_links: ChatLinkStore
     shares: ShareStore
     audit: AuditLog
     identities: IdentityStore
@@ -212,6 +214,7 @@ async def open_database(
             search=SearchStore(transactions, dialect=dialect),
             users=UserStore(transactions),
             auth_sessions=AuthSessionStore(transactions, secrets),
+            chat_links=ChatLinkStore(transactions),
             shares=ShareStore(transactions),
             audit=AuditLog(transactions),
             identities=IdentityStore(transactions),

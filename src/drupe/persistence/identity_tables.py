@@ -19,6 +19,7 @@ from drupe.persistence.columns import Base, JsonValue, UtcDateTime
 __all__ = [
     "AuditRow",
     "AuthSessionRow",
+    "ChatLinkCodeRow",
     "OidcLoginRow",
     "ShareRow",
     "SignInLinkRow",
@@ -90,6 +91,19 @@ class SignInLinkRow(Base):
     user_id: Mapped[str] = mapped_column(String(64), ForeignKey("users.id", ondelete="CASCADE"))
     expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
     used_at: Mapped[datetime | None] = mapped_column(UtcDateTime)
+
+
+class ChatLinkCodeRow(Base):
+    """A one-time code that links the IM account that sends it (``/link <code>``) to the user
+    who made it; only its SHA-256 is stored. A user has at most one."""
+
+    __tablename__ = "chat_link_codes"
+
+    code_hash: Mapped[str] = mapped_column(String(64), primary_key=True)
+    user_id: Mapped[str] = mapped_column(
+        String(64), ForeignKey("users.id", ondelete="CASCADE"), index=True
+    )
+    expires_at: Mapped[datetime] = mapped_column(UtcDateTime)
 
 
 class ShareRow(Base):

@@ -33,6 +33,7 @@ from drupe.persistence.columns import Base, JsonValue, UtcDateTime
 from drupe.persistence.identity_tables import (
     AuditRow,
     AuthSessionRow,
+    ChatLinkCodeRow,
     OidcLoginRow,
     ShareRow,
     SignInLinkRow,
@@ -59,6 +60,7 @@ __all__ = [
     "Base",
     "ChannelBindingRow",
     "ChannelDeliveryRow",
+    "ChatLinkCodeRow",
     "ConversationRow",
     "ProviderSettingRow",
     "GatewayResponseRow",

@@ -1,10 +1,10 @@
 // The settings pages' tabs: gateway keys, MCP servers, providers & models and channels (admins), personal tokens
-// (signed in), usage. Shown above each of those pages.
+// and chat accounts (signed in), usage. Shown above each of those pages.
 import { useAuth } from "../auth";
 import { CHANNELS_HASH } from "../channelsApi";
-import { KEYS_HASH, MCP_HASH, PROVIDERS_HASH, TOKENS_HASH, USAGE_HASH } from "../route";
+import { CHAT_ACCOUNTS_HASH, KEYS_HASH, MCP_HASH, PROVIDERS_HASH, TOKENS_HASH, USAGE_HASH } from "../route";
 
-export type SettingsTab = "keys" | "mcp" | "providers" | "channels" | "tokens" | "usage";
+export type SettingsTab = "keys" | "mcp" | "providers" | "channels" | "tokens" | "chat-accounts" | "usage";
 
 export function SettingsNav({ current }: { current: SettingsTab }) {
   const auth = useAuth();
@@ -18,7 +18,12 @@ export function SettingsNav({ current }: { current: SettingsTab }) {
           ["channels", "Channels", CHANNELS_HASH],
         ] as [SettingsTab, string, string][])
       : []),
-    ...(auth.kind === "signed-in" ? ([["tokens", "Personal tokens", TOKENS_HASH]] as [SettingsTab, string, string][]) : []),
+    ...(auth.kind === "signed-in"
+      ? ([
+          ["tokens", "Personal tokens", TOKENS_HASH],
+          ["chat-accounts", "Chat accounts", CHAT_ACCOUNTS_HASH],
+        ] as [SettingsTab, string, string][])
+      : []),
     ["usage", "Usage", USAGE_HASH],
   ];
   return (
