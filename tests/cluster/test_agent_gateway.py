@@ -14,10 +14,13 @@ from pathlib import Path
 import anyio
 import openai
 import pytest
+from redis.asyncio import Redis
 
 from drupe.agent.models.scripted import lorem
+from drupe.api.app_factory import create_app
 from drupe.persistence.agents import session_conversation_id
 from drupe.persistence.records import KeyScopes
+from drupe.testing.loopback import serve_app
 from tests.cluster.nodes import Node, cluster_nodes
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -89,3 +92,32 @@ async def test_a_keys_requests_per_minute_hold_across_the_nodes(nodes: list[Node
             await client.close()
     # One window for the cluster: before, each node allowed 2 (4 in all).
     assert codes == [200, 200, 429, 429]
+
+
+async def test_the_apps_shutdown_closes_the_shared_windows_connections(
+    nodes: list[Node], prefix: str, redis: Redis
+) -> None:
+    """The gateway-key window's Redis pool is the app's: closed by its lifespan's end (the
+    sign-in window's, with auth on, in ``test_login_limiter``)."""
+
+    async def named() -> int:
+        return sum(c.get("name") == f"{prefix}:gateway:window" for c in await redis.client_list())
+
+    runtime = nodes[0].runtime
+    key, _ = await runtime.db.api_keys.create("windowed", KeyScopes(requests_per_minute=5))
+    app = create_app(runtime)  # a second app on node A's runtime, its lifespan run as a server's
+    async with app.router.lifespan_context(app), serve_app(app) as url:
+        client = openai.AsyncOpenAI(base_url=f"{url}/v1", api_key=key, max_retries=0)
+        try:
+            await client.chat.completions.create(
+                model="scripted:echo", messages=[{"role": "user", "content": "hi"}]
+            )
+        finally:
+            await client.close()
+        assert await named() == 1  # this app's window (the nodes' own apps served no /v1)
+    for _ in range(100):  # Redis drops a closed connection from its list at once, or nearly
+        if not await named():
+            break
+        await anyio.sleep(0.05)
+    else:
+        pytest.fail("the window's connection is still open after the app's shutdown")

@@ -32,6 +32,16 @@ async def test_failures_on_one_node_count_on_every_node(redis: Redis, prefix: st
     alone = LoginLimiter(max_per_user=3, max_per_address=100)
     assert await alone.allowed("ada", "10.0.0.9")
 
+    # Each node's connections are its own, named, and gone once it is closed (app shutdown).
+    async def window_clients() -> int:
+        return sum(c.get("name") == f"{prefix}:login:window" for c in await redis.client_list())
+
+    assert await window_clients() == 3
+    for node in nodes:
+        await node.aclose()
+    assert await window_clients() == 0
+    await alone.aclose()  # no Redis: nothing to close
+
 
 async def test_while_redis_is_away_each_node_still_counts(caplog: pytest.LogCaptureFixture) -> None:
     with socket.socket() as probe:  # a port nothing listens on

@@ -139,6 +139,7 @@ def _base_app(settings: Settings, lifespan: Any = None) -> FastAPI:
     app.state.runtime = None
     app.state.auth_gate = None
     app.state.close_gateway = None
+    app.state.gateway_access = None
     app.state.ping_ticker = None
     app.state.stream_revoker = None
     install_error_handlers(app)
@@ -213,6 +214,7 @@ def install_runtime(
     app.state.remove_observer = lambda: [remove() for remove in removers]
     app.state.metrics = metrics_registry(runtime.manager)
     access = GatewayAccess(runtime)  # one key cache and budget for /v1 and the protocols
+    app.state.gateway_access = access
     gateway = build_router(runtime, access=access)
     app.state.close_gateway = getattr(gateway, "aclose", None)
     app.include_router(gateway)
@@ -227,9 +229,25 @@ def install_runtime(
     app.openapi_schema = None
 
 
+async def _close_routes(app: FastAPI) -> None:
+    """What the routes own: the gateway's pooled upstream connections, and the Redis pools of
+    the sign-in and gateway-key windows (cluster mode)."""
+    try:
+        if app.state.close_gateway is not None:
+            await app.state.close_gateway()
+    finally:
+        try:
+            if app.state.gateway_access is not None:
+                await app.state.gateway_access.aclose()
+        finally:
+            limiter = getattr(app.state, "login_limiter", None)
+            if limiter is not None:
+                await limiter.aclose()
+
+
 def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> FastAPI:
     """The HTTP edge over an open runtime (the caller closes the runtime; the app's lifespan
-    closes only what the routes own: the gateway's pooled upstream connections)."""
+    closes only what the routes own, ``_close_routes``)."""
 
     @asynccontextmanager
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
@@ -243,8 +261,7 @@ def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> 
         finally:
             app.state.ping_ticker = None
             app.state.stream_revoker = None
-            if app.state.close_gateway is not None:
-                await app.state.close_gateway()
+            await _close_routes(app)
 
     app = _base_app(runtime.settings, lifespan)
     install_runtime(app, runtime, extra_routers)
@@ -275,8 +292,7 @@ def create_app_with_lifespan(
                 app.state.ping_ticker = None
                 app.state.stream_revoker = None
                 app.state.remove_observer()
-                if app.state.close_gateway is not None:
-                    await app.state.close_gateway()
+                await _close_routes(app)
                 app.state.runtime = None
 
     return _base_app(settings, lifespan)

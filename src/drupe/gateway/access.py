@@ -90,6 +90,11 @@ class GatewayAccess:
         self._seeded: dict[str, float] = {}
         self._outage = False
 
+    async def aclose(self) -> None:
+        """Disconnect the shared request window from Redis (the app's shutdown)."""
+        if self.window is not None:
+            await self.window.aclose()
+
     def auth(
         self, error_body: ErrorBody, *, allow_x_api_key: bool
     ) -> Callable[[Request], Awaitable[ApiKeyRecord | None]]:

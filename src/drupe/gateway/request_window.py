@@ -15,14 +15,19 @@ import time
 
 from limits import RateLimitItemPerMinute
 
-from drupe.identity.redis_windows import redis_moving_window
+from drupe.identity.redis_windows import RedisWindow
 
 __all__ = ["SharedRequestWindow"]
 
 
 class SharedRequestWindow:
     def __init__(self, redis_url: str, *, key_prefix: str) -> None:
-        self._limiter = redis_moving_window(redis_url, f"{key_prefix}:gateway")
+        self._window = RedisWindow(redis_url, f"{key_prefix}:gateway")
+        self._limiter = self._window.limiter
+
+    async def aclose(self) -> None:
+        """Disconnect from Redis (the app's shutdown)."""
+        await self._window.aclose()
 
     async def admit(self, key_id: str, rpm: int) -> tuple[int, str] | None:
         item = RateLimitItemPerMinute(rpm)

@@ -21,7 +21,7 @@ from limits.aio.storage import MemoryStorage
 from limits.aio.strategies import MovingWindowRateLimiter
 from limits.errors import StorageError
 
-from drupe.identity.redis_windows import redis_moving_window
+from drupe.identity.redis_windows import RedisWindow
 
 __all__ = ["LoginLimiter"]
 
@@ -39,11 +39,18 @@ class LoginLimiter:
     ) -> None:
         self._local = MovingWindowRateLimiter(MemoryStorage())
         self._shared: MovingWindowRateLimiter | None = None
+        self._window: RedisWindow | None = None
         if redis_url is not None:
-            self._shared = redis_moving_window(redis_url, f"{key_prefix}:login")
+            self._window = RedisWindow(redis_url, f"{key_prefix}:login")
+            self._shared = self._window.limiter
         self._outage = False
         self._per_user = RateLimitItemPerMinute(max_per_user)
         self._per_address = RateLimitItemPerMinute(max_per_address)
+
+    async def aclose(self) -> None:
+        """Disconnect from Redis, if the window is there (the app's shutdown)."""
+        if self._window is not None:
+            await self._window.aclose()
 
     @property
     def shared(self) -> bool:
