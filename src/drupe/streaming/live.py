@@ -267,6 +267,7 @@ class LiveStream:
             anchor_message_id=execution.anchor_message_id,
             seq=seq,
             chunk=chunk,
+            accumulator=execution.accumulator,
         )
         self._deliver(event)
         return True
@@ -364,6 +365,7 @@ class LiveStream:
             anchor_message_id=execution.anchor_message_id,
             seq=seq,
             chunk=chunk,
+            accumulator=execution.accumulator,
         )
 
     def final_messages(self) -> dict[str, UIMessage]:

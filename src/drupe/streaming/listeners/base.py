@@ -17,11 +17,14 @@ is computed once, on first use, and cached.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Literal, Protocol, runtime_checkable
 
 import orjson
 
 from drupe.chunks.types import Chunk, UIMessage
+
+if TYPE_CHECKING:
+    from drupe.chunks.accumulate import Accumulator
 
 __all__ = [
     "BaseListener",
@@ -44,6 +47,7 @@ class StreamEvent:
 
     __slots__ = (
         "_json",
+        "accumulator",
         "anchor_message_id",
         "attempt_id",
         "chunk",
@@ -63,6 +67,7 @@ class StreamEvent:
         anchor_message_id: str | None,
         seq: int,
         chunk: Chunk,
+        accumulator: Accumulator | None = None,
     ) -> None:
         self.conversation_id = conversation_id
         self.turn_id = turn_id
@@ -71,6 +76,11 @@ class StreamEvent:
         self.anchor_message_id = anchor_message_id
         self.seq = seq
         self.chunk = chunk
+        self.accumulator = accumulator
+        """The execution's own accumulator (every content chunk it published so far, this one
+        included) when the event comes from this process's stream, live or replayed; None for
+        an event read from another node's log. A listener that needs the message so far reads
+        it there instead of keeping a copy."""
         self._json: bytes | None = None
 
     @property

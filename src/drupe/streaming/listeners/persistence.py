@@ -1,10 +1,12 @@
 """``PersistenceListener``: one model's answer, saved while it streams and at its terminal.
 
 While streaming (only with a ``Checkpointer`` and a backend that names a checkpoint target):
-every chunk of its own answer (same anchor message id) is folded into the listener's own
-accumulator (a rejected chunk is left out and recorded, ``drupe.chunks.rejections``) and
-reported to the checkpointer, which saves the message into the ``pending`` row off the hot
-path (``drupe.streaming.checkpoints``). ``on_chunk`` never awaits.
+every chunk of its own answer (same anchor message id) is reported to the checkpointer, which
+saves the message into the ``pending`` row off the hot path (``drupe.streaming.checkpoints``).
+The message saved is the one the execution accumulates itself (``StreamEvent.accumulator``): no
+second copy of the answer is kept. Only for events that carry none (read from another node's
+log) does the listener fold the chunks into an accumulator of its own (a rejected chunk is left
+out and recorded, ``drupe.chunks.rejections``). ``on_chunk`` never awaits.
 
 Terminal (``terminal_phase = "persistence"``, so it runs before every other listener):
 
@@ -103,11 +105,6 @@ def message_stats(result: TerminalResult, message: UIMessage | None) -> dict[str
     return stats
 
 
-def _checkpoint_parts(accumulator: Accumulator) -> str:
-    # As accumulated: the boot reconcile closes, strips and drops what a terminal write would.
-    return accumulator.parts_json().decode()
-
-
 class PersistenceListener(BaseListener):
     """Saves one model's answer through a backend: checkpoints while live, then its terminal."""
 
@@ -136,17 +133,27 @@ class PersistenceListener(BaseListener):
         self._track: CheckpointTrack | None = None
         self._anchor: str | None = None
         self._accumulator: Accumulator | None = None
+        """The listener's own, made only for events that carry no accumulator."""
+        self._live: Accumulator | None = None
+        """The execution's accumulator, from the events (what a checkpoint saves)."""
+        self._seed = seed_message
         self._rejected = 0
         target = backend.checkpoint_target
         if checkpointer is not None and checkpointer.policy.enabled and target is not None:
             sink, key = target
-            accumulator = Accumulator(seed_message)
             self._checkpointer = checkpointer
-            self._accumulator = accumulator
             self._anchor = key
-            self._track = checkpointer.track(
-                key, sink, functools.partial(_checkpoint_parts, accumulator)
-            )
+            self._track = checkpointer.track(key, sink, self._checkpoint_parts)
+
+    def _checkpoint_parts(self) -> str:
+        # As accumulated: the boot reconcile closes, strips and drops what a terminal write would.
+        accumulator = self._live if self._live is not None else self._own()
+        return accumulator.parts_json().decode()
+
+    def _own(self) -> Accumulator:
+        if self._accumulator is None:
+            self._accumulator = Accumulator(self._seed)
+        return self._accumulator
 
     # --- live ---------------------------------------------------------------------------------
 
@@ -157,8 +164,12 @@ class PersistenceListener(BaseListener):
         chunk = event.chunk
         if chunk.get("transient"):
             return
-        assert self._accumulator is not None and self._checkpointer is not None
-        self._rejected = push_or_record(self._accumulator, chunk, self._rejected)
+        assert self._checkpointer is not None
+        if event.accumulator is not None:
+            self._live = event.accumulator
+        else:
+            self._live = None
+            self._rejected = push_or_record(self._own(), chunk, self._rejected)
         self._checkpointer.changed(track, len(event.json))
 
     # --- terminal -----------------------------------------------------------------------------
