@@ -83,7 +83,10 @@ async def test_a_user_links_their_chat_account_and_unlinks_it(site: Site, tg: Fa
 
     listed = await alice.get("/api/auth/chat-accounts")
     assert listed.status_code == 200, listed.text
-    assert listed.json() == {"accounts": [], "channels": [{"id": "tg", "type": "telegram"}]}
+    assert listed.json() == {
+        "accounts": [],
+        "channels": [{"id": "tg", "type": "telegram", "linkCommand": "/link"}],
+    }
 
     # Before any link the chat acts as the channel's run_as user.
     await _say(runtime, tg, "before the link", "before the link")
@@ -145,3 +148,31 @@ async def test_unlink_from_the_chat_and_a_code_needs_a_signed_in_user(
     async with site.client(headers={"origin": site.url}) as anon:
         assert (await anon.post("/api/auth/chat-accounts/code")).status_code == 401
         assert (await anon.get("/api/auth/chat-accounts")).status_code == 401
+
+
+def test_slack_takes_the_link_command_after_its_slash_command() -> None:
+    """Slack keeps messages that start with ``/`` for its own commands."""
+    from drupe.api.chat_account_routes import link_command
+    from drupe.channels.config import parse_channel_configs
+
+    env = {"SLACK_TOKEN": "xoxb-1", "SLACK_SECRET": "s" * 24, "TG_TOKEN": TG_TOKEN}
+    configs = parse_channel_configs(
+        {
+            "channels": {
+                "team": {
+                    "type": "slack",
+                    "token_env": "SLACK_TOKEN",
+                    "secret_env": "SLACK_SECRET",
+                    "target": "model:scripted:echo",
+                    "slash_command": "/ask",
+                },
+                "tg": {
+                    "type": "telegram",
+                    "token_env": "TG_TOKEN",
+                    "target": "model:scripted:echo",
+                },
+            }
+        },
+        env,
+    )
+    assert {c.id: link_command(c) for c in configs} == {"team": "/ask link", "tg": "/link"}

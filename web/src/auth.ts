@@ -44,8 +44,9 @@ export interface ChatAccount {
 
 export interface ChatAccounts {
   accounts: ChatAccount[];
-  /** The channels this server runs (where a code can be sent). */
-  channels: { id: string; type: string }[];
+  /** The channels this server runs (where a code can be sent), with what to type before the
+   * code there (`/link`; on Slack its slash command, e.g. `/drupe link`). */
+  channels: { id: string; type: string; linkCommand: string }[];
 }
 
 export interface LinkCode {

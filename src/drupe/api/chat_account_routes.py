@@ -1,7 +1,9 @@
 """The caller's IM accounts: ``/api/auth/chat-accounts`` (linking a chat account to oneself).
 
 * ``GET /api/auth/chat-accounts``: the caller's linked accounts (``channel``,
-  ``platformUserId``, ``linkedAt``) and the channels they can link on (``id``, ``type``).
+  ``platformUserId``, ``linkedAt``) and the channels they can link on (``id``, ``type``,
+  ``linkCommand``: what to type before the code there, ``/link``, or on Slack the channel's
+  slash command and ``link``, since Slack keeps ``/...`` messages for its own commands).
 * ``POST /api/auth/chat-accounts/code`` (201): a one-time code, good for ``CODE_TTL`` seconds;
   sending ``/link <code>`` to a channel's bot links the sending account
   (``drupe.persistence.chat_links``). A new code replaces the caller's previous one.
@@ -14,7 +16,7 @@ channel as ``chat.link``). A request without a signed-in user is 401 like every 
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final
+from typing import TYPE_CHECKING, Annotated, Any, Final
 
 from fastapi import APIRouter, Depends, Request, Response
 
@@ -23,12 +25,21 @@ from drupe.api.auth_routes import client_address
 from drupe.errors import NotFoundError, ValidationError
 from drupe.http.state import get_caller, get_runtime
 
-__all__ = ["CODE_TTL", "router"]
+if TYPE_CHECKING:
+    from drupe.channels.config import ChannelConfig
+
+__all__ = ["CODE_TTL", "link_command", "router"]
 
 router = APIRouter(tags=["auth"])
 
 CODE_TTL: Final = 600.0
 """Seconds a link code is good for."""
+
+
+def link_command(config: ChannelConfig) -> str:
+    """What to type before the code on this channel: Slack keeps ``/...`` for its own commands,
+    so there it is the channel's slash command with ``link`` (``/drupe link``)."""
+    return f"{config.slash_command} link" if config.type == "slack" else "/link"
 
 
 def _person(caller: Principal) -> Principal:
@@ -54,7 +65,14 @@ async def list_chat_accounts(
             }
             for account in accounts
         ],
-        "channels": [{"id": config.id, "type": config.type} for config in channels],
+        "channels": [
+            {
+                "id": config.id,
+                "type": config.type,
+                "linkCommand": link_command(config),
+            }
+            for config in channels
+        ],
     }
 
 

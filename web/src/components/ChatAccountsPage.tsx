@@ -48,19 +48,6 @@ export function ChatAccountsPage() {
       <p className="muted small">
         Link your account on a chat platform (Telegram, Slack, a webhook) to act as yourself when you talk to
         Drupe's bot there: your chats become your conversations, with your rights.
-        {channels.length > 0 && (
-          <>
-            {" "}
-            Channels on this server:{" "}
-            {channels.map((c, i) => (
-              <span key={c.id}>
-                {i > 0 && ", "}
-                <code>{c.id}</code> ({c.type})
-              </span>
-            ))}
-            .
-          </>
-        )}
       </p>
       <button type="button" className="primary" data-testid="link-code-make" onClick={() => void makeCode()}>
         Link a chat account
@@ -75,6 +62,18 @@ export function ChatAccountsPage() {
             <code data-testid="link-command">{code.command}</code>
             <CopyButton text={code.command} label="Copy the command" testId="copy-link-command" />
           </div>
+          {channels.some((c) => c.linkCommand !== "/link") && (
+            <ul className="muted small" data-testid="link-commands">
+              {channels.map((c) => (
+                <li key={c.id}>
+                  <code>{c.id}</code> ({c.type}):{" "}
+                  <code>
+                    {c.linkCommand} {code.code}
+                  </code>
+                </li>
+              ))}
+            </ul>
+          )}
           <button
             type="button"
             className="ghost small"
@@ -87,6 +86,18 @@ export function ChatAccountsPage() {
             Done
           </button>
         </div>
+      )}
+      {channels.length > 0 && (
+        <p className="muted small" data-testid="chat-channels">
+          Channels on this server:{" "}
+          {channels.map((c, i) => (
+            <span key={c.id}>
+              {i > 0 && ", "}
+              <code>{c.id}</code> ({c.type})
+            </span>
+          ))}
+          .
+        </p>
       )}
       {error && (
         <div className="notice error" role="alert" data-testid="chat-accounts-error">
