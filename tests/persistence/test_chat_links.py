@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from sqlalchemy import text
 
+from drupe.errors import ValidationError
 from drupe.persistence import open_database
 from drupe.persistence.db import Database
 from tests.persistence.conftest import Target
@@ -95,3 +96,10 @@ async def test_an_expired_code_or_a_disabled_user_links_nothing(
         assert await _identities(db) == []
         for junk in ("", "x" * 100, "not-a-code"):
             assert await db.chat_links.redeem(junk, channel_id="tg", platform_user_id="7") is None
+
+        # An id too long for the column is refused by name, and the code is still good.
+        await db.users.set_disabled("carol", False)
+        code, _ = await db.chat_links.make_code(carol.id, ttl=600)
+        with pytest.raises(ValidationError, match="longer than 255"):
+            await db.chat_links.redeem(code, channel_id="hook", platform_user_id="u" * 256)
+        assert await db.chat_links.redeem(code, channel_id="hook", platform_user_id="u" * 255)

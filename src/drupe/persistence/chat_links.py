@@ -11,7 +11,8 @@ Contract:
   is dropped (one at a time). Expired codes of anyone are dropped too.
 * ``redeem(code, channel_id, platform_user_id)`` links the account to the code's user and
   returns that user, once: the code is deleted in the same transaction. An unknown or expired
-  code, or a disabled user, returns None and links nothing. Letters are read case-blind and
+  code, or a disabled user, returns None and links nothing; an account id longer than the
+  column (255 characters) raises ``ValidationError``. Letters are read case-blind and
   without the dash, as a person types them. An account linked before is re-linked (the account
   chose, by sending the code).
 * A link is a ``user_identities`` row with the issuer ``channel:<channel id>`` and the
@@ -29,6 +30,7 @@ from typing import Final
 
 from sqlalchemy import delete, select
 
+from drupe.errors import ValidationError
 from drupe.persistence.auth_sessions import hash_secret
 from drupe.persistence.clock import utc_now
 from drupe.persistence.tables import ChatLinkCodeRow, UserIdentityRow, UserRow
@@ -41,6 +43,8 @@ CHANNEL_ISSUER: Final = "channel:"
 _ALPHABET: Final = "ABCDEFGHJKLMNPQRSTUVWXYZ23456789"  # no I, O, 0, 1
 _CODE_CHARS: Final = 8
 MAX_CODE_CHARS: Final = 32
+MAX_ID_CHARS: Final = 255
+"""The longest channel issuer and platform user id a link holds (``user_identities``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +89,11 @@ class ChatLinkStore:
         if not code or len(code) > MAX_CODE_CHARS:
             return None
         issuer = CHANNEL_ISSUER + channel_id
+        if len(issuer) > MAX_ID_CHARS or len(platform_user_id) > MAX_ID_CHARS:
+            raise ValidationError(
+                f"this chat account's id is longer than {MAX_ID_CHARS} characters: it cannot "
+                "be linked (a channel's config users table can still map it)"
+            )
         async with self._transactions.write() as db:
             key = hash_secret(normalize_code(code))
             row = await db.get(ChatLinkCodeRow, key, with_for_update=True)
