@@ -100,7 +100,7 @@ def test_a_rotated_key_opens_what_the_previous_one_sealed_and_reseals_it(
     passphrase = "an earlier passphrase of more than 32 characters"
     monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", f"{passphrase}, {old.decode()}")
     box = SecretBox(tmp_path)
-    assert box.previous_keys == 2
+    assert box.previous_keys == ("DRUPE_SECRET_KEY_PREVIOUS",)
     assert box.open(sealed) == SECRET
     fresh = box.reseal(sealed)
     assert fresh is not None and fresh != sealed
@@ -134,12 +134,13 @@ def test_moving_from_the_key_file_to_the_variable_keeps_the_file_as_a_previous_k
     new = Fernet.generate_key()
     monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
     box = SecretBox(tmp_path / "a")
-    assert box.source == "DRUPE_SECRET_KEY" and box.previous_keys == 1
+    assert box.source == "DRUPE_SECRET_KEY"
+    assert box.previous_keys == (str(tmp_path / "a" / KEY_FILE),)
     assert box.open(sealed) == SECRET
     fresh = box.reseal(sealed)
     assert fresh is not None and _opens_with(new, fresh) == SECRET
     # With the variable set, a data dir without the file gets none made.
-    assert SecretBox(tmp_path / "b").previous_keys == 0
+    assert SecretBox(tmp_path / "b").previous_keys == ()
     assert not (tmp_path / "b" / KEY_FILE).exists()
 
 

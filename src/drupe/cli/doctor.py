@@ -119,15 +119,15 @@ async def _database_checks(settings: Settings) -> list[Check]:
             )
         ]
     checks = [Check("database", "ok", f"{shown} opened and migrated")]
+    old_keys = " and ".join(previous_keys)
     if previous_keys and stale:
         checks.append(
             Check(
                 "secret keys",
                 "warn",
-                f"{stale} stored secret(s) are still sealed under a previous key "
-                "(DRUPE_SECRET_KEY_PREVIOUS)",
+                f"{stale} stored secret(s) are still sealed under a previous key ({old_keys})",
                 "start the server once (it re-seals them under DRUPE_SECRET_KEY), then remove "
-                "DRUPE_SECRET_KEY_PREVIOUS",
+                f"{old_keys}",
             )
         )
     elif previous_keys:
@@ -135,8 +135,7 @@ async def _database_checks(settings: Settings) -> list[Check]:
             Check(
                 "secret keys",
                 "ok",
-                "every stored secret is sealed under DRUPE_SECRET_KEY: "
-                "DRUPE_SECRET_KEY_PREVIOUS can be removed",
+                f"every stored secret is sealed under DRUPE_SECRET_KEY: {old_keys} can be removed",
             )
         )
     for setting in stored:

@@ -104,7 +104,7 @@ class SecretBox:
         self._data_dir = data_dir
         self._fernet: Fernet | None = None
         self._all: MultiFernet | None = None
-        self._previous = 0
+        self._previous: tuple[str, ...] = ()
         self._source = ""
 
     def __repr__(self) -> str:
@@ -123,10 +123,12 @@ class SecretBox:
                 for item in (environment.SECRET_KEY_PREVIOUS or "").split(",")
                 if item.strip()
             ]
+            sources = ["DRUPE_SECRET_KEY_PREVIOUS"] * len(previous)
             if environment.SECRET_KEY:
                 current, source = Fernet(_fernet_key(environment.SECRET_KEY)), "DRUPE_SECRET_KEY"
                 try:  # the key file of before the variable: a previous key, never made here
                     previous.append(Fernet(path.read_bytes().strip()))
+                    sources.append(str(path))
                 except FileNotFoundError:
                     pass
                 except (OSError, ValueError) as err:
@@ -137,7 +139,7 @@ class SecretBox:
                 except (OSError, ValueError) as err:
                     raise PersistenceError(f"cannot use the secret key file {path}: {err}") from err
             self._all = MultiFernet([current, *previous])
-            self._previous = len(previous)
+            self._previous = tuple(dict.fromkeys(sources))
             self._fernet, self._source = current, source
         return self._fernet
 
@@ -148,8 +150,9 @@ class SecretBox:
         return self._source
 
     @property
-    def previous_keys(self) -> int:
-        """How many previous keys ``open`` accepts besides the current one."""
+    def previous_keys(self) -> tuple[str, ...]:
+        """Where the previous keys ``open`` accepts come from (``DRUPE_SECRET_KEY_PREVIOUS``,
+        the key file's path); empty without any."""
         self._box()
         return self._previous
 
