@@ -31,6 +31,13 @@ site-package / standard library module that allocated) (``full_profile``; the se
 slower while tracing, so a profiled run wants a low ``--full-rate`` (0.5) and few ``--chunks``
 (5) to keep every answer live until all are admitted; its RSS figure is not comparable).
 
+``--diagnose`` asks the server (``SIGUSR2``) at the idle mark and again right after the live RSS
+is read for what its heap holds, and reports the difference per live answer
+(``full_diagnosis``): pymalloc's blocks in use and arenas mapped (``sys._debugmallocstats``),
+the C heap and anonymous mappings (``/proc/self/smaps``), the gc-tracked objects and the types
+that grew most. It separates the live Python heap from the allocator's slack, which is how the
+1,000-answer rise was explained (bench/README.md, "Issue 24 §0 and §3").
+
 ``--baseline-src DIR`` runs the same phases once more with the server's ``PYTHONPATH`` set to
 ``DIR`` (another checkout's ``src``), alternating, and reports ``baseline_full_*`` and the ratio.
 """
@@ -60,6 +67,7 @@ GOAL_KIB = 64.0
 GOAL_TTFT_S = 0.5
 CONFIG = 'default_model = "scripted:echo"\n'
 _PROFILE_ENV = "DRUPE_BENCH_TRACEMALLOC"
+_DIAGNOSE_ENV = "DRUPE_BENCH_DIAGNOSE"
 _HERE = Path(__file__).resolve()
 _ROOT = _HERE.parent.parent
 if str(_ROOT) not in sys.path:
@@ -130,6 +138,67 @@ def _write_profile(before: tracemalloc.Snapshot, after: tracemalloc.Snapshot, pa
     )
 
 
+def _heap_state() -> dict[str, Any]:
+    """What this process's heap holds now (run in the server, on ``SIGUSR2``)."""
+    import gc
+    from collections import Counter
+
+    with tempfile.TemporaryFile("w+") as out:  # _debugmallocstats writes to the C stderr
+        sys.stderr.flush()
+        saved = os.dup(2)
+        os.dup2(out.fileno(), 2)
+        try:
+            sys._debugmallocstats()
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+        out.seek(0)
+        stats = out.read()
+
+    def stat(label: str) -> int:
+        for line in stats.splitlines():
+            if line.startswith(label):
+                return int(line.rsplit("=", 1)[1].strip().replace(",", ""))
+        return 0
+
+    maps: dict[str, int] = {"heap": 0, "anon": 0}
+    region = "anon"
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        head = line.split()
+        if head and "-" in head[0] and not head[0].endswith(":"):
+            region = "heap" if head[-1] == "[heap]" else "anon" if len(head) < 6 else "file"
+        elif head and head[0] == "Rss:" and region in maps:
+            maps[region] += int(head[1])
+    objects = gc.get_objects()
+    types = Counter(type(o).__name__ for o in objects)
+    return {
+        "pymalloc_blocks": stat("# bytes in allocated blocks"),
+        "pymalloc_arenas": stat("# arenas allocated current") * 1024 * 1024,
+        "heap_kib": maps["heap"],
+        "anon_kib": maps["anon"],
+        "gc_objects": len(objects),
+        "types": dict(types),
+    }
+
+
+def _per_answer(idle: dict[str, Any], live: dict[str, Any], streams: int) -> dict[str, Any]:
+    grew = {t: (live["types"].get(t, 0) - n) for t, n in idle["types"].items()}
+    grew.update({t: n for t, n in live["types"].items() if t not in idle["types"]})
+    top = sorted(grew.items(), key=lambda kv: -kv[1])[:25]
+    return {
+        "pymalloc_blocks_kib": round(
+            (live["pymalloc_blocks"] - idle["pymalloc_blocks"]) / 1024 / streams, 2
+        ),
+        "pymalloc_arenas_kib": round(
+            (live["pymalloc_arenas"] - idle["pymalloc_arenas"]) / 1024 / streams, 2
+        ),
+        "c_heap_kib": round((live["heap_kib"] - idle["heap_kib"]) / streams, 2),
+        "anon_kib": round((live["anon_kib"] - idle["anon_kib"]) / streams, 2),
+        "gc_objects": round((live["gc_objects"] - idle["gc_objects"]) / streams, 1),
+        "types": [{"type": t, "per_answer": round(n / streams, 2)} for t, n in top],
+    }
+
+
 def full_serve_main(argv: list[str]) -> None:
     """``drupe <argv>`` in this process; with ``$DRUPE_BENCH_TRACEMALLOC`` set, each ``SIGUSR1``
     takes a tracemalloc snapshot (the first one starts tracing; the second writes the profile).
@@ -149,6 +218,15 @@ def full_serve_main(argv: list[str]) -> None:
             Path(f"{out}.{len(snapshots)}").write_text("ok")
 
         signal.signal(signal.SIGUSR1, on_signal)
+    diagnose = os.environ.get(_DIAGNOSE_ENV)
+    if diagnose:
+        taken: list[int] = []
+
+        def on_diagnose(_signum: int, _frame: Any) -> None:
+            taken.append(1)
+            Path(f"{diagnose}.{len(taken)}").write_text(json.dumps(_heap_state()))
+
+        signal.signal(signal.SIGUSR2, on_diagnose)
     from drupe.cli.main import main
 
     sys.argv = ["drupe", *argv]
@@ -319,7 +397,9 @@ def _live_count(port: int) -> int:
 
 
 class _Server:
-    def __init__(self, work: Path, src: str | None, profile: Path | None) -> None:
+    def __init__(
+        self, work: Path, src: str | None, profile: Path | None, diagnose: Path | None = None
+    ) -> None:
         from tests.multinode.harness import await_announce
 
         data = work / "data"
@@ -331,7 +411,10 @@ class _Server:
             env["PYTHONPATH"] = os.pathsep.join([src, str(_HERE.parent)])
         if profile is not None:
             env[_PROFILE_ENV] = str(profile)
+        if diagnose is not None:
+            env[_DIAGNOSE_ENV] = str(diagnose)
         self.profile = profile
+        self.diagnosis = diagnose
         self.log = work / "serve.log"
         with self.log.open("a") as stderr:
             self.process = subprocess.Popen(
@@ -352,6 +435,19 @@ class _Server:
             if time.monotonic() > deadline:
                 raise SystemExit("the server wrote no tracemalloc snapshot")
             time.sleep(0.2)
+
+    def diagnose(self, n: int) -> dict[str, Any]:
+        assert self.diagnosis is not None
+        self.process.send_signal(signal.SIGUSR2)
+        answer = Path(f"{self.diagnosis}.{n}")
+        deadline = time.monotonic() + 120
+        while not answer.exists():
+            if time.monotonic() > deadline:
+                raise SystemExit("the server wrote no heap state")
+            time.sleep(0.1)
+        time.sleep(0.2)  # written in one call; let it land whole
+        state: dict[str, Any] = json.loads(answer.read_text())
+        return state
 
     def close(self) -> None:
         self.process.kill()  # the bench's answers are never resumed: no graceful shutdown
@@ -386,7 +482,8 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
         work = Path(tmp)
         if args.profile:
             profile_path = work / "profile.json"
-        server = _Server(work, src, profile_path)
+        server = _Server(work, src, profile_path, work / "heap" if args.diagnose else None)
+        heap: dict[str, dict[str, Any]] = {}
         try:
             timeout = max(120.0, streams * 0.2) * (4 if args.profile else 1)  # tracing: slower
             base = {"port": server.port, "timeout": timeout}
@@ -401,6 +498,8 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
             )
             time.sleep(1.0)  # the short answers end and their rows settle
             idle = _rss_kib(server.process.pid)
+            if args.diagnose:
+                heap["idle"] = server.diagnose(1)
             if args.profile:
                 server.snapshot(1)
             rate = args.full_rate
@@ -414,6 +513,8 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
                 time.sleep(args.chunks / rate)
                 marks["live"] = _rss_kib(server.process.pid)
                 marks["streaming"] = _live_count(server.port)
+                if args.diagnose:
+                    heap["live"] = server.diagnose(2)
                 if args.profile:
                     server.snapshot(2)
 
@@ -452,6 +553,7 @@ def _one_run(args: Any, streams: int, src: str | None, tag: str) -> dict[str, An
         "full_ttft_together_p99_s": ttft["ttft_p99_s"],
         "full_frames_per_stream": live["frames"] / streams,
         "profile": profile,
+        "diagnosis": _per_answer(heap["idle"], heap["live"], streams) if heap else None,
     }
 
 
@@ -504,6 +606,8 @@ def full(args: Any) -> dict[str, Any]:
         )
     if args.profile:
         out["full_profile"] = runs["this"][0]["profile"]
+    if args.diagnose:
+        out["full_diagnosis"] = runs["this"][0]["diagnosis"]
     out["goal_full_rss_per_stream_kib"] = GOAL_KIB
     out["goal_full_ttft_together_p50_s"] = GOAL_TTFT_S
     return out

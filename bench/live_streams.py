@@ -150,6 +150,11 @@ def _arguments(parser: argparse.ArgumentParser) -> None:
         "--profile", action="store_true", help="--full: tracemalloc of the server (25 frames)"
     )
     parser.add_argument(
+        "--diagnose",
+        action="store_true",
+        help="--full: the server's heap at the idle and live marks (pymalloc, gc types, smaps)",
+    )
+    parser.add_argument(
         "--baseline-src", default=None, help="--full: another checkout's src, run alternating"
     )
     parser.add_argument(

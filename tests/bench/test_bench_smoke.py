@@ -36,7 +36,7 @@ BENCHES: dict[str, tuple[list[str], set[str]]] = {
     "live_streams_full": (
         [
             *("--full", "--streams", "5", "--ttft-streams", "3", "--chunks", "2"),
-            *("--full-rate", "5", "--profile"),
+            *("--full-rate", "5", "--profile", "--diagnose"),
         ],
         {
             "full_rss_per_stream_kib",
@@ -167,6 +167,10 @@ def test_each_bench_prints_its_figures_as_a_json_last_line() -> None:
     assert profile["traced_bytes"] > 0 and profile["by_line"]
     packages = {row["where"] for row in profile["by_package"]}
     assert any(name.startswith("drupe.") for name in packages), packages
+    heap = full["full_diagnosis"]  # the server's heap, idle mark to live mark, per answer
+    assert heap["gc_objects"] > 0  # 5 answers: the byte figures are noise at this size
+    assert {"pymalloc_blocks_kib", "pymalloc_arenas_kib", "c_heap_kib"} <= set(heap)
+    assert {row["type"] for row in heap["types"]} >= {"coroutine"}  # each answer awaits
     http = results["live_streams_http"]
     assert http["live_streams"] == 20
     assert http["reached_target"] is True
