@@ -285,8 +285,28 @@ def test_a_chat_account_is_linked_with_a_code_and_unlinked(site: Drupe, browser:
         expect(page.get_by_test_id("chat-accounts-empty")).to_be_visible()
         with api_as(site, "bob") as bob:
             assert bob.get("/api/auth/chat-accounts").json()["accounts"] == []
+            code = bob.post("/api/auth/chat-accounts/code").json()["code"]
+        assert _redeem(site, code, "2002") == "bob"
     finally:
         context.close()
+
+    # An admin sees the account on bob's row of the users page and unlinks it there.
+    admin = new_context(browser)
+    try:
+        page = admin.new_page()
+        sign_in(page, site, "root")
+        page.goto(f"{site.url}/#/admin")
+        accounts = page.locator('[data-testid="user-row"][data-user-name="bob"]').get_by_test_id(
+            "user-chat-accounts"
+        )
+        expect(accounts).to_contain_text("tg:2002")
+        assert serious_violations(page) == []
+        accounts.get_by_test_id("user-chat-unlink").click()
+        expect(accounts).not_to_contain_text("tg:2002")
+        with api_as(site, "bob") as bob:
+            assert bob.get("/api/auth/chat-accounts").json()["accounts"] == []
+    finally:
+        admin.close()
 
 
 def test_no_sign_in_ui_with_auth_off(drupe_server: Drupe, page: Page) -> None:

@@ -33,6 +33,7 @@ ADMIN_ONLY = {
     "/api/channels/{channel_id}",
     "/api/users",
     "/api/users/{name}",
+    "/api/users/{name}/chat-accounts/{channel}/{platform_user_id}",
     "/api/audit",
     "/api/settings/providers",
     "/api/settings/providers/{name}",

@@ -114,6 +114,13 @@ async def test_a_user_links_their_chat_account_and_unlinks_it(site: Site, tg: Fa
     assert [(a["channel"], a["platformUserId"]) for a in accounts] == [("tg", str(ALICE))]
     assert (await bob.get("/api/auth/chat-accounts")).json()["accounts"] == []
 
+    # An admin sees it on alice's row of the users list (and a member cannot list users).
+    users = (await root.get("/api/users")).json()["items"]
+    rows = {u["name"]: u["chatAccounts"] for u in users}
+    assert rows["alice"] == [{"channel": "tg", "platformUserId": str(ALICE)}]
+    assert rows["bob"] == [] and rows["root"] == []
+    assert (await bob.get("/api/users")).status_code == 403
+
     # The code works once.
     assert "unknown or expired" in await _say(runtime, tg, f"/link {code}", "unknown or expired")
 
@@ -131,6 +138,26 @@ async def test_a_user_links_their_chat_account_and_unlinks_it(site: Site, tg: Fa
     actions = [e["action"] for e in audit.json()["items"]]
     assert {"chat.link_code", "chat.link", "chat.unlink"} <= set(actions)
     assert code not in audit.text and code.replace("-", "") not in audit.text
+
+
+async def test_an_admin_unlinks_a_users_chat_account(site: Site, tg: FakeTelegram) -> None:
+    runtime = site.runtime
+    alice, bob, root = [await site.sign_in(n) for n in ("alice", "bob", "root")]
+    code = (await alice.post("/api/auth/chat-accounts/code")).json()["code"]
+    await _say(runtime, tg, f"/link {code}", "Linked")
+    path = f"/api/users/alice/chat-accounts/tg/{ALICE}"
+    assert (await bob.delete(path)).status_code == 403  # members: not theirs to manage
+    assert (await root.delete(f"/api/users/bob/chat-accounts/tg/{ALICE}")).status_code == 404
+    gone = await root.delete(path)
+    assert gone.status_code == 204, gone.text
+    assert (await alice.get("/api/auth/chat-accounts")).json()["accounts"] == []
+    assert (await root.delete(path)).status_code == 404  # once
+    events = (await root.get("/api/audit", params={"action": "chat.unlink"})).json()["items"]
+    assert [(e["actorName"], e["detail"]["user"]) for e in events] == [("root", "alice")]
+    # The account's chats act as the channel's run_as user again.
+    bob_id = (await bob.get("/api/auth/me")).json()["user"]["id"]
+    await _say(runtime, tg, "after the admin", "after the admin")
+    assert await _chat_owner(runtime) == bob_id
 
 
 async def test_unlink_from_the_chat_and_a_code_needs_a_signed_in_user(

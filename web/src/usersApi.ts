@@ -1,5 +1,6 @@
 // Users (admins only), the user directory and shares: the client of
-//   GET /api/users -> {items: [{id,name,email,role,disabled,createdAt}]}
+//   GET /api/users -> {items: [{id,name,email,role,disabled,createdAt,chatAccounts}]}
+//   DELETE /api/users/{name}/chat-accounts/{channel}/{platformUserId} -> 204
 //   POST /api/users {name,password?,email?,role} -> 201; PATCH /api/users/{name} {role?,disabled?}
 //   GET /api/users/directory -> {items: [{id,name}]}
 //   GET /api/shares/{kind}/{id} -> {items: [{userId,name,access}]}
@@ -15,6 +16,8 @@ export interface UserRow {
   role: Role;
   disabled: boolean;
   createdAt: string;
+  /** The IM accounts the user linked to themselves (`/link <code>`). */
+  chatAccounts?: { channel: string; platformUserId: string }[];
 }
 
 export interface NewUser {
@@ -52,6 +55,9 @@ export const usersApi = {
   },
   update(name: string, change: { role?: Role; disabled?: boolean }): Promise<unknown> {
     return request("PATCH", `/api/users/${enc(name)}`, change);
+  },
+  unlinkChatAccount(name: string, channel: string, platformUserId: string): Promise<void> {
+    return request("DELETE", `/api/users/${enc(name)}/chat-accounts/${enc(channel)}/${enc(platformUserId)}`);
   },
   directory(): Promise<{ items: { id: string; name: string }[] }> {
     return request("GET", "/api/users/directory");

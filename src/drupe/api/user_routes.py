@@ -1,8 +1,11 @@
 """Users, shares and the audit log over HTTP (issue 20, steps 5, 9 and the admin page's API).
 
 * ``GET /api/users`` (admin): every user, ``{"items": [{id, name, email, role, disabled,
-  createdAt}]}``. ``POST /api/users`` (admin) ``{name, password?, email?, role}``: 201 and the
-  user (422 with what is wrong). ``PATCH /api/users/{name}`` (admin) ``{role?, disabled?}``:
+  createdAt, chatAccounts: [{channel, platformUserId}]}]}`` (the IM accounts each linked to
+  themselves); ``DELETE /api/users/{name}/chat-accounts/{channel}/{platform_user_id}`` (admin)
+  unlinks one: 204, 404 when the user has no such account (audited ``chat.unlink``).
+  ``POST /api/users`` (admin) ``{name, password?, email?, role}``: 201 and the user (422 with
+  what is wrong). ``PATCH /api/users/{name}`` (admin) ``{role?, disabled?}``:
   the user. Disabling ends every session of the user at once (and this node's cached
   sign-ins; other nodes within ``AuthSettings.cache_seconds``, open streams within
   ``sweep_seconds``). The last enabled admin cannot be demoted or disabled (422).
@@ -27,10 +30,11 @@ from pydantic import BaseModel, Field
 
 from drupe.admission.principal import Principal
 from drupe.api.auth_routes import client_address
-from drupe.errors import ValidationError
+from drupe.errors import NotFoundError, ValidationError
 from drupe.http.state import get_caller, get_runtime, require_admin
 from drupe.identity import user_admin
 from drupe.persistence.audit import MAX_PAGE, AuditEvent
+from drupe.persistence.chat_links import ChatAccount
 from drupe.persistence.users import MAX_PASSWORD_CHARS, UserRecord
 
 __all__ = ["router"]
@@ -60,8 +64,8 @@ class ShareBody(BaseModel):
     access: Literal["read", "write"]
 
 
-def _user_json(user: UserRecord) -> dict[str, Any]:
-    return {
+def _user_json(user: UserRecord, accounts: list[ChatAccount] | None = None) -> dict[str, Any]:
+    out: dict[str, Any] = {
         "id": user.id,
         "name": user.name,
         "email": user.email,
@@ -69,6 +73,11 @@ def _user_json(user: UserRecord) -> dict[str, Any]:
         "disabled": user.disabled,
         "createdAt": user.created_at.isoformat(),
     }
+    if accounts is not None:
+        out["chatAccounts"] = [
+            {"channel": a.channel_id, "platformUserId": a.platform_user_id} for a in accounts
+        ]
+    return out
 
 
 def _event_json(event: AuditEvent) -> dict[str, Any]:
@@ -90,9 +99,11 @@ def _actor(request: Request, caller: Principal) -> user_admin.Actor:
 
 @router.get("/api/users")
 async def list_users(request: Request, caller: _Admin) -> dict[str, Any]:
-    """Every user (admins)."""
-    users = await get_runtime(request).db.users.list_users()
-    return {"items": [_user_json(user) for user in users]}
+    """Every user (admins), with the chat accounts each linked to themselves."""
+    db = get_runtime(request).db
+    users = await db.users.list_users()
+    accounts = await db.chat_links.every_account()
+    return {"items": [_user_json(user, accounts.get(user.id, [])) for user in users]}
 
 
 @router.post("/api/users", status_code=201)
@@ -130,6 +141,26 @@ async def change_user(
     if runtime.authenticator is not None:
         runtime.authenticator.forget_user(user.id)  # this node's cached sign-ins, at once
     return _user_json(user)
+
+
+@router.delete("/api/users/{name}/chat-accounts/{channel}/{platform_user_id}", status_code=204)
+async def unlink_user_chat_account(
+    name: _UserName, channel: str, platform_user_id: str, request: Request, caller: _Admin
+) -> Response:
+    """Unlink a user's chat account (admins): its chats act as the channel's default again."""
+    db = get_runtime(request).db
+    user = await db.users.get_by_name(name)
+    if user is None or not await db.chat_links.unlink(user.id, channel, platform_user_id):
+        raise NotFoundError("chat account", f"{name}: {channel}/{platform_user_id}")
+    await db.audit.record(
+        "chat.unlink",
+        actor_id=caller.user_id,
+        actor_name=caller.name,
+        target=f"{channel}:{platform_user_id}",
+        address=client_address(request),
+        detail={"channel": channel, "user": name},
+    )
+    return Response(status_code=204)
 
 
 @router.get("/api/shares/{kind}/{resource_id}")

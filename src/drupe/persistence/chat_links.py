@@ -147,6 +147,22 @@ class ChatLinkStore:
                 for row in rows
             ]
 
+    async def every_account(self) -> dict[str, list[ChatAccount]]:
+        """Every linked IM account, by user id."""
+        async with self._transactions.read() as db:
+            rows = await db.scalars(
+                select(UserIdentityRow)
+                .where(UserIdentityRow.issuer.startswith(CHANNEL_ISSUER, autoescape=True))
+                .order_by(UserIdentityRow.created_at, UserIdentityRow.issuer)
+            )
+            out: dict[str, list[ChatAccount]] = {}
+            for row in rows:
+                account = ChatAccount(
+                    row.issuer.removeprefix(CHANNEL_ISSUER), row.subject, row.created_at
+                )
+                out.setdefault(row.user_id, []).append(account)
+            return out
+
     async def unlink(self, user_id: str, channel_id: str, platform_user_id: str) -> bool:
         async with self._transactions.write() as db:
             result = await db.execute(

@@ -1,6 +1,7 @@
-// The admin page (`#/admin`, admins only): every user (name, email, role, disabled, created),
-// a form that creates one, and per user a role picker and Disable / Enable. Each change is
-// sent at once and the list re-read; a refusal shows the server's detail.
+// The admin page (`#/admin`, admins only): every user (name, email, role, disabled, created,
+// linked chat accounts), a form that creates one, and per user a role picker, Disable / Enable
+// and an unlink button per chat account. Each change is sent at once and the list re-read; a
+// refusal shows the server's detail.
 import { useCallback, useEffect, useState } from "react";
 import { errorMessage } from "../api";
 import { type Role, useAuth } from "../auth";
@@ -27,6 +28,16 @@ export function AdminPage() {
     setError(null);
     try {
       await usersApi.update(name, patch);
+    } catch (e) {
+      setError(errorMessage(e));
+    }
+    await reload();
+  };
+
+  const unlink = async (name: string, channel: string, platformUserId: string) => {
+    setError(null);
+    try {
+      await usersApi.unlinkChatAccount(name, channel, platformUserId);
     } catch (e) {
       setError(errorMessage(e));
     }
@@ -61,6 +72,7 @@ export function AdminPage() {
               <th>Email</th>
               <th>Role</th>
               <th>Created</th>
+              <th>Chat accounts</th>
               <th>State</th>
             </tr>
           </thead>
@@ -81,6 +93,24 @@ export function AdminPage() {
                   </select>
                 </td>
                 <td>{new Date(u.createdAt).toLocaleDateString()}</td>
+                <td data-testid="user-chat-accounts">
+                  {(u.chatAccounts ?? []).map((a) => (
+                    <span key={`${a.channel}/${a.platformUserId}`} className="chat-account">
+                      <code>
+                        {a.channel}:{a.platformUserId}
+                      </code>{" "}
+                      <button
+                        type="button"
+                        className="ghost small"
+                        aria-label={`Unlink ${a.channel}:${a.platformUserId} from ${u.name}`}
+                        data-testid="user-chat-unlink"
+                        onClick={() => void unlink(u.name, a.channel, a.platformUserId)}
+                      >
+                        ×
+                      </button>
+                    </span>
+                  ))}
+                </td>
                 <td>
                   <button
                     type="button"
