@@ -160,6 +160,24 @@ async def test_an_admin_unlinks_a_users_chat_account(site: Site, tg: FakeTelegra
     assert await _chat_owner(runtime) == bob_id
 
 
+async def test_an_account_id_with_a_slash_is_unlinked_by_its_path(site: Site) -> None:
+    """A webhook bridge's user ids may hold ``/``: the id is the rest of the path."""
+    alice, root = await site.sign_in("alice"), await site.sign_in("root")
+    links = site.runtime.db.chat_links
+    for by_admin in (False, True):
+        code = (await alice.post("/api/auth/chat-accounts/code")).json()["code"]
+        linked = await links.redeem(code, channel_id="hook", platform_user_id="room/7 ada")
+        assert linked is not None and linked.name == "alice"
+        accounts = (await alice.get("/api/auth/chat-accounts")).json()["accounts"]
+        assert [a["platformUserId"] for a in accounts] == ["room/7 ada"]
+        if by_admin:
+            gone = await root.delete("/api/users/alice/chat-accounts/hook/room%2F7%20ada")
+        else:
+            gone = await alice.delete("/api/auth/chat-accounts/hook/room%2F7%20ada")
+        assert gone.status_code == 204, gone.text
+        assert await links.linked_user("hook", "room/7 ada") is None
+
+
 async def test_unlink_from_the_chat_and_a_code_needs_a_signed_in_user(
     site: Site, tg: FakeTelegram
 ) -> None:

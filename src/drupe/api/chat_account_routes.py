@@ -8,7 +8,8 @@
   sending ``/link <code>`` to a channel's bot links the sending account
   (``drupe.persistence.chat_links``). A new code replaces the caller's previous one.
 * ``DELETE /api/auth/chat-accounts/{channel}/{platform_user_id}`` (204): unlink one of the
-  caller's accounts; 404 when it is not theirs.
+  caller's accounts; 404 when it is not theirs. The account id is the rest of the path, so an
+  id with a ``/`` (a webhook bridge's) works too.
 
 Every change is audited (``chat.link_code``, ``chat.unlink``; the link itself is audited by the
 channel as ``chat.link``). A request without a signed-in user is 401 like every ``/api`` route.
@@ -93,7 +94,7 @@ async def make_link_code(
     return {"code": code, "command": f"/link {code}", "expiresAt": expires_at.isoformat()}
 
 
-@router.delete("/api/auth/chat-accounts/{channel}/{platform_user_id}", status_code=204)
+@router.delete("/api/auth/chat-accounts/{channel}/{platform_user_id:path}", status_code=204)
 async def unlink_chat_account(
     channel: str,
     platform_user_id: str,

@@ -143,7 +143,7 @@ async def change_user(
     return _user_json(user)
 
 
-@router.delete("/api/users/{name}/chat-accounts/{channel}/{platform_user_id}", status_code=204)
+@router.delete("/api/users/{name}/chat-accounts/{channel}/{platform_user_id:path}", status_code=204)
 async def unlink_user_chat_account(
     name: _UserName, channel: str, platform_user_id: str, request: Request, caller: _Admin
 ) -> Response:
