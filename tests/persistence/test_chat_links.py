@@ -75,10 +75,10 @@ async def test_a_code_links_the_account_that_sends_it_once(target: Target, tmp_p
             ("tg", "1001")
         ]
         assert await links.accounts(alice.id) == []
-        assert not await links.unlink(alice.id, "tg", "1001")
-        assert await links.unlink(bob.id, "tg", "1001")
+        assert not await links.unlink("tg", "1001", user_id=alice.id)
+        assert await links.unlink("tg", "1001", user_id=bob.id)
         assert await _identities(db) == []
-        assert not await links.unlink_account("tg", "1001")
+        assert not await links.unlink("tg", "1001")
 
 
 async def test_an_expired_code_or_a_disabled_user_links_nothing(

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import AsyncIterator, Iterable
-from contextlib import asynccontextmanager
+from contextlib import AsyncExitStack, asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, FastAPI
@@ -232,17 +232,13 @@ def install_runtime(
 async def _close_routes(app: FastAPI) -> None:
     """What the routes own: the gateway's pooled upstream connections, and the Redis pools of
     the sign-in and gateway-key windows (cluster mode)."""
-    try:
+    owners = (app.state.gateway_access, getattr(app.state, "login_limiter", None))
+    async with AsyncExitStack() as stack:  # every one is closed, whichever fails
         if app.state.close_gateway is not None:
-            await app.state.close_gateway()
-    finally:
-        try:
-            if app.state.gateway_access is not None:
-                await app.state.gateway_access.aclose()
-        finally:
-            limiter = getattr(app.state, "login_limiter", None)
-            if limiter is not None:
-                await limiter.aclose()
+            stack.push_async_callback(app.state.close_gateway)
+        for owner in owners:
+            if owner is not None:
+                stack.push_async_callback(owner.aclose)
 
 
 def create_app(runtime: Runtime, *, extra_routers: Iterable[APIRouter] = ()) -> FastAPI:

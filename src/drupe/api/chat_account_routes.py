@@ -103,7 +103,7 @@ async def unlink_chat_account(
 ) -> Response:
     runtime = get_runtime(request)
     person = _person(caller)
-    if not await runtime.db.chat_links.unlink(person.user_id, channel, platform_user_id):
+    if not await runtime.db.chat_links.unlink(channel, platform_user_id, user_id=person.user_id):
         raise NotFoundError("chat account", f"{channel}/{platform_user_id}")
     await runtime.db.audit.record(
         "chat.unlink",

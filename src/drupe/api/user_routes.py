@@ -150,7 +150,7 @@ async def unlink_user_chat_account(
     """Unlink a user's chat account (admins): its chats act as the channel's default again."""
     db = get_runtime(request).db
     user = await db.users.get_by_name(name)
-    if user is None or not await db.chat_links.unlink(user.id, channel, platform_user_id):
+    if user is None or not await db.chat_links.unlink(channel, platform_user_id, user_id=user.id):
         raise NotFoundError("chat account", f"{name}: {channel}/{platform_user_id}")
     await db.audit.record(
         "chat.unlink",

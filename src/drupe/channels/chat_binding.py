@@ -4,8 +4,9 @@ Contract: ``chat_binding`` returns the chat's stored binding while it is still v
 target's conversation still exists; an agent target's session still exists and belongs to the
 channel's agent) and the Drupe user the platform user ``user_id`` acts as may write to it.
 Otherwise (or with ``fresh``, the ``/new`` command) it creates a new
-conversation or agent session, owned by the Drupe user the platform user ``user_id`` maps to
-(``channels.callers``; the local admin owns nothing), and binds the chat to it. A model chat
+conversation or agent session, owned by ``caller``, the Drupe user the platform user acts as
+(``channels.callers``, resolved once per message by the chat worker; the local admin owns
+nothing), and binds the chat to it. A model chat
 keeps a ``/model`` switch across a rebind. So when the account's Drupe user changes (a
 ``/link``, an unlink, an admin's new mapping), a direct chat goes on in a new conversation of
 the new user instead of being refused; in a group chat whose members act as different users,
@@ -17,7 +18,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from drupe.admission.principal import LOCAL_ADMIN, Principal
-from drupe.channels.callers import channel_caller
 from drupe.errors import UnknownConversationError
 from drupe.ids import session_conversation_id, session_id_of
 from drupe.persistence.channels import ChannelBinding
@@ -29,12 +29,11 @@ __all__ = ["chat_binding"]
 
 
 async def chat_binding(
-    ctx: ChatContext, chat_id: str, *, fresh: bool = False, user_id: str | None = None
+    ctx: ChatContext, chat_id: str, caller: Principal, *, fresh: bool = False
 ) -> ChannelBinding:
-    """The chat's binding; a new one's conversation (or session) belongs to the Drupe user
-    the platform user ``user_id`` maps to (``channels.callers``)."""
+    """The chat's binding; a new one's conversation (or session) belongs to ``caller``, the
+    Drupe user the message's platform user acts as (``channels.callers.channel_caller``)."""
     current = await ctx.db.channels.binding(ctx.config.id, chat_id)
-    caller = await channel_caller(ctx.config, ctx.db, user_id)
     if (
         current is not None
         and not fresh

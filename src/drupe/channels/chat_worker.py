@@ -37,7 +37,7 @@ import anyio
 import anyio.abc
 
 from drupe.admission.base import Submit
-from drupe.admission.principal import LOCAL_ADMIN
+from drupe.admission.principal import LOCAL_ADMIN, Principal
 from drupe.channels.approval_press import HEADLESS, answer_press, decide_press
 from drupe.channels.burst import Burst, merge
 from drupe.channels.callers import channel_caller
@@ -115,12 +115,11 @@ class ChatWorker:
             if self._follower is not None:
                 self._follower.close()
 
-    async def _dispatch(self, submit: Submit, user_id: str | None) -> None:
-        """Admit ``submit`` as the Drupe user ``user_id`` maps to (``channels.callers``); the
-        chat's listener gets every answer of its conversation (in cluster mode from the chunk
-        log, wherever the conversation's owner runs it)."""
+    async def _dispatch(self, submit: Submit, caller: Principal) -> None:
+        """Admit ``submit`` as ``caller`` (the Drupe user the message's platform user acts as,
+        ``channels.callers``); the chat's listener gets every answer of its conversation (in
+        cluster mode from the chunk log, wherever the conversation's owner runs it)."""
         ctx = self.ctx
-        caller = await channel_caller(ctx.config, ctx.db, user_id)
         if self._followed != submit.conversation_id:
             if self._follower is not None:
                 self._follower.close()
@@ -193,8 +192,9 @@ class ChatWorker:
     # --- sessions -------------------------------------------------------------------------------
 
     async def binding(self, *, fresh: bool = False, user_id: str | None = None) -> ChannelBinding:
-        """The chat's binding (``chat_binding``)."""
-        return await chat_binding(self.ctx, self.chat_id, fresh=fresh, user_id=user_id)
+        """The chat's binding (``chat_binding``) for the Drupe user ``user_id`` acts as."""
+        caller = await channel_caller(self.ctx.config, self.ctx.db, user_id)
+        return await chat_binding(self.ctx, self.chat_id, caller, fresh=fresh)
 
     # --- messages -------------------------------------------------------------------------------
 
@@ -207,7 +207,9 @@ class ChatWorker:
             )
         if not message.text.strip() and not message.attachments:
             return
-        binding = await self.binding(user_id=message.user_id)
+        # Who the message acts as, once: the binding and the admission both need it.
+        caller = await channel_caller(ctx.config, ctx.db, message.user_id)
+        binding = await chat_binding(ctx, self.chat_id, caller)
         text = raw_text
         if text is None:
             text = wrap_untrusted(
@@ -238,7 +240,7 @@ class ChatWorker:
                 model_ids=model_ids,
                 metadata=metadata,
             ),
-            message.user_id,
+            caller,
         )
         self._start_typing(binding.conversation_id)
 
@@ -355,7 +357,7 @@ class ChatWorker:
     async def _unlink(self, user_id: str) -> str:
         ctx = self.ctx
         linked = await ctx.db.chat_links.linked_user(ctx.config.id, user_id)
-        if linked is None or not await ctx.db.chat_links.unlink_account(ctx.config.id, user_id):
+        if linked is None or not await ctx.db.chat_links.unlink(ctx.config.id, user_id):
             return "This chat account is not linked to a Drupe user."
         await self._audit("chat.unlink", linked, user_id)
         await self.binding(fresh=True, user_id=user_id)

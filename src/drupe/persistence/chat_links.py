@@ -17,8 +17,8 @@ Contract:
   chose, by sending the code).
 * A link is a ``user_identities`` row with the issuer ``channel:<channel id>`` and the
   platform user id as the subject: ``linked_user`` reads it, ``accounts`` lists a user's,
-  ``unlink`` removes one of the user's own (False when it was not theirs), ``unlink_account``
-  removes the link of a platform account (``/unlink`` from the chat).
+  ``unlink`` removes an account's link (given a user id, only that user's: False when it was not
+  theirs; without, whoever's it is: ``/unlink`` from the chat).
 """
 
 from __future__ import annotations
@@ -163,23 +163,17 @@ class ChatLinkStore:
                 out.setdefault(row.user_id, []).append(account)
             return out
 
-    async def unlink(self, user_id: str, channel_id: str, platform_user_id: str) -> bool:
+    async def unlink(
+        self, channel_id: str, platform_user_id: str, *, user_id: str | None = None
+    ) -> bool:
+        """Remove the account's link (with ``user_id``: only when it is that user's); whether
+        there was one."""
+        match = [
+            UserIdentityRow.issuer == CHANNEL_ISSUER + channel_id,
+            UserIdentityRow.subject == platform_user_id,
+        ]
+        if user_id is not None:
+            match.append(UserIdentityRow.user_id == user_id)
         async with self._transactions.write() as db:
-            result = await db.execute(
-                delete(UserIdentityRow).where(
-                    UserIdentityRow.issuer == CHANNEL_ISSUER + channel_id,
-                    UserIdentityRow.subject == platform_user_id,
-                    UserIdentityRow.user_id == user_id,
-                )
-            )
-            return bool(getattr(result, "rowcount", 0))
-
-    async def unlink_account(self, channel_id: str, platform_user_id: str) -> bool:
-        async with self._transactions.write() as db:
-            result = await db.execute(
-                delete(UserIdentityRow).where(
-                    UserIdentityRow.issuer == CHANNEL_ISSUER + channel_id,
-                    UserIdentityRow.subject == platform_user_id,
-                )
-            )
+            result = await db.execute(delete(UserIdentityRow).where(*match))
             return bool(getattr(result, "rowcount", 0))
