@@ -18,9 +18,12 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   carries only the fence's token (``|<token>``): tokens are unique per grant of a
   conversation's lease, and the function compares it with the token the lease holds.
 * ``append`` trims with ``MAXLEN ~ maxlen`` on every ``trim_every``-th write to a key (so a log
-  holds at most about ``maxlen + trim_every`` entries) and returns the id. ``end`` writes the
-  terminal entry and sets the stream's TTL, so a finished turn's log stays readable for late
-  subscribers and resumes for ``ttl`` seconds, then disappears.
+  holds at most about ``maxlen + trim_every`` entries) and returns the id. ``append_many``
+  writes many batches (``Append``s, to any turns, each with its own fence) in ONE call (``FCALL
+  dl2m``): the same entries, fencing and trimming as one ``append`` each, in order, and one
+  answer per write (its id, or the ``FencedOut``/``RedisError`` of that write alone).
+  ``end`` writes the terminal entry and sets the stream's TTL, so a finished turn's log stays
+  readable for late subscribers and resumes for ``ttl`` seconds, then disappears.
 * ``read(key, after)`` returns the entries after a cursor (``"0"``: from the start), in order;
   folding every batch of an execution rebuilds exactly the message a local subscriber saw.
 * A writer registers its strings again (asking for the same numbers) after any refused or
@@ -34,7 +37,8 @@ The writer is the turn's owner (it holds the lease); readers never write.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import RedisError, ResponseError
@@ -50,12 +54,13 @@ from drupe.cluster.log_encoding import (
     names_of,
     run_part,
 )
-from drupe.cluster.log_functions import APPEND, INTERN, LIBRARY
+from drupe.cluster.log_functions import APPEND, APPEND_MANY, INTERN, LIBRARIES
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = [
+    "Append",
     "DEFAULT_LOG_TTL",
     "DEFAULT_MAXLEN",
     "DEFAULT_TRIM_EVERY",
@@ -92,6 +97,17 @@ def anchors_key(log_key: str) -> str:
 
 class FencedOut(Exception):
     """The writer's lease is gone: the write was refused."""
+
+
+@dataclass(frozen=True, slots=True)
+class Append:
+    """One batch for ``RedisChunkLog.append_many``: ``append``'s arguments."""
+
+    key: str
+    execution_id: str
+    chunks: list[Chunk]
+    seqs: list[int] | None = None
+    fence: tuple[str, str] | None = None
 
 
 class RedisChunkLog:
@@ -138,6 +154,60 @@ class RedisChunkLog:
         strings = [s for s in (execution_id, part) if s]
         return await self._write(key, strings, payload, fence=fence, expire=False)
 
+    async def append_many(self, writes: Sequence[Append]) -> list[str | FencedOut | RedisError]:
+        """Write every batch of ``writes`` in one call, in order; one answer per write: its
+        entry id, ``FencedOut`` (that write's lease is gone) or the ``RedisError`` of its own
+        ``XADD``. A failure of the call itself (the connection, Redis) raises: then none or
+        some of the writes may have run, as with ``append``."""
+        if not writes:
+            return []
+        for attempt in (1, 2):
+            try:
+                keys: list[str] = []
+                args: list[Any] = []
+                for write in writes:
+                    part = run_part(write.chunks, write.seqs)
+                    strings = [s for s in (write.execution_id, part) if s]
+                    numbers = await self._intern(write.key, strings)
+                    payload = encode_batch(
+                        numbers.get(write.execution_id, 0),
+                        write.chunks,
+                        write.seqs,
+                        None if part is None else numbers,
+                    )
+                    token, lease_key = "", write.key
+                    if write.fence is not None:
+                        lease_key, token = self._token(write.fence)
+                    keys += [write.key, lease_key]
+                    args += [token, payload, self._trim(write.key)]
+                got: Any = await self._redis.fcall(APPEND_MANY, len(keys), *keys, *args)
+            except ResponseError as err:
+                if attempt == 2 or "function not found" not in str(err).lower():
+                    for write in writes:
+                        self._unconfirm(write.key)
+                    raise
+                await self._load_functions()
+                continue
+            except (OSError, RedisError):
+                for write in writes:
+                    self._unconfirm(write.key)
+                raise
+            out: list[str | FencedOut | RedisError] = []
+            for write, answer in zip(writes, got, strict=True):
+                if answer == 0:
+                    self._unconfirm(write.key)
+                    lease = write.fence and write.fence[0]
+                    out.append(FencedOut(f"the lease {lease!r} no longer holds this fence"))
+                    continue
+                text = as_text(answer)
+                if text.startswith("!"):
+                    self._unconfirm(write.key)
+                    out.append(ResponseError(text[1:]))
+                else:
+                    out.append(text)
+            return out
+        raise AssertionError("unreachable")
+
     async def end(
         self,
         key: str,
@@ -182,14 +252,18 @@ class RedisChunkLog:
                 if attempt == 2 or "function not found" not in str(err).lower():
                     self._unconfirm(key)
                     raise
-                # Redis lost its functions (a restart without its data): load them again, and
-                # register every string again before its next use.
-                await self._redis.function_load(LIBRARY, replace=True)
-                self._unconfirm(None)
+                await self._load_functions()
             except (FencedOut, OSError, RedisError):
                 self._unconfirm(key)
                 raise
         raise AssertionError("unreachable")
+
+    async def _load_functions(self) -> None:
+        """Redis lost its functions (a restart without its data): load them again, and register
+        every string again before its next use."""
+        for library in LIBRARIES:
+            await self._redis.function_load(library, replace=True)
+        self._unconfirm(None)
 
     async def _intern(self, key: str, strings: list[str]) -> dict[str, int]:
         """The numbers of ``strings`` in the turn's hash, registering those not confirmed."""
@@ -227,16 +301,9 @@ class RedisChunkLog:
         keys = [key]
         args: list[Any] = ["", payload]
         if fence is not None:
-            lease_key, value = fence
-            if not value:
-                raise ValueError("a fence needs a lease value")
+            lease_key, args[0] = self._token(fence)
             keys.append(lease_key)
-            args[0] = value[value.rfind("|") :] if "|" in value else value
-        count = self._appends.get(key, 0)
-        if len(self._appends) > _CACHE_BOUND:
-            self._appends.clear()
-        self._appends[key] = count + 1
-        trim = self.maxlen if count % self.trim_every == 0 else ""
+        trim = self._trim(key)
         if expire:
             args += [trim, max(1, round(self.ttl))]
         elif trim != "":
@@ -245,6 +312,22 @@ class RedisChunkLog:
         if result is None:
             raise FencedOut(f"the lease {keys[1]!r} is no longer {fence and fence[1]!r}")
         return as_text(result)
+
+    @staticmethod
+    def _token(fence: tuple[str, str]) -> tuple[str, str]:
+        """``(lease key, what the function compares)``: the wire carries the token only."""
+        lease_key, value = fence
+        if not value:
+            raise ValueError("a fence needs a lease value")
+        return lease_key, value[value.rfind("|") :] if "|" in value else value
+
+    def _trim(self, key: str) -> int | str:
+        """``maxlen`` on every ``trim_every``-th write to ``key`` (the first too), else ``""``."""
+        count = self._appends.get(key, 0)
+        if len(self._appends) > _CACHE_BOUND:
+            self._appends.clear()
+        self._appends[key] = count + 1
+        return self.maxlen if count % self.trim_every == 0 else ""
 
     def _unconfirm(self, key: str | None) -> None:
         """Register the executions of ``key`` (``None``: every key) again on their next write."""

@@ -1,14 +1,23 @@
-"""The chunk log's Redis functions: the fenced append and the numbering of strings.
+"""The chunk log's Redis functions: the fenced appends and the numbering of strings.
 
 Owns: ``LIBRARY`` (the Lua source of the Redis function library ``drupe_log_1``) and the names
-of its two functions, which ``drupe.cluster.chunk_log.RedisChunkLog`` calls with ``FCALL``:
+of its two functions, and ``MANY_LIBRARY`` (``drupe_log_2``, one function), which
+``drupe.cluster.chunk_log.RedisChunkLog`` calls with ``FCALL`` (``LIBRARIES``: both, loaded
+together):
 
 * ``dl1`` (``APPEND``): ``XADD`` one entry (field ``p``) to a turn's log, only while the
   conversation's lease holds the writer's fence (its ``|<token>``), with ``MAXLEN ~`` trimming
   when asked and an ``EXPIRE`` for a terminal entry; answers the entry id, or nil when fenced out;
 * ``dl1n`` (``INTERN``): give strings (execution ids, part ids) their numbers in the turn's hash
   (``#<n>`` -> string): a known string keeps its number, a new one gets the wanted number when
-  free, else the next free one; the hash lives at least ``NAMES_TTL`` seconds.
+  free, else the next free one; the hash lives at least ``NAMES_TTL`` seconds;
+* ``dl2m`` (``APPEND_MANY``): many fenced appends, to any logs, in ONE call: the leases of all
+  of them are read with one ``MGET``, then each write is ``dl1``'s (``XADD``, ``MAXLEN ~`` when
+  asked), in order; answers one value per write: the entry id, ``0`` when fenced out, or
+  ``"!<error>"`` when that ``XADD`` failed (the writes to other logs still ran; the later
+  writes to the same log did not, and answer ``"!..."`` too, so a retry keeps each log's
+  order). A node's writer sends every batch that is due in one call, so Redis runs ~1 command
+  per batch, not 3 (``FCALL``, the lease's ``GET``, the ``XADD``).
 
 Must never: change a function's arguments or answers without a new library name (nodes of two
 versions share one Redis during a rolling upgrade).
@@ -18,7 +27,17 @@ from __future__ import annotations
 
 from typing import Final
 
-__all__ = ["APPEND", "INTERN", "LIBRARY", "LIBRARY_NAME", "NAMES_TTL"]
+__all__ = [
+    "APPEND",
+    "APPEND_MANY",
+    "INTERN",
+    "LIBRARIES",
+    "LIBRARY",
+    "LIBRARY_NAME",
+    "MANY_LIBRARY",
+    "MANY_LIBRARY_NAME",
+    "NAMES_TTL",
+]
 
 NAMES_TTL: Final = 24 * 3600
 """Seconds the execution numbers live at least once registered (a finished turn's end shortens
@@ -82,3 +101,63 @@ redis.register_function('{INTERN}', function(keys, args)
   return out
 end)
 """
+
+MANY_LIBRARY_NAME: Final = "drupe_log_2"
+APPEND_MANY: Final = "dl2m"
+MANY_LIBRARY: Final = f"""#!lua name={MANY_LIBRARY_NAME}
+-- Many fenced appends in one call (src/drupe/cluster/log_functions.py).
+
+-- KEYS: log_1, lease_1, log_2, lease_2, ... (an unfenced write names its log twice).
+-- ARGV: fence_1 or '', payload_1, maxlen_1 or '', fence_2, ... (3 per write).
+-- Returns one value per write: the entry id, 0 when fenced out, '!<error>' when its XADD failed.
+redis.register_function('{APPEND_MANY}', function(keys, args)
+  local n = #keys / 2
+  local leases, slot = {{}}, {{}}
+  for i = 1, n do
+    if args[3 * i - 2] ~= '' then
+      leases[#leases + 1] = keys[2 * i]
+      slot[i] = #leases
+    end
+  end
+  local held = {{}}
+  if #leases > 0 then held = redis.call('MGET', unpack(leases)) end
+  local out, failed = {{}}, {{}}
+  for i = 1, n do
+    local log, fence, ok = keys[2 * i - 1], args[3 * i - 2], true
+    if failed[log] then
+      ok = nil -- an earlier write to this log failed: none after it, so a retry keeps the order
+    elseif fence ~= '' then
+      local value = held[slot[i]]
+      if not value then
+        ok = false
+      elseif string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
+        ok = #value > #fence and string.sub(value, -#fence) == fence
+      else
+        ok = value == fence
+      end
+    end
+    if ok == nil then
+      out[i] = '!an earlier write to this log in the same call failed'
+    elseif not ok then
+      out[i] = 0
+    else
+      local r
+      if args[3 * i] ~= '' then
+        r = redis.pcall('XADD', log, 'MAXLEN', '~', args[3 * i], '*', 'p', args[3 * i - 1])
+      else
+        r = redis.pcall('XADD', log, '*', 'p', args[3 * i - 1])
+      end
+      if type(r) == 'table' and r.err then
+        out[i] = '!' .. r.err
+        failed[log] = true
+      else
+        out[i] = r
+      end
+    end
+  end
+  return out
+end)
+"""
+
+LIBRARIES: Final = (LIBRARY, MANY_LIBRARY)
+"""Every library the chunk log calls (a Redis that lost its functions gets all of them again)."""

@@ -25,6 +25,10 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   its data, and no node took it since) is re-taken (``recover``) and the write retried.
 * A Redis error drops nothing silently: the batch is retried with a capped backoff while the
   turn is live; ``write_errors`` counts the failures.
+* Batches go out together: every batch queued when the writer gets to them (up to
+  ``MANY_BATCHES``, to any turns, each with its own fence) is ONE ``RedisChunkLog.append_many``
+  call, one round trip. Each turn's entries keep their order (a write that fails is retried
+  before any later one of its turn); ``batch_calls`` counts the calls.
 """
 
 from __future__ import annotations
@@ -40,7 +44,7 @@ import anyio.abc
 import orjson
 from redis.exceptions import RedisError
 
-from drupe.cluster.chunk_log import FencedOut, RedisChunkLog, anchors_key
+from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
 from drupe.lifetimes import TaskOwner
@@ -54,7 +58,15 @@ from drupe.streaming.listeners.base import (
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
-__all__ = ["LogListener", "LogWriter", "anchors_key", "hdel_if_turn", "live_key", "turns_key"]
+__all__ = [
+    "MANY_BATCHES",
+    "LogListener",
+    "LogWriter",
+    "anchors_key",
+    "hdel_if_turn",
+    "live_key",
+    "turns_key",
+]
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +74,8 @@ _TURNS_MAXLEN: Final = 64
 _ANCHORS_TTL: Final = 24 * 3600
 """Seconds a turn's execution -> row map lives (a day: past any live turn and its log)."""
 _MAX_BACKOFF: Final = 1.0
+MANY_BATCHES: Final = 256
+"""Batches written in one call at most."""
 
 
 def turns_key(prefix: str, conversation_id: str) -> str:
@@ -125,6 +139,7 @@ class LogWriter(TaskOwner):
         self.entries_written = 0
         self.fenced_out = 0
         self.write_errors = 0
+        self.batch_calls = 0
 
     async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         group.start_soon(self._run)
@@ -239,7 +254,13 @@ class LogWriter(TaskOwner):
                     await self._wake.wait()
                 continue
             op = self._ops.popleft()
-            await self._write(op)
+            if op.kind != "batch":
+                await self._write(op)
+                continue
+            ops = [op]
+            while self._ops and self._ops[0].kind == "batch" and len(ops) < MANY_BATCHES:
+                ops.append(self._ops.popleft())
+            await self._write_batches(ops)
 
     def _flush_due(self) -> None:
         now = anyio.current_time()
@@ -262,13 +283,7 @@ class LogWriter(TaskOwner):
                 except FencedOut:
                     if self._recover is not None and await self._recover(op.conversation_id):
                         continue  # the lease had vanished with Redis's data: re-taken, retry
-                    self.fenced_out += 1
-                    self._fenced_keys.add(op.key)
-                    if len(self._fenced_keys) > 10_000:
-                        self._fenced_keys.pop()
-                    log.warning(
-                        "chunk log write refused: the lease of %r is lost", op.conversation_id
-                    )
+                    self._fence_out(op)
                     return
                 except (OSError, RedisError) as err:
                     self.write_errors += 1
@@ -281,9 +296,70 @@ class LogWriter(TaskOwner):
             if op.written is not None:
                 op.written.set()
 
+    def _fence_out(self, op: _Op) -> None:
+        """The turn's lease is lost for good: drop its writes from now on."""
+        self.fenced_out += 1
+        self._fenced_keys.add(op.key)
+        if len(self._fenced_keys) > 10_000:
+            self._fenced_keys.pop()
+        log.warning("chunk log write refused: the lease of %r is lost", op.conversation_id)
+
+    def _guard(self, conversation_id: str) -> tuple[str, str] | None:
+        fence = self._fence_of(conversation_id)
+        return None if fence is None else (self._lease_key(conversation_id), fence.value)
+
+    async def _write_batches(self, ops: list[_Op]) -> None:
+        """Write ``ops`` (batches) in one call; retry what failed, in order, until written or
+        fenced out for good."""
+        backoff = 0.05
+        pending = ops
+        while True:
+            pending = [op for op in pending if op.key not in self._fenced_keys]
+            if not pending:
+                return
+            writes = [
+                Append(op.key, op.execution_id, op.chunks, op.seqs, self._guard(op.conversation_id))
+                for op in pending
+            ]
+            self.batch_calls += 1
+            try:
+                answers = await self._log.append_many(writes)
+            except (OSError, RedisError) as err:
+                self.write_errors += 1
+                log.warning("chunk log write failed (%s); retrying in %.2f s", err, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+                continue
+            retry: list[_Op] = []
+            failed: BaseException | None = None
+            recovered: dict[str, bool] = {}
+            for op, answer in zip(pending, answers, strict=True):
+                if isinstance(answer, str):
+                    self.entries_written += 1
+                elif isinstance(answer, FencedOut):
+                    if op.key in self._fenced_keys:
+                        continue
+                    conversation = op.conversation_id
+                    if conversation not in recovered:
+                        recovered[conversation] = self._recover is not None and bool(
+                            await self._recover(conversation)
+                        )
+                    if recovered[conversation]:
+                        retry.append(op)  # the lease had vanished with Redis's data: re-taken
+                    else:
+                        self._fence_out(op)
+                else:
+                    failed = failed or answer
+                    retry.append(op)
+            if failed is not None:
+                self.write_errors += 1
+                log.warning("chunk log write failed (%s); retrying in %.2f s", failed, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
+            pending = retry
+
     async def _write_once(self, op: _Op) -> None:
-        fence = self._fence_of(op.conversation_id)
-        guard = None if fence is None else (self._lease_key(op.conversation_id), fence.value)
+        guard = self._guard(op.conversation_id)
         if op.kind == "announce":
             turn_id = op.turn_id
             payload = orjson.dumps({"node": self.node_id, "turn": turn_id, "key": op.key})
@@ -304,11 +380,7 @@ class LogWriter(TaskOwner):
                 pipe.expire(anchors, _ANCHORS_TTL)
                 await pipe.execute()
             return
-        if op.kind == "batch":
-            await self._log.append(op.key, op.execution_id, op.chunks, op.seqs, fence=guard)
-            self.entries_written += 1
-            return
-        result = op.result
+        result = op.result  # "end" (``_write_batches`` writes the batches)
         assert result is not None
         await self._log.end(
             op.key,

@@ -1,0 +1,245 @@
+"""Many batches in one call (``RedisChunkLog.append_many``, ``FCALL dl2m``) and the node's
+``LogWriter`` that sends them, on a real Redis.
+
+The expectation is independent of the batched path: the same batches written one ``append``
+at a time (the single-write function ``dl1``), and the answers the chunks fold to.
+"""
+
+from __future__ import annotations
+
+import random
+
+import anyio
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from drupe.chunks.accumulate import accumulate
+from drupe.chunks.types import Chunk
+from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog
+from drupe.cluster.coalesce import Coalescer
+from drupe.cluster.lease import Fence, RedisLease
+from drupe.cluster.log_functions import MANY_LIBRARY_NAME
+from drupe.cluster.log_writer import LogWriter
+from drupe.streaming.listeners.base import StreamEvent, TerminalResult
+
+
+def _answer(rng: random.Random, part: str, words: int) -> list[Chunk]:
+    chunks: list[Chunk] = [{"type": "start"}, {"type": "text-start", "id": part}]
+    chunks += [
+        {"type": "text-delta", "id": part, "delta": rng.choice([" alpha", " 中文", ":,", "\n"])}
+        for _ in range(words)
+    ]
+    return [*chunks, {"type": "text-end", "id": part}, {"type": "finish"}]
+
+
+def _batches(chunks: list[Chunk]) -> list[tuple[list[Chunk], list[int]]]:
+    """The coalesced batches of ``chunks`` (5 ms apart, 25 ms window) with their seqs."""
+    coalescer = Coalescer(window=0.025)
+    out: list[tuple[list[Chunk], list[int]]] = []
+    for seq, chunk in enumerate(chunks, 1):
+        batch = coalescer.push(chunk, seq * 0.005, seq)
+        if batch is not None:
+            out.append((batch, list(coalescer.batch_seqs)))
+    rest = coalescer.flush()
+    if rest:
+        out.append((rest, list(coalescer.batch_seqs)))
+    return out
+
+
+def _interleaved(
+    turns: dict[str, list[tuple[list[Chunk], list[int]]]], execution: str = "model-a"
+) -> list[Append]:
+    """Every turn's batches, round robin across the turns, each turn's in order."""
+    writes: list[Append] = []
+    queues = {key: list(batches) for key, batches in turns.items()}
+    while any(queues.values()):
+        for key, queue in queues.items():
+            if queue:
+                chunks, seqs = queue.pop(0)
+                writes.append(Append(key, execution, chunks, seqs))
+    return writes
+
+
+async def _entries(
+    redis: Redis, prefix: str, key: str
+) -> list[tuple[str, tuple[Chunk, ...], tuple[int, ...]]]:
+    fresh = RedisChunkLog(redis, prefix=prefix)  # a node that never saw the turn
+    return [(e.execution_id, e.chunks, e.seqs) for e in await fresh.read(key)]
+
+
+async def test_many_batches_in_one_call_are_the_entries_one_append_each_writes(
+    redis: Redis, prefix: str
+) -> None:
+    rng = random.Random(7)
+    answers = {f"t{i}": _answer(rng, f"p{i}", 30 + 7 * i) for i in range(5)}
+    log = RedisChunkLog(redis, prefix=prefix, maxlen=1_000, trim_every=3)
+    many = {log.key("conv", turn): _batches(chunks) for turn, chunks in answers.items()}
+    one_by_one = {log.key("single", turn): _batches(chunks) for turn, chunks in answers.items()}
+
+    writes = _interleaved(many)
+    answers_ = await log.append_many(writes)
+    assert len(answers_) == len(writes)
+    assert all(isinstance(a, str) for a in answers_)
+    ids = [a for a in answers_ if isinstance(a, str)]
+    assert [await redis.xlen(key) for key in many] == [len(b) for b in many.values()]
+    # One call, one Redis clock: the ids rise in call order, across every log.
+    assert ids == sorted(ids, key=lambda i: tuple(int(x) for x in i.split("-")))
+
+    for key, batches in one_by_one.items():
+        for chunks, seqs in batches:
+            await log.append(key, "model-a", chunks, seqs)
+    for turn, chunks in answers.items():
+        batched = await _entries(redis, prefix, log.key("conv", turn))
+        single = await _entries(redis, prefix, log.key("single", turn))
+        assert batched == single
+        assert accumulate([c for _, got, _ in batched for c in got]) == accumulate(chunks)
+
+
+async def test_a_lost_lease_refuses_only_its_own_writes(redis: Redis, prefix: str) -> None:
+    lease = RedisLease(redis, prefix=prefix)
+    log = RedisChunkLog(redis, prefix=prefix)
+    mine, lost = await lease.acquire("a", "node-a"), await lease.acquire("b", "node-a")
+    assert mine is not None and lost is not None
+    await redis.set(lease.lease_key("b"), f"node-c|{lost.token + 1}")  # taken over since
+    delta: Chunk = {"type": "text-delta", "id": "t", "delta": "x"}
+    a, b, c = log.key("a", "t"), log.key("b", "t"), log.key("c", "t")
+    guard_a = (lease.lease_key("a"), mine.value)
+    guard_b = (lease.lease_key("b"), lost.value)
+    writes = [
+        Append(a, "m", [delta], [1], guard_a),
+        Append(b, "m", [delta], [1], guard_b),
+        Append(c, "m", [delta], [1]),  # unfenced
+        Append(b, "m", [delta], [2], guard_b),
+        Append(a, "m", [delta], [2], guard_a),
+    ]
+    got = await log.append_many(writes)
+    assert [type(x) for x in got] == [str, FencedOut, str, FencedOut, str]
+    assert await redis.xlen(b) == 0
+    assert [s for _, _, s in await _entries(redis, prefix, a)] == [(1,), (2,)]
+    assert await redis.xlen(c) == 1
+
+
+async def test_a_failed_write_stops_its_log_in_that_call_so_a_retry_keeps_the_order(
+    redis: Redis, prefix: str
+) -> None:
+    log = RedisChunkLog(redis, prefix=prefix)
+    good, bad = log.key("good", "t"), log.key("bad", "t")
+    await redis.set(bad, "not a stream")  # its XADD fails with WRONGTYPE
+
+    def delta(seq: int) -> Append:
+        return Append(
+            good if seq % 2 else bad,
+            "m",
+            [{"type": "text-delta", "id": "t", "delta": str(seq)}],
+            [seq],
+        )
+
+    writes = [delta(seq) for seq in range(1, 9)]  # good: 1 3 5 7, bad: 2 4 6 8
+    got = await log.append_many(writes)
+    assert [isinstance(x, str) for x in got] == [True, False] * 4
+    failed = [x for x in got if not isinstance(x, str)]
+    assert all(isinstance(x, ResponseError) for x in failed)
+    assert "WRONGTYPE" in str(failed[0])
+    assert all("earlier write" in str(x) for x in failed[1:])
+    assert [s for _, _, s in await _entries(redis, prefix, good)] == [(1,), (3,), (5,), (7,)]
+
+    await redis.delete(bad)
+    retry = [w for w, x in zip(writes, got, strict=True) if not isinstance(x, str)]
+    assert all(isinstance(x, str) for x in await log.append_many(retry))
+    assert [s for _, _, s in await _entries(redis, prefix, bad)] == [(2,), (4,), (6,), (8,)]
+
+
+async def test_a_redis_that_lost_the_function_gets_it_again(redis: Redis, prefix: str) -> None:
+    log = RedisChunkLog(redis, prefix=prefix)
+    key = log.key("conv", "t")
+    delta: Chunk = {"type": "text-delta", "id": "t", "delta": "x"}
+    await log.append_many([Append(key, "m", [delta], [1])])
+    await redis.function_delete(MANY_LIBRARY_NAME)
+    with pytest.raises(ResponseError, match=r"(?i)function not found"):
+        await redis.fcall("dl2m", 0)
+    assert all(isinstance(x, str) for x in await log.append_many([Append(key, "m", [delta], [2])]))
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,)]
+
+
+def _event(conversation: str, seq: int, chunk: Chunk) -> StreamEvent:
+    return StreamEvent(
+        conversation_id=conversation,
+        turn_id="t",
+        execution_id="model-a",
+        attempt_id=1,
+        anchor_message_id=f"row-{conversation}",
+        seq=seq,
+        chunk=chunk,
+    )
+
+
+def _end(conversation: str) -> TerminalResult:
+    return TerminalResult(
+        status="success",
+        conversation_id=conversation,
+        turn_id="t",
+        execution_id="model-a",
+        model_id="model-a",
+        attempt_id=1,
+        anchor_message_id=f"row-{conversation}",
+        final_message=None,
+        is_conversation_done=True,
+    )
+
+
+async def test_the_writer_sends_many_turns_batches_together_and_each_log_is_exact(
+    redis: Redis, prefix: str
+) -> None:
+    """40 turns stream at once through one node's writer; a lost lease drops only its turn."""
+    rng = random.Random(3)
+    lease = RedisLease(redis, prefix=prefix)
+    log = RedisChunkLog(redis, prefix=prefix)
+    conversations = [f"c{i}" for i in range(40)]
+    fences: dict[str, Fence] = {}
+    for conversation in conversations:
+        fence = await lease.acquire(conversation, "node-a")
+        assert fence is not None
+        fences[conversation] = fence
+    answers = {c: _answer(rng, "p", 25) for c in conversations}
+    writer = LogWriter(
+        redis,
+        log,
+        node_id="node-a",
+        fence_of=fences.get,
+        lease_key=lease.lease_key,
+        window=0.005,
+    )
+    lost = conversations[7]
+    async with writer:
+        for step in range(len(answers[lost])):
+            for conversation in conversations:
+                if step < len(answers[conversation]):
+                    writer.push(_event(conversation, step + 1, answers[conversation][step]))
+            if step == 10:  # another node took this one over mid-answer
+                await redis.set(lease.lease_key(lost), f"node-b|{fences[lost].token + 1}")
+            await anyio.sleep(0.004)
+        async with anyio.create_task_group() as group:
+            for conversation in conversations:
+                group.start_soon(writer.end, _end(conversation))
+
+    entries = 0
+    for conversation in conversations:
+        got = await _entries(redis, prefix, log.key(conversation, "t"))
+        entries += len(got)
+        if conversation == lost:
+            continue
+        chunks = [c for _, batch, _ in got for c in batch]
+        assert accumulate(chunks) == accumulate(answers[conversation])
+        seqs = [s for _, _, batch_seqs in got for s in batch_seqs]
+        assert seqs == sorted(seqs) and len(set(seqs)) == len(seqs)
+    assert writer.fenced_out >= 1
+    text = "".join(
+        c.get("delta", "")
+        for _, b, _ in await _entries(redis, prefix, log.key(lost, "t"))
+        for c in b
+    )
+    expected = "".join(c.get("delta", "") for c in answers[lost])
+    assert len(text) < len(expected) and expected.startswith(text)
+    # The batches shared their calls: far fewer calls than entries.
+    assert 0 < writer.batch_calls < entries / 3
