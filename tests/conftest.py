@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import traceback
 
 import pytest
 from hypothesis import Phase, settings
@@ -18,6 +19,12 @@ settings.register_profile(
     phases=(Phase.explicit, Phase.reuse, Phase.generate),
 )
 settings.load_profile(os.environ.get("DRUPE_HYPOTHESIS_PROFILE", "drupe"))
+
+# A failure inside nested task groups (a runtime's owners, each wrapping what its body raised)
+# reaches pytest 10+ groups deep; the standard formatting stops at 10 and hides the cause.
+_format_defaults = traceback.TracebackException.__init__.__kwdefaults__
+if _format_defaults is not None and "max_group_depth" in _format_defaults:
+    _format_defaults["max_group_depth"] = 100
 
 
 @pytest.fixture(scope="session")

@@ -37,6 +37,7 @@ The writer is the turn's owner (it holds the lease); readers never write.
 from __future__ import annotations
 
 import logging
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -54,7 +55,7 @@ from drupe.cluster.log_encoding import (
     names_of,
     run_part,
 )
-from drupe.cluster.log_functions import APPEND, APPEND_MANY, INTERN, LIBRARIES
+from drupe.cluster.log_functions import APPEND_FED, APPEND_MANY, INTERN, LIBRARIES
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -64,9 +65,12 @@ __all__ = [
     "DEFAULT_LOG_TTL",
     "DEFAULT_MAXLEN",
     "DEFAULT_TRIM_EVERY",
+    "FEED_MARK",
+    "FEED_SHARDS",
     "FencedOut",
     "RedisChunkLog",
     "anchors_key",
+    "feed_key",
     "log_key",
 ]
 
@@ -83,10 +87,22 @@ DEFAULT_LOG_TTL: Final = 300.0
 
 _CACHE_BOUND: Final = 10_000
 
+FEED_SHARDS: Final = 8
+"""Feeds per prefix: a log's entries are fed to ``feed_key(prefix, crc32(log key) % 8)``."""
+
+FEED_MARK: Final = "~feed"
+"""The field of a turn's hash (``<log key>:anchors``) that says its writer feeds every entry
+(written with the turn's announcement): a reader follows such a turn through its feed."""
+
 
 def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
     """The Redis key of one turn's chunk log."""
     return f"{prefix}:log:{conversation_id}:{turn_id}"
+
+
+def feed_key(prefix: str, shard: int) -> str:
+    """The Redis key of one feed: every entry of the logs of its shard, as written."""
+    return f"{prefix}:feed:{shard}"
 
 
 def anchors_key(log_key: str) -> str:
@@ -135,6 +151,14 @@ class RedisChunkLog:
     def key(self, conversation_id: str, turn_id: str) -> str:
         return log_key(self.prefix, conversation_id, turn_id)
 
+    def feed_of(self, key: str) -> str:
+        """The feed that carries the entries of the log ``key``."""
+        return feed_key(self.prefix, zlib.crc32(key.encode()) % FEED_SHARDS)
+
+    async def fed(self, key: str) -> bool:
+        """Whether the turn's writer feeds its entries (its announcement set ``FEED_MARK``)."""
+        return bool(await self._redis.hexists(anchors_key(key), FEED_MARK))
+
     async def append(
         self,
         key: str,
@@ -164,7 +188,8 @@ class RedisChunkLog:
         for attempt in (1, 2):
             try:
                 keys: list[str] = []
-                args: list[Any] = []
+                args: list[Any] = [len(writes)]
+                feeds: dict[str, int] = {}
                 for write in writes:
                     part = run_part(write.chunks, write.seqs)
                     strings = [s for s in (write.execution_id, part) if s]
@@ -179,7 +204,9 @@ class RedisChunkLog:
                     if write.fence is not None:
                         lease_key, token = self._token(write.fence)
                     keys += [write.key, lease_key]
-                    args += [token, payload, self._trim(write.key)]
+                    feed = feeds.setdefault(self.feed_of(write.key), len(feeds) + 1)
+                    args += [token, payload, self._trim(write.key), feed]
+                keys += feeds  # in the order of their numbers
                 got: Any = await self._redis.fcall(APPEND_MANY, len(keys), *keys, *args)
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():
@@ -298,19 +325,15 @@ class RedisChunkLog:
     async def _append(
         self, key: str, payload: bytes, fence: tuple[str, str] | None, expire: bool
     ) -> str:
-        keys = [key]
-        args: list[Any] = ["", payload]
+        lease_key, token = key, ""
         if fence is not None:
-            lease_key, args[0] = self._token(fence)
-            keys.append(lease_key)
-        trim = self._trim(key)
-        if expire:
-            args += [trim, max(1, round(self.ttl))]
-        elif trim != "":
-            args.append(trim)
-        result: Any = await self._redis.fcall(APPEND, len(keys), *keys, *args)
+            lease_key, token = self._token(fence)
+        ttl = max(1, round(self.ttl)) if expire else ""
+        keys = [key, lease_key, self.feed_of(key)]
+        args = [token, payload, self._trim(key), ttl]
+        result: Any = await self._redis.fcall(APPEND_FED, len(keys), *keys, *args)
         if result is None:
-            raise FencedOut(f"the lease {keys[1]!r} is no longer {fence and fence[1]!r}")
+            raise FencedOut(f"the lease {lease_key!r} is no longer {fence and fence[1]!r}")
         return as_text(result)
 
     @staticmethod

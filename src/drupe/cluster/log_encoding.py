@@ -24,6 +24,10 @@ No I/O: ``drupe.cluster.chunk_log`` does the Redis side. The format (``docs/life
   ``r``) that the turn lists use. The entry's stream id (``<ms>-<n>``) orders the log; the seqs
   are the cursors clients see (``<turn>/<seq>``), the same on every node.
 
+A feed entry (field ``f``, written by the chunk log's functions, ``drupe.cluster.log_functions``)
+packs the entries one call wrote, each as three ``<length>:<bytes>`` strings: the log key, the
+entry id, the ``p`` payload; ``feed_items`` splits it.
+
 Must never: lose or reorder a chunk, its seq or a terminal's fields in a round trip; an unknown
 number raises ``UnknownExecution`` (never decodes as some other string).
 """
@@ -45,6 +49,7 @@ __all__ = [
     "decode_entry",
     "encode_batch",
     "encode_end",
+    "feed_items",
     "names_of",
     "run_part",
 ]
@@ -228,4 +233,28 @@ def names_of(raw: Mapping[Any, Any]) -> dict[int, str]:
         name = as_text(field_)
         if name.startswith("#") and name[1:].isdigit():
             out[int(name[1:])] = as_text(value)
+    return out
+
+
+def feed_items(packed: bytes) -> list[tuple[str, str, bytes]]:
+    """A feed entry's ``(log key, entry id, payload)`` items, in the order they were written.
+
+    Raises ``ValueError`` on a malformed entry (a length that is not a number or runs past
+    the end)."""
+    out: list[tuple[str, str, bytes]] = []
+    at, end = 0, len(packed)
+    parts: list[bytes] = []
+    while at < end:
+        colon = packed.index(b":", at)
+        length = int(packed[at:colon])
+        stop = colon + 1 + length
+        if length < 0 or stop > end:
+            raise ValueError(f"a feed entry's length runs past its end at byte {at}")
+        parts.append(packed[colon + 1 : stop])
+        at = stop
+        if len(parts) == 3:
+            out.append((parts[0].decode(), parts[1].decode(), parts[2]))
+            parts = []
+    if parts:
+        raise ValueError("a feed entry ends inside an item")
     return out

@@ -1,9 +1,10 @@
 """The chunk log's Redis functions: the fenced appends and the numbering of strings.
 
 Owns: ``LIBRARY`` (the Lua source of the Redis function library ``drupe_log_1``) and the names
-of its two functions, and ``MANY_LIBRARY`` (``drupe_log_2``, one function), which
+of its two functions, and ``MANY_LIBRARY`` (``drupe_log_2``, two functions), which
 ``drupe.cluster.chunk_log.RedisChunkLog`` calls with ``FCALL`` (``LIBRARIES``: both, loaded
-together):
+together). This version appends with ``drupe_log_2`` only; ``dl1`` stays for nodes of earlier
+versions sharing the Redis during a rolling upgrade.
 
 * ``dl1`` (``APPEND``): ``XADD`` one entry (field ``p``) to a turn's log, only while the
   conversation's lease holds the writer's fence (its ``|<token>``), with ``MAXLEN ~`` trimming
@@ -11,9 +12,14 @@ together):
 * ``dl1n`` (``INTERN``): give strings (execution ids, part ids) their numbers in the turn's hash
   (``#<n>`` -> string): a known string keeps its number, a new one gets the wanted number when
   free, else the next free one; the hash lives at least ``NAMES_TTL`` seconds;
+* ``dl2`` (``APPEND_FED``): ``dl1``, and the entry is fed: one item (the log key, the entry
+  id, the payload) appended to the log's feed (a Redis Stream, ``MINID ~`` trimmed to
+  ``FEED_KEEP_MS``; ``drupe.cluster.log_encoding.feed_items`` reads it), in the same call, so
+  a log entry and its feed item exist together or not at all;
 * ``dl2m`` (``APPEND_MANY``): many fenced appends, to any logs, in ONE call: the leases of all
   of them are read with one ``MGET``, then each write is ``dl1``'s (``XADD``, ``MAXLEN ~`` when
-  asked), in order; answers one value per write: the entry id, ``0`` when fenced out, or
+  asked), in order, and what was written is fed (one feed entry per feed per call); answers
+  one value per write: the entry id, ``0`` when fenced out, or
   ``"!<error>"`` when that ``XADD`` failed (the writes to other logs still ran; the later
   writes to the same log did not, and answer ``"!..."`` too, so a retry keeps each log's
   order). A node's writer sends every batch that is due in one call, so Redis runs ~1 command
@@ -29,7 +35,9 @@ from typing import Final
 
 __all__ = [
     "APPEND",
+    "APPEND_FED",
     "APPEND_MANY",
+    "FEED_KEEP_MS",
     "INTERN",
     "LIBRARIES",
     "LIBRARY",
@@ -103,58 +111,90 @@ end)
 """
 
 MANY_LIBRARY_NAME: Final = "drupe_log_2"
+APPEND_FED: Final = "dl2"
 APPEND_MANY: Final = "dl2m"
+FEED_KEEP_MS: Final = 60_000
+"""Milliseconds of entries a feed keeps (``MINID ~`` trimming at each write): a reader further
+behind than this catches up from the turns' logs (``drupe.cluster.reader``)."""
 MANY_LIBRARY: Final = f"""#!lua name={MANY_LIBRARY_NAME}
--- Many fenced appends in one call (src/drupe/cluster/log_functions.py).
+-- Fenced appends that also feed (src/drupe/cluster/log_functions.py).
 
--- KEYS: log_1, lease_1, log_2, lease_2, ... (an unfenced write names its log twice).
--- ARGV: fence_1 or '', payload_1, maxlen_1 or '', fence_2, ... (3 per write).
--- Returns one value per write: the entry id, 0 when fenced out, '!<error>' when its XADD failed.
+local function holds(value, fence)
+  if not value then return false end
+  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
+    return #value > #fence and string.sub(value, -#fence) == fence
+  end
+  return value == fence
+end
+
+-- One feed item: the log key, the entry id and the payload, each as '<length>:<bytes>'.
+local function item(log, id, payload)
+  return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
+end
+
+local function feed(key, items, id)
+  local ms = tonumber(string.match(id, '^(%d+)'))
+  redis.call('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
+end
+
+-- One fenced append, fed. KEYS: log, lease (the log again when unfenced), feed.
+-- ARGV: fence or '', payload, maxlen or '', ttl or ''. Returns the entry id, or false.
+redis.register_function('{APPEND_FED}', function(keys, args)
+  if args[1] ~= '' and not holds(redis.call('GET', keys[2]), args[1]) then return false end
+  local id
+  if args[3] ~= '' then
+    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', args[2])
+  else
+    id = redis.call('XADD', keys[1], '*', 'p', args[2])
+  end
+  if args[4] and args[4] ~= '' then redis.call('EXPIRE', keys[1], args[4]) end
+  feed(keys[3], {{item(keys[1], id, args[2])}}, id)
+  return id
+end)
+
+-- Many fenced appends in one call, fed. KEYS: log_1, lease_1, ..., log_n, lease_n (an
+-- unfenced write names its log twice), then the feeds. ARGV: n, then per write: fence or '',
+-- payload, maxlen or '', the number of its feed among the feed keys (1-based).
+-- Returns one value per write: the entry id, 0 when fenced out, '!<error>' when not written.
 redis.register_function('{APPEND_MANY}', function(keys, args)
-  local n = #keys / 2
+  local n = tonumber(args[1])
   local leases, slot = {{}}, {{}}
   for i = 1, n do
-    if args[3 * i - 2] ~= '' then
+    if args[4 * i - 2] ~= '' then
       leases[#leases + 1] = keys[2 * i]
       slot[i] = #leases
     end
   end
   local held = {{}}
   if #leases > 0 then held = redis.call('MGET', unpack(leases)) end
-  local out, failed = {{}}, {{}}
+  local out, failed, items, last = {{}}, {{}}, {{}}, {{}}
   for i = 1, n do
-    local log, fence, ok = keys[2 * i - 1], args[3 * i - 2], true
+    local log, fence, payload = keys[2 * i - 1], args[4 * i - 2], args[4 * i - 1]
     if failed[log] then
-      ok = nil -- an earlier write to this log failed: none after it, so a retry keeps the order
-    elseif fence ~= '' then
-      local value = held[slot[i]]
-      if not value then
-        ok = false
-      elseif string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
-        ok = #value > #fence and string.sub(value, -#fence) == fence
-      else
-        ok = value == fence
-      end
-    end
-    if ok == nil then
+      -- an earlier write to this log failed: none after it, so a retry keeps the order
       out[i] = '!an earlier write to this log in the same call failed'
-    elseif not ok then
+    elseif fence ~= '' and not holds(held[slot[i]], fence) then
       out[i] = 0
     else
       local r
-      if args[3 * i] ~= '' then
-        r = redis.pcall('XADD', log, 'MAXLEN', '~', args[3 * i], '*', 'p', args[3 * i - 1])
+      if args[4 * i] ~= '' then
+        r = redis.pcall('XADD', log, 'MAXLEN', '~', args[4 * i], '*', 'p', payload)
       else
-        r = redis.pcall('XADD', log, '*', 'p', args[3 * i - 1])
+        r = redis.pcall('XADD', log, '*', 'p', payload)
       end
       if type(r) == 'table' and r.err then
         out[i] = '!' .. r.err
         failed[log] = true
       else
         out[i] = r
+        local f = tonumber(args[4 * i + 1])
+        items[f] = items[f] or {{}}
+        table.insert(items[f], item(log, r, payload))
+        last[f] = r
       end
     end
   end
+  for f, list in pairs(items) do feed(keys[2 * n + f], list, last[f]) end
   return out
 end)
 """

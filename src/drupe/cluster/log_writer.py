@@ -6,12 +6,14 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   stream the node starts gets one ``LogListener``. Its ``on_chunk`` never blocks: it hands the
   event to the writer, which coalesces text deltas per execution (``Coalescer``, at most
   ``window`` seconds) and writes the batches in order with ONE writer task per node.
-* Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in the
-  conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream followers of
-  "the next turn" watch), and the field ``<conversation>`` of the hash ``<prefix>:live`` (the
-  takeover sweep's list of live turns). ``announce(conversation, turn)``, called when a turn is
-  admitted, queues that announcement at once and waits until it is written, so every node finds the
-  turn live from the moment its submit is acknowledged. A conversation's field leaves ``live`` when
+* Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in
+  the conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream
+  followers of "the next turn" watch), the field ``<conversation>`` of the hash
+  ``<prefix>:live`` (the takeover sweep's list of live turns), and the field ``FEED_MARK`` of
+  the turn's hash (every write of this version feeds: readers follow the turn through its
+  feed). ``announce(conversation, turn)``, called when a turn is admitted, queues that
+  announcement at once and waits until it is written, so every node finds the turn live from
+  the moment its submit is acknowledged. A conversation's field leaves ``live`` when
   a terminal says the conversation is done. Each execution's row (its ``anchor_message_id``) is
   recorded in ``<log key>:anchors`` when it first speaks, so a takeover can rebuild that row from
   the log (the same hash holds the log's numbers of execution and part ids, ``#<n>`` fields, which
@@ -44,7 +46,7 @@ import anyio.abc
 import orjson
 from redis.exceptions import RedisError
 
-from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog, anchors_key
+from drupe.cluster.chunk_log import FEED_MARK, Append, FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
 from drupe.lifetimes import TaskOwner
@@ -363,7 +365,10 @@ class LogWriter(TaskOwner):
         if op.kind == "announce":
             turn_id = op.turn_id
             payload = orjson.dumps({"node": self.node_id, "turn": turn_id, "key": op.key})
+            anchors = anchors_key(op.key)
             async with self._redis.pipeline(transaction=True) as pipe:
+                pipe.hset(anchors, FEED_MARK, 1)  # before any node can find the turn
+                pipe.expire(anchors, _ANCHORS_TTL)
                 pipe.xadd(
                     turns_key(self.prefix, op.conversation_id),
                     {"e": turn_id, "n": self.node_id},
