@@ -23,6 +23,12 @@ Figures (Redis counters read before and after, from the bench's own ``redis-serv
   the cluster adds over one node, in the same run.
 * ``scale_redis_cpu_s_per_1000_stream_s``: Redis's CPU seconds (``used_cpu_sys + user``) per
   1,000 stream-seconds.
+* ``scale_redis_commands_per_answer``: the same commands over the answers (independent of how
+  fast the answers streamed, which the per-stream-second figure is not).
+* ``scale_p50_owner_done_s`` / ``scale_p50_follower_done_s`` / ``scale_p99_follower_done_s``:
+  from the ``POST`` sent to the owner's / the follower's ``[DONE]`` (an answer paces
+  ``--scale-words / --scale-rate`` seconds): the end-to-end time, not relative to another
+  reader, so a backlog that delays both readers alike shows here and not in ``added``.
 """
 
 from __future__ import annotations
@@ -152,6 +158,7 @@ async def client_scale(spec: dict[str, Any]) -> None:
                 "models": [model],
             }
         )
+        sent = time.monotonic()
         owner = await open_stream(owner_port, _request("POST", "/api/chat", body))
         if await owner.headers != 200:
             return {"error": f"POST {owner.status}"}
@@ -173,6 +180,8 @@ async def client_scale(spec: dict[str, Any]) -> None:
             "follower_chars": follower.length,
             "stream_s": (owner.ended or 0) - (owner.first_text or owner.ended or 0),
             "added_ms": _added_ms(owner, follower),
+            "owner_done_s": (owner.ended or sent) - sent,
+            "follower_done_s": (follower.ended or sent) - sent,
             "follower_status": follower.status,
         }
 
@@ -209,6 +218,8 @@ async def client_scale(spec: dict[str, Any]) -> None:
                 "p50_added_ms": pct(0.5),
                 "p99_added_ms": pct(0.99),
                 "max_added_ms": added[-1] if added else float("nan"),
+                "owner_done_s": sorted(r["owner_done_s"] for r in good),
+                "follower_done_s": sorted(r["follower_done_s"] for r in good),
             }
         ),
         flush=True,
@@ -228,6 +239,13 @@ def redis_counters(redis: Any) -> dict[str, Any]:
         "cpu_s": float(cpu["used_cpu_sys"]) + float(cpu["used_cpu_user"]),
         "commands": commands,
     }
+
+
+def _quantile(values: list[float], q: float) -> float:
+    """The ``q`` quantile of sorted ``values`` (seconds, 3 decimals); NaN when empty."""
+    if not values:
+        return float("nan")
+    return round(values[min(len(values) - 1, int(q * len(values)))], 3)
 
 
 def scale_figures(
@@ -258,6 +276,10 @@ def scale_figures(
         "scale_redis_cpu_s_per_1000_stream_s": round(
             (after["cpu_s"] - before["cpu_s"]) / stream_s * 1000, 3
         ),
+        "scale_redis_commands_per_answer": round(total / max(client["answers"], 1), 1),
+        "scale_p50_owner_done_s": _quantile(client.get("owner_done_s", []), 0.5),
+        "scale_p50_follower_done_s": _quantile(client.get("follower_done_s", []), 0.5),
+        "scale_p99_follower_done_s": _quantile(client.get("follower_done_s", []), 0.99),
         "scale_stream_seconds": round(stream_s, 1),
         "scale_median_stream_s": round(client["median_stream_s"], 2),
         "scale_elapsed_s": round(client["elapsed_s"], 2),

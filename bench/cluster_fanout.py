@@ -837,7 +837,9 @@ def _scale_phase(cluster: Any, redis: Any, args: argparse.Namespace) -> dict[str
             f"byte, {run['scale_redis_commands_per_stream_s']} commands per stream-s, delivered "
             f"{run['scale_delivered_ratio']} ({run['scale_exact_answers']} exact), added p50 "
             f"{run['scale_p50_added_ms']} ms p99 {run['scale_p99_added_ms']} ms, Redis "
-            f"{run['scale_redis_cpu_s_per_1000_stream_s']} CPU s per 1,000 stream-s "
+            f"{run['scale_redis_cpu_s_per_1000_stream_s']} CPU s per 1,000 stream-s, "
+            f"{run['scale_redis_commands_per_answer']} commands per answer, follower done "
+            f"p50 {run['scale_p50_follower_done_s']} s p99 {run['scale_p99_follower_done_s']} s "
             f"(streams {run['scale_median_stream_s']} s each, {run['scale_elapsed_s']} s in all)",
             flush=True,
         )
