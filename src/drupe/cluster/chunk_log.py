@@ -155,6 +155,10 @@ class RedisChunkLog:
         """The feed that carries the entries of the log ``key``."""
         return feed_key(self.prefix, zlib.crc32(key.encode()) % FEED_SHARDS)
 
+    def is_feed(self, key: str) -> bool:
+        """Whether ``key`` names one of this prefix's feeds."""
+        return key.startswith(f"{self.prefix}:feed:")
+
     async def fed(self, key: str) -> bool:
         """Whether the turn's writer feeds its entries (its announcement set ``FEED_MARK``)."""
         return bool(await self._redis.hexists(anchors_key(key), FEED_MARK))

@@ -132,9 +132,11 @@ local function item(log, id, payload)
   return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
 end
 
+-- A feed that cannot be written (never expected) fails alone: the logs hold the entries, and
+-- readers catch a turn up from its log when its feed misses them.
 local function feed(key, items, id)
   local ms = tonumber(string.match(id, '^(%d+)'))
-  redis.call('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
+  redis.pcall('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
 end
 
 -- One fenced append, fed. KEYS: log, lease (the log again when unfenced), feed.

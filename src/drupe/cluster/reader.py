@@ -281,8 +281,11 @@ class NodeReader(TaskOwner):
         for raw_key, rows in result or ():
             rows_of[raw_key.decode() if isinstance(raw_key, bytes) else str(raw_key)] = rows
         now = anyio.current_time()
-        for feed in [k for k in streams if k in self._fed_keys]:
+        feeds = [k for k in streams if self._log.is_feed(k)]
+        for feed in feeds:
             rows = rows_of.pop(feed, ())
+            if feed not in self._fed_keys:
+                continue  # no longer followed (its turns were unwatched during the read)
             if len(rows) < _READ_COUNT:  # read to its end
                 if now - self._read_to_end.get(feed, now) > _FEED_STALE:
                     # Entries may have been trimmed from the feed meanwhile: the logs have them.
