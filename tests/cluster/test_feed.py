@@ -244,3 +244,47 @@ async def test_the_writer_marks_its_turns_and_followers_read_them_through_feeds(
         logged = await log.read(log.key(conversation, "t"))
         assert [e.cursor for e in entries] == [e.cursor for e in logged]
         assert accumulate([c for e in entries for c in e.chunks]) == accumulate(answer)
+
+
+class _CountingLog(RedisChunkLog):
+    """The real log, counting how often a reader asks whether a turn is fed."""
+
+    asked = 0
+
+    async def fed(self, key: str) -> bool:
+        self.asked += 1
+        return await super().fed(key)
+
+
+async def test_many_watchers_joining_at_once_ask_redis_once_and_all_get_everything(
+    redis: Redis, reader_connection: Redis, prefix: str
+) -> None:
+    log = _CountingLog(redis, prefix=prefix)
+    key = log.key("conv", "t")
+    await _mark(redis, key)
+    await log.append(key, "m", [_delta("before ")], [1])
+    got: dict[int, list[LogEntry]] = {i: [] for i in range(80)}
+    ended: set[int] = set()
+    all_ended = anyio.Event()
+
+    def collect(i: int) -> Callable[[LogEntry], None]:
+        def deliver(entry: LogEntry) -> None:
+            got[i].append(entry)
+            if entry.terminal is not None:
+                ended.add(i)
+                if len(ended) == len(got):
+                    all_ended.set()
+
+        return deliver
+
+    async with NodeReader(redis, reader_connection, log) as reader:
+        async with anyio.create_task_group() as group:
+            for i in range(80):  # below the client pool's 100 connections: one replay each
+                group.start_soon(reader.watch, key, "0", collect(i))
+        await log.append(key, "m", [_delta("after")], [2])
+        await log.end(key, "m", "success")
+        with anyio.fail_after(5):
+            await all_ended.wait()
+    assert log.asked == 1
+    everything = [e.cursor for e in await log.read(key)]
+    assert all([e.cursor for e in entries] == everything for entries in got.values())

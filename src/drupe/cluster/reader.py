@@ -136,6 +136,7 @@ class NodeReader(TaskOwner):
         """Log key -> its feed, for the keys followed through a feed."""
         self._fed_keys: dict[str, set[str]] = {}
         self._starting: dict[str, anyio.Event] = {}
+        self._deciding: dict[str, anyio.Event] = {}
         self._read_to_end: dict[str, float] = {}
         self._behind: dict[str, str] = {}
         self._changed = anyio.Event()
@@ -188,17 +189,23 @@ class NodeReader(TaskOwner):
     async def _follow(self, key: str, after: str) -> None:
         """Make the loop read ``key``'s new entries from now on, directly or through its feed;
         returns once it does (so a replay read after it misses nothing)."""
-        if key not in self._fed and key not in self._positions:
-            fed = ":log:" in key and await self._log.fed(key)
-            if key in self._fed or key in self._positions:
-                pass  # another watcher of the key decided meanwhile
-            elif fed:
-                feed = self._log.feed_of(key)
-                self._fed[key] = feed
-                self._fed_keys.setdefault(feed, set()).add(key)
-            else:
-                self._positions[key] = after if after not in ("0", "") else "0-0"
-                await self._wake()
+        while key not in self._fed and key not in self._positions:
+            deciding = self._deciding.get(key)
+            if deciding is not None:  # another watcher of the key asks Redis: wait for it
+                await deciding.wait()
+                continue
+            deciding = self._deciding[key] = anyio.Event()
+            try:
+                if ":log:" in key and await self._log.fed(key):
+                    feed = self._log.feed_of(key)
+                    self._fed[key] = feed
+                    self._fed_keys.setdefault(feed, set()).add(key)
+                else:
+                    self._positions[key] = after if after not in ("0", "") else "0-0"
+                    await self._wake()
+            finally:
+                del self._deciding[key]
+                deciding.set()
         feed_ = self._fed.get(key)
         if feed_ is not None:
             await self._start_feed(feed_)
