@@ -243,3 +243,41 @@ async def test_the_writer_sends_many_turns_batches_together_and_each_log_is_exac
     assert len(text) < len(expected) and expected.startswith(text)
     # The batches shared their calls: far fewer calls than entries.
     assert 0 < writer.batch_calls < entries / 3
+
+
+async def test_a_call_holds_one_batch_per_turn_so_a_fast_turn_streams_while_it_is_written(
+    redis: Redis, prefix: str
+) -> None:
+    """Two turns queue 12 and 6 batches at once (structural chunks are written at once): each
+    call takes at most one batch of a turn, so the first batch of the fast turn is in Redis
+    before its next is sent, and every log is exact and in order."""
+    log = RedisChunkLog(redis, prefix=prefix)
+    writer = LogWriter(redis, log, node_id="node-a", fence_of=lambda _: None, lease_key=str)
+    steps: dict[str, list[Chunk]] = {
+        "fast": [
+            {"type": "start-step"} if i % 2 == 0 else {"type": "finish-step"} for i in range(12)
+        ],
+        "slow": [
+            {"type": "start-step"} if i % 2 == 0 else {"type": "finish-step"} for i in range(6)
+        ],
+    }
+    async with writer:
+        await writer.announce("fast", "t")
+        await writer.announce("slow", "t")
+        calls_before = writer.batch_calls
+        # All queued before the writer runs: each turn's first chunk (its anchor and first
+        # batch), then the rest of the fast turn, then the rest of the slow one.
+        for conversation, chunks in steps.items():
+            writer.push(_event(conversation, 1, chunks[0]))
+        for conversation, chunks in steps.items():
+            for seq, chunk in enumerate(chunks[1:], 2):
+                writer.push(_event(conversation, seq, chunk))
+        async with anyio.create_task_group() as group:
+            for conversation in steps:
+                group.start_soon(writer.end, _end(conversation))
+        calls = writer.batch_calls - calls_before
+    for conversation, chunks in steps.items():
+        got = await _entries(redis, prefix, log.key(conversation, "t"))
+        assert [c for _, batch, _ in got for c in batch] == chunks
+        assert [s for _, _, seqs in got for s in seqs] == list(range(1, len(chunks) + 1))
+    assert calls == 12  # one per batch of the fast turn; the slow turn's rode along

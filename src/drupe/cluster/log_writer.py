@@ -27,10 +27,11 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   its data, and no node took it since) is re-taken (``recover``) and the write retried.
 * A Redis error drops nothing silently: the batch is retried with a capped backoff while the
   turn is live; ``write_errors`` counts the failures.
-* Batches go out together: every batch queued when the writer gets to them (up to
-  ``MANY_BATCHES``, to any turns, each with its own fence) is ONE ``RedisChunkLog.append_many``
-  call, one round trip. Each turn's entries keep their order (a write that fails is retried
-  before any later one of its turn); ``batch_calls`` counts the calls.
+* Batches go out together: the batches queued when the writer gets to them, one per turn (up
+  to ``MANY_BATCHES`` turns, each with its own fence), are ONE ``RedisChunkLog.append_many``
+  call, one round trip. A turn's next batch goes in the next call, so a fast turn's readers get
+  its first batch while the next is written. Each turn's entries keep their order (a write
+  that fails is retried before any later one of its turn); ``batch_calls`` counts the calls.
 """
 
 from __future__ import annotations
@@ -259,10 +260,26 @@ class LogWriter(TaskOwner):
             if op.kind != "batch":
                 await self._write(op)
                 continue
-            ops = [op]
-            while self._ops and self._ops[0].kind == "batch" and len(ops) < MANY_BATCHES:
-                ops.append(self._ops.popleft())
-            await self._write_batches(ops)
+            await self._write_batches(self._take_batches(op))
+
+    def _take_batches(self, first: _Op) -> list[_Op]:
+        """``first`` and the next queued batch of each other turn, up to the first op that is
+        not a batch (never passed) and ``MANY_BATCHES``; a turn's later batches stay queued, in
+        order, at the front."""
+        ops, keys, kept = [first], {first.key}, []
+        scanned = 0
+        while self._ops and len(ops) < MANY_BATCHES and scanned < 4 * MANY_BATCHES:
+            if self._ops[0].kind != "batch":
+                break
+            op = self._ops.popleft()
+            scanned += 1
+            if op.key in keys:
+                kept.append(op)
+            else:
+                keys.add(op.key)
+                ops.append(op)
+        self._ops.extendleft(reversed(kept))
+        return ops
 
     def _flush_due(self) -> None:
         now = anyio.current_time()
