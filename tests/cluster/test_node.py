@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import uuid
+
+import anyio
 import pytest
 
-from drupe.cluster.node import ClusterNode, default_node_id
+from drupe.cluster.node import NODE_CONNECTIONS, ClusterNode, default_node_id
 from drupe.errors import ConfigError
 from drupe.settings import ClusterSettings, Settings
 from tests.cluster.conftest import redis_url
@@ -72,3 +75,21 @@ async def test_an_unreachable_redis_fails_the_boot_without_leaking_the_password(
         async with ClusterNode(settings):
             pass
     assert "s3cret" not in str(caught.value)
+
+
+@pytest.mark.redis
+async def test_a_burst_past_the_pool_waits_for_a_connection_instead_of_failing() -> None:
+    """300 commands at once, each holding its connection 50 ms (``BLPOP`` of an empty list):
+    more than the pool holds, so some wait for a free connection; none fails."""
+    async with ClusterNode(ClusterSettings(redis_url=redis_url(), node_id="t2")) as node:
+        key = f"drupe-test-burst-{uuid.uuid4().hex}"
+        answers: list[object] = []
+
+        async def one() -> None:
+            answers.append(await node.redis.blpop([key], timeout=0.05))
+
+        async with anyio.create_task_group() as group:
+            for _ in range(300):
+                group.start_soon(one)
+    assert answers == [None] * 300
+    assert NODE_CONNECTIONS < 300  # the burst is past the pool

@@ -113,9 +113,10 @@ end)
 MANY_LIBRARY_NAME: Final = "drupe_log_2"
 APPEND_FED: Final = "dl2"
 APPEND_MANY: Final = "dl2m"
-FEED_KEEP_MS: Final = 60_000
-"""Milliseconds of entries a feed keeps (``MINID ~`` trimming at each write): a reader further
-behind than this catches up from the turns' logs (``drupe.cluster.reader``)."""
+FEED_KEEP_MS: Final = 8_000
+"""Milliseconds of entries a feed keeps (``MINID ~`` trimming at each write): a reader that has
+not read a feed to its end for half of this catches up from the turns' logs
+(``drupe.cluster.reader``). Short, because a feed holds every log write a second time."""
 MANY_LIBRARY: Final = f"""#!lua name={MANY_LIBRARY_NAME}
 -- Fenced appends that also feed (src/drupe/cluster/log_functions.py).
 

@@ -6,6 +6,10 @@ Contract:
   URL fails the boot with a clear ``ConfigError``), and owns every Redis resource of the
   process: the command client ``redis`` (a pool), the reader's dedicated connection, the lease
   manager ``lease``, the chunk log ``log`` and the per-node reader ``reader``.
+* The command client holds at most ``NODE_CONNECTIONS`` connections; a burst of more commands
+  at once (hundreds of subscribers attaching together, each replaying its turn) waits for a
+  free connection, up to ``POOL_WAIT`` seconds, instead of failing (redis-py's default pool
+  refuses the 101st concurrent command with ``MaxConnectionsError``).
 * ``node_id`` names the process in leases and routing; it is unique per process (the settings'
   ``node_id`` or ``<host>-<pid>-<random>``).
 * Leaving closes the reader first, then the connections. Nothing here decides ownership or
@@ -18,7 +22,7 @@ import os
 import secrets
 import socket
 from types import TracebackType
-from typing import TYPE_CHECKING, Self
+from typing import TYPE_CHECKING, Final, Self
 
 from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.lease import RedisLease
@@ -30,7 +34,12 @@ if TYPE_CHECKING:
 
     from drupe.settings import ClusterSettings
 
-__all__ = ["ClusterNode", "default_node_id"]
+__all__ = ["NODE_CONNECTIONS", "POOL_WAIT", "ClusterNode", "default_node_id"]
+
+NODE_CONNECTIONS: Final = 128
+"""Connections of a node's command client at most."""
+POOL_WAIT: Final = 20.0
+"""Seconds a command waits for a free connection before it fails."""
 
 
 def default_node_id() -> str:
@@ -69,12 +78,15 @@ class ClusterNode:
         return self._reader
 
     async def __aenter__(self) -> Self:
-        from redis.asyncio import Redis
+        from redis.asyncio import BlockingConnectionPool, Redis
         from redis.exceptions import RedisError
 
         url = self.settings.redis_url
         assert url is not None
-        self._redis = Redis.from_url(url, health_check_interval=30)
+        pool = BlockingConnectionPool.from_url(
+            url, max_connections=NODE_CONNECTIONS, timeout=POOL_WAIT, health_check_interval=30
+        )
+        self._redis = Redis.from_pool(pool)
         try:
             await self._redis.ping()
         except (OSError, RedisError) as err:

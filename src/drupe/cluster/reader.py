@@ -32,8 +32,8 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
   before a watcher's replay is read, so an entry is either in the replay or read from the feed
   after it. A turn without the mark (a writer of an earlier version, a turn list) is read
   directly, as before.
-* A feed keeps ``FEED_KEEP_MS`` of entries. A feed the loop has not read to its end for half
-  of that (a long Redis outage, a stalled process) is caught up from its turns' logs
+* A feed keeps ``FEED_KEEP_MS`` (8 s) of entries. A feed the loop has not read to its end for
+  half of that (a Redis outage, a stalled process) is caught up from its turns' logs
   (``XRANGE`` after each turn's oldest watcher cursor), and every ``reconcile_every`` seconds
   the loop compares each fed turn's newest log entry with its watchers' cursors and catches up
   a turn that stayed behind across two checks (a write that did not feed: a node of an earlier
@@ -69,7 +69,9 @@ __all__ = ["READ_WINDOW", "NodeReader", "cursor_key", "read_window"]
 
 log = logging.getLogger(__name__)
 
-_BLOCK_MS: Final = 5_000
+_BLOCK_MS: Final = 2_000
+"""Milliseconds an idle ``XREAD`` blocks: under half a feed's keep, so an idle feed is read to
+its end well before it could be trimmed past the loop."""
 _READ_COUNT: Final = 1_000
 _MAX_BACKOFF: Final = 2.0
 READ_WINDOW_MIN: Final = 0.010
