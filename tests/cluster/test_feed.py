@@ -19,7 +19,7 @@ from drupe.cluster.chunk_log import FEED_MARK, FEED_SHARDS, Append, RedisChunkLo
 from drupe.cluster.log_encoding import LogEntry, as_text, feed_items
 from drupe.cluster.log_functions import APPEND
 from drupe.cluster.log_writer import LogWriter
-from drupe.cluster.reader import NodeReader
+from drupe.cluster.reader import NodeReader, cursor_key
 from drupe.streaming.listeners.base import StreamEvent
 
 
@@ -129,11 +129,7 @@ async def test_a_node_follows_many_fed_turns_through_the_feeds_and_each_gets_its
 
 
 def _after(cursor: str, start: str) -> bool:
-    def pair(c: str) -> tuple[int, int]:
-        ms, _, seq = c.partition("-")
-        return int(ms), int(seq or 0)
-
-    return start in ("0", "") or pair(cursor) > pair(start)
+    return start in ("0", "") or cursor_key(cursor) > cursor_key(start)
 
 
 async def test_a_turn_without_the_mark_is_read_directly(

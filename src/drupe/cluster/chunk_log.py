@@ -147,6 +147,7 @@ class RedisChunkLog:
         """(key, string) -> (its number, registered since the last failed write)."""
         self._names: dict[str, dict[int, str]] = {}
         self._appends: dict[str, int] = {}
+        self._feed_prefix = f"{prefix}:feed:"  # every feed_key(prefix, n) starts so
 
     def key(self, conversation_id: str, turn_id: str) -> str:
         return log_key(self.prefix, conversation_id, turn_id)
@@ -157,7 +158,7 @@ class RedisChunkLog:
 
     def is_feed(self, key: str) -> bool:
         """Whether ``key`` names one of this prefix's feeds."""
-        return key.startswith(f"{self.prefix}:feed:")
+        return key.startswith(self._feed_prefix)
 
     async def fed(self, key: str) -> bool:
         """Whether the turn's writer feeds its entries (its announcement set ``FEED_MARK``)."""

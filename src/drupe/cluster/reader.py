@@ -302,10 +302,8 @@ class NodeReader(TaskOwner):
                 self._read_to_end[feed] = now
             await self._deliver_feed(feed, rows)
         for key, rows in rows_of.items():
-            try:
-                entries = await self._log.decode(key, rows)
-            except (OSError, RedisError) as err:  # reading the execution numbers failed
-                log.warning("chunk log decode failed (%s); reading again", err)
+            entries = await self._decoded(key, rows)
+            if entries is None:
                 break  # positions unchanged: the next XREAD reads these entries again
             for entry in entries:
                 if key in self._positions:
@@ -324,15 +322,21 @@ class NodeReader(TaskOwner):
                 if self._fed.get(key) == feed:
                     by_key.setdefault(key, []).append((cursor, {b"p": payload}))
             for key, entry_rows in by_key.items():
-                try:
-                    entries = await self._log.decode(key, entry_rows)
-                except (OSError, RedisError) as err:  # reading the execution numbers failed
-                    log.warning("chunk log decode failed (%s); reading again", err)
+                entries = await self._decoded(key, entry_rows)
+                if entries is None:
                     return  # position unchanged: the next XREAD reads this entry again
                 for entry in entries:
                     self._offer(key, entry)
             if feed in self._positions:
                 self._positions[feed] = as_text(entry_id)
+
+    async def _decoded(self, key: str, rows: Any) -> list[LogEntry] | None:
+        """``rows`` of ``key`` decoded, or None when reading the execution numbers failed."""
+        try:
+            return await self._log.decode(key, rows)
+        except (OSError, RedisError) as err:
+            log.warning("chunk log decode failed (%s); reading again", err)
+            return None
 
     def _offer(self, key: str, entry: LogEntry) -> None:
         for watcher in list(self._watchers.get(key, ())):
