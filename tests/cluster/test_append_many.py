@@ -8,6 +8,7 @@ at a time (the single-write function ``dl1``), and the answers the chunks fold t
 from __future__ import annotations
 
 import random
+from collections.abc import Awaitable, Callable
 
 import anyio
 import pytest
@@ -19,7 +20,7 @@ from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
-from drupe.cluster.log_functions import MANY_LIBRARY_NAME
+from drupe.cluster.log_functions import REGISTERED_LIBRARY_NAME
 from drupe.cluster.log_writer import LogWriter
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
 
@@ -155,11 +156,103 @@ async def test_a_redis_that_lost_the_function_gets_it_again(redis: Redis, prefix
     key = log.key("conv", "t")
     delta: Chunk = {"type": "text-delta", "id": "t", "delta": "x"}
     await log.append_many([Append(key, "m", [delta], [1])])
-    await redis.function_delete(MANY_LIBRARY_NAME)
+    await redis.function_delete(REGISTERED_LIBRARY_NAME)
     with pytest.raises(ResponseError, match=r"(?i)function not found"):
-        await redis.fcall("dl2m", 0)
+        await redis.fcall("dl3m", 0)
     assert all(isinstance(x, str) for x in await log.append_many([Append(key, "m", [delta], [2])]))
     assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,)]
+
+
+async def _fcall_args(redis: Redis, call: Callable[[], Awaitable[object]]) -> list[str]:
+    """The ``FCALL dl3m`` command lines Redis received while ``call`` ran (``MONITOR``)."""
+    lines: list[str] = []
+    monitor_client = Redis(
+        connection_pool=redis.connection_pool.__class__(**redis.connection_pool.connection_kwargs)
+    )
+    async with monitor_client.monitor() as monitor:
+        # MONITOR replies once it is on; then every command Redis runs is reported
+        async def collect() -> None:
+            async for command in monitor.listen():
+                lines.append(command["command"])
+
+        async with anyio.create_task_group() as group:
+            group.start_soon(collect)
+            await anyio.sleep(0.05)
+            await call()
+            await redis.ping()
+            await anyio.sleep(0.2)
+            group.cancel_scope.cancel()
+    await monitor_client.aclose()
+    return [line for line in lines if line.lower().startswith("fcall dl3m")]
+
+
+async def test_a_registered_turn_is_written_without_naming_its_keys(
+    redis: Redis, prefix: str
+) -> None:
+    lease = RedisLease(redis, prefix=prefix)
+    log = RedisChunkLog(redis, prefix=prefix)
+    fence = await lease.acquire("conv-with-a-long-name", "node-a")
+    assert fence is not None
+    key = log.key("conv-with-a-long-name", "turn-with-a-long-name")
+    guard = (lease.lease_key("conv-with-a-long-name"), fence.value)
+
+    def delta(seq: int) -> Append:
+        return Append(
+            key, "m", [{"type": "text-delta", "id": "t", "delta": f"w{seq}"}], [seq], guard
+        )
+
+    first = await _fcall_args(redis, lambda: log.append_many([delta(1)]))
+    later = await _fcall_args(redis, lambda: log.append_many([delta(2)]))
+    assert len(first) == 1 and len(later) == 1
+    assert key in first[0] and guard[0] in first[0]  # registered once, with its keys
+    assert "conv-with-a-long-name" not in later[0]  # then named by its number only
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,)]
+
+
+async def test_a_registry_redis_lost_is_written_again_and_no_batch_twice(
+    redis: Redis, prefix: str
+) -> None:
+    lease = RedisLease(redis, prefix=prefix)
+    log = RedisChunkLog(redis, prefix=prefix)
+    fence = await lease.acquire("a", "node-a")
+    assert fence is not None
+    a, b = log.key("a", "t"), log.key("b", "t")
+    guard = (lease.lease_key("a"), fence.value)
+
+    def delta(key: str, seq: int) -> Append:
+        fenced = guard if key == a else None
+        return Append(
+            key, "m", [{"type": "text-delta", "id": "t", "delta": str(seq)}], [seq], fenced
+        )
+
+    assert all(isinstance(x, str) for x in await log.append_many([delta(a, 1), delta(b, 1)]))
+    await redis.delete(log.registry)  # as a Redis restarted without its data would have it
+    got = await log.append_many([delta(a, 2), delta(b, 2), delta(a, 3)])
+    assert all(isinstance(x, str) for x in got)
+    assert [s for _, _, s in await _entries(redis, prefix, a)] == [(1,), (2,), (3,)]
+    assert [s for _, _, s in await _entries(redis, prefix, b)] == [(1,), (2,)]
+    assert await redis.hlen(log.registry) == 2
+
+    # the lease re-granted to this node (a new token): the turn is registered again with it
+    await redis.delete(lease.lease_key("a"))
+    again = await lease.acquire("a", "node-a")
+    assert again is not None and again.value != fence.value
+    stale = await log.append_many([delta(a, 4)])
+    assert isinstance(stale[0], FencedOut)  # the old token no longer holds
+    renewed = Append(
+        a,
+        "m",
+        [{"type": "text-delta", "id": "t", "delta": "5"}],
+        [5],
+        (lease.lease_key("a"), again.value),
+    )
+    assert isinstance((await log.append_many([renewed]))[0], str)
+    assert [s for _, _, s in await _entries(redis, prefix, a)] == [(1,), (2,), (3,), (5,)]
+
+    # a turn's end drops it from the registry with the next call
+    await log.end(b, "m", "success")
+    await log.append_many([delta(a, 6)])
+    assert await redis.hlen(log.registry) == 1
 
 
 def _event(conversation: str, seq: int, chunk: Chunk) -> StreamEvent:

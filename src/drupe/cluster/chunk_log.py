@@ -20,8 +20,12 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 * ``append`` trims with ``MAXLEN ~ maxlen`` on every ``trim_every``-th write to a key (so a log
   holds at most about ``maxlen + trim_every`` entries) and returns the id. ``append_many``
   writes many batches (``Append``s, to any turns, each with its own fence) in ONE call (``FCALL
-  dl2m``): the same entries, fencing and trimming as one ``append`` each, in order, and one
-  answer per write (its id, or the ``FencedOut``/``RedisError`` of that write alone).
+  dl3m``): the same entries, fencing and trimming as one ``append`` each, in order, and one
+  answer per write (its id, or the ``FencedOut``/``RedisError`` of that write alone). The call
+  names each turn by a short number in this writer's registry (``registry``, a Redis hash: the
+  turn's log, lease, fence token, feed and maxlen, registered in the call that first needs it,
+  again when its fence changes, dropped with the call after its ``end``); a turn the registry
+  lost (Redis lost data) is registered again and only its writes are sent again.
   ``end`` writes the terminal entry and sets the stream's TTL, so a finished turn's log stays
   readable for late subscribers and resumes for ``ttl`` seconds, then disappears.
 * ``read(key, after)`` returns the entries after a cursor (``"0"``: from the start), in order;
@@ -37,6 +41,7 @@ The writer is the turn's owner (it holds the lease); readers never write.
 from __future__ import annotations
 
 import logging
+import secrets
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -55,7 +60,7 @@ from drupe.cluster.log_encoding import (
     names_of,
     run_part,
 )
-from drupe.cluster.log_functions import APPEND_FED, APPEND_MANY, INTERN, LIBRARIES
+from drupe.cluster.log_functions import APPEND_FED, APPEND_REGISTERED, INTERN, LIBRARIES
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -126,6 +131,30 @@ class Append:
     fence: tuple[str, str] | None = None
 
 
+@dataclass(slots=True)
+class _Turn:
+    """A turn in the writer's registry: its number and what is registered under it."""
+
+    number: int
+    value: bytes
+    registered: bool = False
+
+
+def _packed(*strings: bytes) -> bytes:
+    """``strings`` as ``<length>:<bytes>`` each, concatenated (the functions' framing)."""
+    return b"".join(b"%d:%b" % (len(string), string) for string in strings)
+
+
+def _varint(number: int) -> bytes:
+    """``number`` in little-endian base 128 (the high bit says another byte follows)."""
+    out = bytearray()
+    while number >= 0x80:
+        out.append(number & 0x7F | 0x80)
+        number >>= 7
+    out.append(number)
+    return bytes(out)
+
+
 class RedisChunkLog:
     """Append and read turn logs through one Redis client."""
 
@@ -147,6 +176,11 @@ class RedisChunkLog:
         """(key, string) -> (its number, registered since the last failed write)."""
         self._names: dict[str, dict[int, str]] = {}
         self._appends: dict[str, int] = {}
+        self.registry = f"{prefix}:writer:{secrets.token_hex(8)}"
+        """This writer's registry of turns (``append_many``)."""
+        self._turns: dict[str, _Turn] = {}
+        self._next_turn = 0
+        self._gone: list[int] = []
         self._feed_prefix = f"{prefix}:feed:"  # every feed_key(prefix, n) starts so
 
     def key(self, conversation_id: str, turn_id: str) -> str:
@@ -187,15 +221,42 @@ class RedisChunkLog:
         """Write every batch of ``writes`` in one call, in order; one answer per write: its
         entry id, ``FencedOut`` (that write's lease is gone) or the ``RedisError`` of its own
         ``XADD``. A failure of the call itself (the connection, Redis) raises: then none or
-        some of the writes may have run, as with ``append``."""
-        if not writes:
-            return []
+        some of the writes may have run, as with ``append``.
+
+        The call names no turn's keys: each turn is registered once (its log, lease, fence
+        token and feed, under a short number in this writer's registry hash) and a write names
+        its number. A turn the registry lost (Redis lost its data) is registered again and
+        its writes sent again, in a second call."""
+        answers: list[str | FencedOut | RedisError | None] = [None] * len(writes)
+        trims = [self._trim(write.key) for write in writes]
+        pending = list(range(len(writes)))
+        for _ in range(3):
+            if not pending:
+                break
+            got = await self._append_registered(
+                [writes[i] for i in pending], [trims[i] for i in pending]
+            )
+            unknown = []
+            for i, answer in zip(pending, got, strict=True):
+                if answer is None:
+                    unknown.append(i)
+                else:
+                    answers[i] = answer
+            pending = unknown
+        for i in pending:
+            answers[i] = ResponseError("the writer's registry did not keep this turn")
+        return [answer for answer in answers if answer is not None]
+
+    async def _append_registered(
+        self, writes: Sequence[Append], trims: Sequence[int | str]
+    ) -> list[str | FencedOut | RedisError | None]:
+        """One ``FCALL dl3m`` of ``writes``; ``None`` for a write whose turn was not found in
+        the registry (it is registered again on its next call)."""
         for attempt in (1, 2):
+            registering: list[_Turn] = []
             try:
-                keys: list[str] = []
-                args: list[Any] = [len(writes)]
-                feeds: dict[str, int] = {}
-                for write in writes:
+                blob: list[bytes] = []
+                for write, trim in zip(writes, trims, strict=True):
                     part = run_part(write.chunks, write.seqs)
                     strings = [s for s in (write.execution_id, part) if s]
                     numbers = await self._intern(write.key, strings)
@@ -205,14 +266,24 @@ class RedisChunkLog:
                         write.seqs,
                         None if part is None else numbers,
                     )
-                    token, lease_key = "", write.key
-                    if write.fence is not None:
-                        lease_key, token = self._token(write.fence)
-                    keys += [write.key, lease_key]
-                    feed = feeds.setdefault(self.feed_of(write.key), len(feeds) + 1)
-                    args += [token, payload, self._trim(write.key), feed]
-                keys += feeds  # in the order of their numbers
-                got: Any = await self._redis.fcall(APPEND_MANY, len(keys), *keys, *args)
+                    turn = self._turn(write)
+                    if not turn.registered and turn not in registering:
+                        registering.append(turn)
+                    blob += [
+                        _varint(2 * turn.number + (trim != "")),
+                        _varint(len(payload)),
+                        payload,
+                    ]
+                registrations = [_packed(b"%d" % t.number, t.value) for t in registering]
+                gone = ",".join(map(str, self._gone))
+                got: Any = await self._redis.fcall(
+                    APPEND_REGISTERED,
+                    1,
+                    self.registry,
+                    b"".join(blob),
+                    b"".join(registrations),
+                    gone,
+                )
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():
                     for write in writes:
@@ -224,7 +295,10 @@ class RedisChunkLog:
                 for write in writes:
                     self._unconfirm(write.key)
                 raise
-            out: list[str | FencedOut | RedisError] = []
+            for turn in registering:
+                turn.registered = True
+            self._gone.clear()
+            out: list[str | FencedOut | RedisError | None] = []
             for write, answer in zip(writes, got, strict=True):
                 if answer == 0:
                     self._unconfirm(write.key)
@@ -232,13 +306,38 @@ class RedisChunkLog:
                     out.append(FencedOut(f"the lease {lease!r} no longer holds this fence"))
                     continue
                 text = as_text(answer)
-                if text.startswith("!"):
+                if text == "?":
+                    self._turns[write.key].registered = False
+                    self._unconfirm(write.key)  # Redis lost data: its numbers too, maybe
+                    out.append(None)
+                elif text.startswith("!"):
                     self._unconfirm(write.key)
                     out.append(ResponseError(text[1:]))
                 else:
                     out.append(text)
             return out
         raise AssertionError("unreachable")
+
+    def _turn(self, write: Append) -> _Turn:
+        """The registration of ``write``'s turn as it must be now (a new number for a turn
+        not seen, the registration redone when its fence changed)."""
+        lease_key, token = ("", "") if write.fence is None else self._token(write.fence)
+        value = _packed(
+            write.key.encode(),
+            lease_key.encode(),
+            token.encode(),
+            self.feed_of(write.key).encode(),
+            b"%d" % self.maxlen,
+        )
+        turn = self._turns.get(write.key)
+        if turn is None:
+            if len(self._turns) > _CACHE_BOUND:
+                self._turns.clear()  # their numbers stay in the registry until its TTL
+            self._next_turn += 1
+            turn = self._turns[write.key] = _Turn(self._next_turn, value)
+        elif turn.value != value:
+            turn.value, turn.registered = value, False
+        return turn
 
     async def end(
         self,
@@ -265,6 +364,9 @@ class RedisChunkLog:
         strings = [execution_id] if execution_id else []
         entry_id = await self._write(key, strings, payload, fence=fence, expire=True)
         self._appends.pop(key, None)
+        turn = self._turns.pop(key, None)
+        if turn is not None and len(self._gone) < _CACHE_BOUND:
+            self._gone.append(turn.number)  # dropped from the registry with the next call
         return entry_id
 
     async def _write(
