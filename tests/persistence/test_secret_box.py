@@ -248,3 +248,36 @@ async def test_the_runtime_reseals_when_it_starts(
     async with open_runtime(Settings(data_dir=tmp_path)) as runtime:
         raw = await _raw_key(runtime.db, "lab")
     assert raw is not None and _opens_with(new, raw) == SECRET
+
+
+async def test_a_dry_run_counts_what_a_reseal_would_change_and_waits_for_no_writer(
+    target: Target, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``drupe doctor``'s check (``dry_run``) on a live database: it neither takes the write
+    lock nor locks rows, so a writer holding them does not hold it up, and it changes nothing."""
+    import anyio
+
+    old, new = Fernet.generate_key(), Fernet.generate_key()
+    monkeypatch.setenv("DRUPE_SECRET_KEY", old.decode())
+    async with open_database(target.url, data_dir=tmp_path, connect_args=target.connect_args) as db:
+        await db.provider_settings.create(
+            ProviderSetting(name="lab", type="openai", api_key=SECRET)
+        )
+        user = await db.users.create("dry", password="a long enough password 1")
+        await db.auth_sessions.create(user.id, method="oidc", ttl=3600, id_token="eyJ.id.sig")
+
+    monkeypatch.setenv("DRUPE_SECRET_KEY", new.decode())
+    monkeypatch.setenv("DRUPE_SECRET_KEY_PREVIOUS", old.decode())
+    async with open_database(target.url, data_dir=tmp_path, connect_args=target.connect_args) as db:
+        before = await _raw_key(db, "lab")
+        async with db.transactions.write() as writer:  # a writer in the middle of its work
+            if target.dialect == "postgresql":
+                await writer.execute(text("SELECT id FROM auth_sessions FOR UPDATE"))
+                await writer.execute(text("SELECT name FROM provider_settings FOR UPDATE"))
+            with anyio.fail_after(10):
+                assert await db.provider_settings.reseal(dry_run=True) == 1
+                assert await db.auth_sessions.reseal_id_tokens(dry_run=True) == 1
+        assert await _raw_key(db, "lab") == before  # nothing changed
+        assert _opens_with(old, before or "") == SECRET
+        assert await db.provider_settings.reseal() == 1  # the real one still has the work
+        assert await db.auth_sessions.reseal_id_tokens() == 1

@@ -145,18 +145,16 @@ class AuthSessionStore:
 
     async def reseal_id_tokens(self, *, dry_run: bool = False) -> int:
         """Seal the live sessions' ID tokens under the current secret key; how many changed
-        (``dry_run``: would change). One no key opens is left (its sign-out at the provider is
-        skipped)."""
-        async with self._transactions.write() as db:
-            rows = await db.scalars(
-                select(AuthSessionRow)
-                .where(
-                    AuthSessionRow.id_token.is_not(None),
-                    AuthSessionRow.revoked_at.is_(None),
-                    AuthSessionRow.expires_at > utc_now(),
-                )
-                .with_for_update()
-            )
+        (``dry_run``: would change, counted in a read transaction that locks nothing). One no
+        key opens is left (its sign-out at the provider is skipped)."""
+        live = select(AuthSessionRow).where(
+            AuthSessionRow.id_token.is_not(None),
+            AuthSessionRow.revoked_at.is_(None),
+            AuthSessionRow.expires_at > utc_now(),
+        )
+        transaction = self._transactions.read() if dry_run else self._transactions.write()
+        async with transaction as db:
+            rows = await db.scalars(live if dry_run else live.with_for_update())
             resealed = 0
             for row in rows:
                 assert row.id_token is not None

@@ -83,7 +83,7 @@ class ProviderSettingStore:
         """Seal every stored key under the current secret key: the ones written before sealing
         existed and the ones sealed under a previous key (a rotation); returns how many. A key
         none of the secret keys opens is left as it is (it reads as unreadable). ``dry_run``
-        counts them and changes nothing."""
+        counts them in read transactions and changes nothing."""
         async with self._transactions.read() as db:
             rows = await db.scalars(
                 select(ProviderSettingRow.name).where(ProviderSettingRow.api_key.is_not(None))
@@ -91,7 +91,8 @@ class ProviderSettingStore:
             names = list(rows)
         resealed = 0
         for name in names:
-            async with self._transactions.write() as db:
+            transaction = self._transactions.read() if dry_run else self._transactions.write()
+            async with transaction as db:
                 row = await db.get(ProviderSettingRow, name)
                 if row is None or row.api_key is None:
                     continue
