@@ -64,31 +64,52 @@ NAMES_TTL: Final = 24 * 3600
 """Seconds the execution numbers live at least once registered (a finished turn's end shortens
 the hash's TTL to the log's, with the anchors)."""
 
+FEED_KEEP_MS: Final = 8_000
+"""Milliseconds of entries a feed keeps (``MINID ~`` trimming at each write): a reader that has
+not read a feed to its end for half of this catches up from the turns' logs
+(``drupe.cluster.reader``). Short, because a feed holds every log write a second time."""
+_COMMON: Final = f"""
+local function holds(value, fence)
+  if not value then return false end
+  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
+    return #value > #fence and string.sub(value, -#fence) == fence
+  end
+  return value == fence
+end
+
+-- XADD one entry (field p), trimmed to maxlen when one is given; call: redis.call or pcall.
+local function xadd(call, log, maxlen, payload)
+  if maxlen and maxlen ~= '' then
+    return call('XADD', log, 'MAXLEN', '~', maxlen, '*', 'p', payload)
+  end
+  return call('XADD', log, '*', 'p', payload)
+end
+
+-- One feed item: the log key, the entry id and the payload, each as '<length>:<bytes>'.
+local function item(log, id, payload)
+  return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
+end
+
+-- A feed that cannot be written (never expected) fails alone: the logs hold the entries, and
+-- readers catch a turn up from its log when its feed misses them.
+local function feed(key, items, id)
+  local ms = tonumber(string.match(id, '^(%d+)'))
+  redis.pcall('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
+end
+"""
+"""Lua every library defines (a library cannot call another's local functions)."""
+
 LIBRARY_NAME: Final = "drupe_log_1"
 APPEND: Final = "dl1"
 INTERN: Final = "dl1n"
 LIBRARY: Final = f"""#!lua name={LIBRARY_NAME}
 -- The chunk log's writes (src/drupe/cluster/log_functions.py).
-
-local function holds(key, fence)
-  local held = redis.call('GET', key)
-  if not held then return false end
-  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
-    return #held > #fence and string.sub(held, -#fence) == fence
-  end
-  return held == fence
-end
-
+{_COMMON}
 -- A fenced append. KEYS: log [, lease] (the lease when ARGV[1] is not '').
 -- ARGV: fence or '', payload [, maxlen or '' [, ttl]]. Returns the entry id, or false.
 redis.register_function('{APPEND}', function(keys, args)
-  if args[1] ~= '' and not holds(keys[2], args[1]) then return false end
-  local id
-  if args[3] and args[3] ~= '' then
-    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', args[2])
-  else
-    id = redis.call('XADD', keys[1], '*', 'p', args[2])
-  end
+  if args[1] ~= '' and not holds(redis.call('GET', keys[2]), args[1]) then return false end
+  local id = xadd(redis.call, keys[1], args[3], args[2])
   if args[4] then redis.call('EXPIRE', keys[1], args[4]) end
   return id
 end)
@@ -126,43 +147,14 @@ end)
 MANY_LIBRARY_NAME: Final = "drupe_log_2"
 APPEND_FED: Final = "dl2"
 APPEND_MANY: Final = "dl2m"
-FEED_KEEP_MS: Final = 8_000
-"""Milliseconds of entries a feed keeps (``MINID ~`` trimming at each write): a reader that has
-not read a feed to its end for half of this catches up from the turns' logs
-(``drupe.cluster.reader``). Short, because a feed holds every log write a second time."""
 MANY_LIBRARY: Final = f"""#!lua name={MANY_LIBRARY_NAME}
 -- Fenced appends that also feed (src/drupe/cluster/log_functions.py).
-
-local function holds(value, fence)
-  if not value then return false end
-  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
-    return #value > #fence and string.sub(value, -#fence) == fence
-  end
-  return value == fence
-end
-
--- One feed item: the log key, the entry id and the payload, each as '<length>:<bytes>'.
-local function item(log, id, payload)
-  return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
-end
-
--- A feed that cannot be written (never expected) fails alone: the logs hold the entries, and
--- readers catch a turn up from its log when its feed misses them.
-local function feed(key, items, id)
-  local ms = tonumber(string.match(id, '^(%d+)'))
-  redis.pcall('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
-end
-
+{_COMMON}
 -- One fenced append, fed. KEYS: log, lease (the log again when unfenced), feed.
 -- ARGV: fence or '', payload, maxlen or '', ttl or ''. Returns the entry id, or false.
 redis.register_function('{APPEND_FED}', function(keys, args)
   if args[1] ~= '' and not holds(redis.call('GET', keys[2]), args[1]) then return false end
-  local id
-  if args[3] ~= '' then
-    id = redis.call('XADD', keys[1], 'MAXLEN', '~', args[3], '*', 'p', args[2])
-  else
-    id = redis.call('XADD', keys[1], '*', 'p', args[2])
-  end
+  local id = xadd(redis.call, keys[1], args[3], args[2])
   if args[4] and args[4] ~= '' then redis.call('EXPIRE', keys[1], args[4]) end
   feed(keys[3], {{item(keys[1], id, args[2])}}, id)
   return id
@@ -192,12 +184,7 @@ redis.register_function('{APPEND_MANY}', function(keys, args)
     elseif fence ~= '' and not holds(held[slot[i]], fence) then
       out[i] = 0
     else
-      local r
-      if args[4 * i] ~= '' then
-        r = redis.pcall('XADD', log, 'MAXLEN', '~', args[4 * i], '*', 'p', payload)
-      else
-        r = redis.pcall('XADD', log, '*', 'p', payload)
-      end
+      local r = xadd(redis.pcall, log, args[4 * i], payload)
       if type(r) == 'table' and r.err then
         out[i] = '!' .. r.err
         failed[log] = true
@@ -222,24 +209,7 @@ REGISTRY_TTL: Final = 24 * 3600
 outlives it registers its turns again: the function answers ``?`` for a turn it does not find)."""
 REGISTERED_LIBRARY: Final = f"""#!lua name={REGISTERED_LIBRARY_NAME}
 -- Fenced appends to registered turns, fed (src/drupe/cluster/log_functions.py).
-
-local function holds(value, fence)
-  if not value then return false end
-  if string.byte(fence, 1) == 124 then -- '|<token>': the token part of '<node>|<token>'
-    return #value > #fence and string.sub(value, -#fence) == fence
-  end
-  return value == fence
-end
-
-local function item(log, id, payload)
-  return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
-end
-
-local function feed(key, items, id)
-  local ms = tonumber(string.match(id, '^(%d+)'))
-  redis.pcall('XADD', key, 'MINID', '~', ms - {FEED_KEEP_MS}, '*', 'f', table.concat(items))
-end
-
+{_COMMON}
 -- The '<length>:<bytes>' strings packed in s, in order.
 local function strings(s)
   local out, at = {{}}, 1
@@ -325,12 +295,8 @@ redis.register_function('{APPEND_REGISTERED}', function(keys, args)
     elseif turn[3] ~= '' and not holds(held[slot[number]], turn[3]) then
       out[i] = 0
     else
-      local log, r = turn[1], nil
-      if trims[i] then
-        r = redis.pcall('XADD', log, 'MAXLEN', '~', turn[5], '*', 'p', payloads[i])
-      else
-        r = redis.pcall('XADD', log, '*', 'p', payloads[i])
-      end
+      local log = turn[1]
+      local r = xadd(redis.pcall, log, trims[i] and turn[5], payloads[i])
       if type(r) == 'table' and r.err then
         out[i] = '!' .. r.err
         failed[number] = true
