@@ -21,7 +21,7 @@ from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.cluster.log_functions import REGISTERED_LIBRARY_NAME
-from drupe.cluster.log_writer import LogWriter
+from drupe.cluster.log_writer import LogWriter, hdel_if_turn, live_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
 
 
@@ -374,3 +374,18 @@ async def test_a_call_holds_one_batch_per_turn_so_a_fast_turn_streams_while_it_i
         assert [c for _, batch, _ in got for c in batch] == chunks
         assert [s for _, _, seqs in got for s in seqs] == list(range(1, len(chunks) + 1))
     assert calls == 12  # one per batch of the fast turn; the slow turn's rode along
+
+
+async def test_a_live_entry_leaves_only_for_its_own_turn_with_or_without_the_script_cached(
+    redis: Redis, prefix: str
+) -> None:
+    live = live_key(prefix)
+    await redis.hset(live, "conv", f'{{"key": "{prefix}:log:conv:t2"}}')
+    await redis.script_flush()  # as after a Redis restart: the digest alone is not enough
+    await hdel_if_turn(redis, live, "conv", f"{prefix}:log:conv:t1")  # an older turn's end
+    assert await redis.hexists(live, "conv")
+    await hdel_if_turn(redis, live, "conv", f"{prefix}:log:conv:t2")
+    assert not await redis.hexists(live, "conv")
+    await redis.hset(live, "conv", f'{{"key": "{prefix}:log:conv:t3"}}')
+    await hdel_if_turn(redis, live, "conv", f"{prefix}:log:conv:t3")  # now by digest
+    assert not await redis.hexists(live, "conv")

@@ -36,6 +36,7 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 
 from __future__ import annotations
 
+import hashlib
 import logging
 from collections import deque
 from collections.abc import Awaitable, Callable
@@ -45,7 +46,7 @@ from typing import TYPE_CHECKING, Any, Final
 import anyio
 import anyio.abc
 import orjson
-from redis.exceptions import RedisError
+from redis.exceptions import NoScriptError, RedisError
 
 from drupe.cluster.chunk_log import FEED_MARK, Append, FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
@@ -426,9 +427,16 @@ return 0
 """
 
 
+_HDEL_IF_SHA: Final = hashlib.sha1(_HDEL_IF.encode()).hexdigest()
+
+
 async def hdel_if_turn(redis: Redis, key: str, field_: str, turn_key: str) -> None:
-    """Remove the conversation's live entry only if it still names this turn."""
-    await redis.eval(_HDEL_IF, 1, key, field_, turn_key)
+    """Remove the conversation's live entry only if it still names this turn (by the script's
+    digest; its text is sent only when Redis's script cache does not hold it)."""
+    try:
+        await redis.evalsha(_HDEL_IF_SHA, 1, key, field_, turn_key)
+    except NoScriptError:
+        await redis.eval(_HDEL_IF, 1, key, field_, turn_key)
 
 
 class LogListener(BaseListener):
