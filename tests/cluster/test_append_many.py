@@ -20,6 +20,7 @@ from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
+from drupe.cluster.log_encoding import msgpack_array
 from drupe.cluster.log_functions import REGISTERED_LIBRARY_NAME
 from drupe.cluster.log_writer import LogWriter, hdel_if_turn, live_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
@@ -389,3 +390,29 @@ async def test_a_live_entry_leaves_only_for_its_own_turn_with_or_without_the_scr
     await redis.hset(live, "conv", f'{{"key": "{prefix}:log:conv:t3"}}')
     await hdel_if_turn(redis, live, "conv", f"{prefix}:log:conv:t3")  # now by digest
     assert not await redis.hexists(live, "conv")
+
+
+async def test_the_calls_messagepack_is_what_redis_cmsgpack_reads_at_every_size(
+    redis: Redis,
+) -> None:
+    ints = [0, 1, 127, 128, 255, 256, 65_535, 65_536, 2**32 - 1, 2**32, 2**53]
+    strings = [b"", b"x", b"\x00\xff:," * 8, b"s" * 31, b"s" * 32, b"m" * 255, b"m" * 256]
+    strings += [b"l" * 65_535, b"l" * 65_536]
+    items: list[int | bytes] = [*ints, *strings]
+    many: list[int | bytes] = list(range(70_000))  # an array past 16 and past 65,535 items
+    read = """
+    local t = cmsgpack.unpack(ARGV[1])
+    local out = {}
+    for i, v in ipairs(t) do
+      if type(v) == 'number' then out[i] = string.format('%.0f', v) else out[i] = '#' .. v end
+    end
+    return out
+    """
+    got = await redis.eval(read, 0, msgpack_array(items))
+    assert got == [str(i).encode() for i in ints] + [b"#" + s for s in strings]
+    count = "return #cmsgpack.unpack(ARGV[1])"
+    assert await redis.eval(count, 0, msgpack_array(many)) == 70_000
+    assert await redis.eval(count, 0, msgpack_array(many[:16])) == 16
+    assert await redis.eval(count, 0, msgpack_array([])) == 0
+    with pytest.raises(ValueError, match="negative"):
+        msgpack_array([-1])

@@ -57,6 +57,7 @@ from drupe.cluster.log_encoding import (
     decode_entry,
     encode_batch,
     encode_end,
+    msgpack_array,
     names_of,
     run_part,
 )
@@ -138,21 +139,6 @@ class _Turn:
     number: int
     value: bytes
     registered: bool = False
-
-
-def _packed(*strings: bytes) -> bytes:
-    """``strings`` as ``<length>:<bytes>`` each, concatenated (the functions' framing)."""
-    return b"".join(b"%d:%b" % (len(string), string) for string in strings)
-
-
-def _varint(number: int) -> bytes:
-    """``number`` in little-endian base 128 (the high bit says another byte follows)."""
-    out = bytearray()
-    while number >= 0x80:
-        out.append(number & 0x7F | 0x80)
-        number >>= 7
-    out.append(number)
-    return bytes(out)
 
 
 class RedisChunkLog:
@@ -255,7 +241,7 @@ class RedisChunkLog:
         for attempt in (1, 2):
             registering: list[_Turn] = []
             try:
-                blob: list[bytes] = []
+                blob: list[int | bytes] = []
                 for write, trim in zip(writes, trims, strict=True):
                     part = run_part(write.chunks, write.seqs)
                     strings = [s for s in (write.execution_id, part) if s]
@@ -269,19 +255,17 @@ class RedisChunkLog:
                     turn = self._turn(write)
                     if not turn.registered and turn not in registering:
                         registering.append(turn)
-                    blob += [
-                        _varint(2 * turn.number + (trim != "")),
-                        _varint(len(payload)),
-                        payload,
-                    ]
-                registrations = [_packed(b"%d" % t.number, t.value) for t in registering]
+                    blob += [2 * turn.number + (trim != ""), payload]
+                registrations: list[int | bytes] = []
+                for t in registering:
+                    registrations += [t.number, t.value]
                 gone = ",".join(map(str, self._gone))
                 got: Any = await self._redis.fcall(
                     APPEND_REGISTERED,
                     1,
                     self.registry,
-                    b"".join(blob),
-                    b"".join(registrations),
+                    msgpack_array(blob),
+                    msgpack_array(registrations) if registrations else b"",
                     gone,
                 )
             except ResponseError as err:
@@ -322,12 +306,14 @@ class RedisChunkLog:
         """The registration of ``write``'s turn as it must be now (a new number for a turn
         not seen, the registration redone when its fence changed)."""
         lease_key, token = ("", "") if write.fence is None else self._token(write.fence)
-        value = _packed(
-            write.key.encode(),
-            lease_key.encode(),
-            token.encode(),
-            self.feed_of(write.key).encode(),
-            b"%d" % self.maxlen,
+        value = msgpack_array(
+            [
+                write.key.encode(),
+                lease_key.encode(),
+                token.encode(),
+                self.feed_of(write.key).encode(),
+                b"%d" % self.maxlen,
+            ]
         )
         turn = self._turns.get(write.key)
         if turn is None:

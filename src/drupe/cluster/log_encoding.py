@@ -24,6 +24,9 @@ No I/O: ``drupe.cluster.chunk_log`` does the Redis side. The format (``docs/life
   ``r``) that the turn lists use. The entry's stream id (``<ms>-<n>``) orders the log; the seqs
   are the cursors clients see (``<turn>/<seq>``), the same on every node.
 
+``msgpack_array`` encodes the arguments of the writer's batched call (``dl3m``,
+``drupe.cluster.log_functions``) and its registry's values.
+
 A feed entry (field ``f``, written by the chunk log's functions, ``drupe.cluster.log_functions``)
 packs the entries one call wrote, each as three ``<length>:<bytes>`` strings: the log key, the
 entry id, the ``p`` payload; ``feed_items`` splits it.
@@ -50,6 +53,7 @@ __all__ = [
     "encode_batch",
     "encode_end",
     "feed_items",
+    "msgpack_array",
     "names_of",
     "run_part",
 ]
@@ -258,3 +262,44 @@ def feed_items(packed: bytes) -> list[tuple[str, str, bytes]]:
     if parts:
         raise ValueError("a feed entry ends inside an item")
     return out
+
+
+def msgpack_array(items: list[int | bytes]) -> bytes:
+    """``items`` as ONE MessagePack array, the subset the chunk log's function decodes with
+    Redis's ``cmsgpack``: non-negative integers (< 2**64) and byte strings (as ``str``, which
+    ``cmsgpack`` returns as Lua strings whatever the bytes; it rejects ``bin``)."""
+    out = bytearray(_header(len(items), 0x90, 16, 0xDC))
+    for value in items:
+        if isinstance(value, int):
+            if value < 0:
+                raise ValueError(f"a negative integer has no place here: {value}")
+            if value < 0x80:
+                out.append(value)
+            elif value < 0x100:
+                out += bytes((0xCC, value))
+            elif value < 0x10000:
+                out += b"\xcd" + value.to_bytes(2, "big")
+            elif value < 0x100000000:
+                out += b"\xce" + value.to_bytes(4, "big")
+            else:
+                out += b"\xcf" + value.to_bytes(8, "big")
+        else:
+            size = len(value)
+            if size < 32:
+                out.append(0xA0 | size)
+            elif size < 0x100:
+                out += bytes((0xD9, size))
+            else:
+                out += _header(size, 0, 0, 0xDA)
+            out += value
+    return bytes(out)
+
+
+def _header(size: int, fix: int, fix_limit: int, sixteen: int) -> bytes:
+    """A MessagePack length: ``fix | size`` below ``fix_limit``, else the 16- or the 32-bit
+    form (``sixteen`` and the code after it)."""
+    if size < fix_limit:
+        return bytes((fix | size,))
+    if size < 0x10000:
+        return bytes((sixteen,)) + size.to_bytes(2, "big")
+    return bytes((sixteen + 1,)) + size.to_bytes(4, "big")

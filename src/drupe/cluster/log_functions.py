@@ -29,8 +29,9 @@ sharing the Redis during a rolling upgrade.
 
 * ``dl3m`` (``APPEND_REGISTERED``): ``dl2m``'s writes, but naming no keys per write: a writer
   registers each turn once in its registry hash (KEYS[1]; turn number -> the log, lease, fence
-  token, feed and maxlen), and a write is its turn's number, a trim flag, the payload's length
-  (base 128) and the payload, all writes in one argument; the function reads the turns it needs
+  token, feed and maxlen), and a write is its turn's number (doubled, plus a trim flag) and the
+  payload, all writes in one MessagePack array (Redis's ``cmsgpack`` decodes it in C; the
+  writer encodes with ``log_encoding.msgpack_array``); the function reads the turns it needs
   with one ``HMGET`` and answers ``?`` for a write whose turn it does not find (the writer
   registers it again). ~20 bytes per one-word batch instead of ~200.
 
@@ -210,36 +211,13 @@ outlives it registers its turns again: the function answers ``?`` for a turn it 
 REGISTERED_LIBRARY: Final = f"""#!lua name={REGISTERED_LIBRARY_NAME}
 -- Fenced appends to registered turns, fed (src/drupe/cluster/log_functions.py).
 {_COMMON}
--- The '<length>:<bytes>' strings packed in s, in order.
-local function strings(s)
-  local out, at = {{}}, 1
-  while at <= #s do
-    local colon = string.find(s, ':', at, true)
-    local n = tonumber(string.sub(s, at, colon - 1))
-    out[#out + 1] = string.sub(s, colon + 1, colon + n)
-    at = colon + n + 1
-  end
-  return out
-end
-
--- A little-endian base-128 number at byte ``at`` of s: the number and the byte after it.
-local function varint(s, at)
-  local value, scale = 0, 1
-  while true do
-    local b = string.byte(s, at)
-    at = at + 1
-    value = value + (b % 128) * scale
-    if b < 128 then return value, at end
-    scale = scale * 128
-  end
-end
-
--- Many fenced appends to the turns a writer registered, in one call, fed.
+-- Many fenced appends to the turns a writer registered, in one call, fed. Arguments are
+-- MessagePack arrays (Redis's cmsgpack decodes them in C).
 -- KEYS: the writer's registry (a hash: turn number -> its log, lease, fence token, feed and
--- maxlen, five '<length>:<bytes>' strings; the lease and token empty for an unfenced log).
--- ARGV[1]: the writes, each a base-128 number (2 * turn number, + 1 to trim the log to its
--- maxlen with this write), the payload's length (base 128), the payload;
--- ARGV[2]: registrations first applied, each '<length>:<number><length>:<registry value>';
+-- maxlen, a MessagePack array of five strings; the lease and token empty for an unfenced log).
+-- ARGV[1]: the writes, [head, payload, head, payload, ...], head = 2 * turn number (+ 1 to
+-- trim the log to its maxlen with this write);
+-- ARGV[2]: registrations first applied, [number, registry value, ...], or '';
 -- ARGV[3]: turn numbers to drop from the registry after the writes, ',' separated, or ''.
 -- Returns one value per write: the entry id, 0 when fenced out, '?' when its turn is not
 -- registered, '!<error>' when not written (an earlier write to its log in this call failed,
@@ -247,24 +225,19 @@ end
 redis.register_function('{APPEND_REGISTERED}', function(keys, args)
   local registry, turns = keys[1], {{}}
   if args[2] ~= '' then
-    local pairs_ = strings(args[2])
-    for i = 1, #pairs_, 2 do turns[pairs_[i]] = strings(pairs_[i + 1]) end
-    redis.call('HSET', registry, unpack(pairs_))
+    local registrations, fields = cmsgpack.unpack(args[2]), {{}}
+    for i = 1, #registrations, 2 do
+      turns[registrations[i]] = cmsgpack.unpack(registrations[i + 1])
+      fields[#fields + 1] = registrations[i]
+      fields[#fields + 1] = registrations[i + 1]
+    end
+    redis.call('HSET', registry, unpack(fields))
     redis.call('EXPIRE', registry, {REGISTRY_TTL})
   end
-  local numbers, trims, payloads = {{}}, {{}}, {{}}
-  local s, at = args[1], 1
-  while at <= #s do
-    local head, length
-    head, at = varint(s, at)
-    length, at = varint(s, at)
-    numbers[#numbers + 1] = tostring(math.floor(head / 2))
-    trims[#trims + 1] = head % 2 == 1
-    payloads[#payloads + 1] = string.sub(s, at, at + length - 1)
-    at = at + length
-  end
+  local writes = cmsgpack.unpack(args[1])
   local wanted, asked = {{}}, {{}}
-  for _, number in ipairs(numbers) do
+  for i = 1, #writes, 2 do
+    local number = math.floor(writes[i] / 2)
     if not turns[number] and not asked[number] then
       asked[number] = true
       wanted[#wanted + 1] = number
@@ -273,7 +246,7 @@ redis.register_function('{APPEND_REGISTERED}', function(keys, args)
   if #wanted > 0 then
     local got = redis.call('HMGET', registry, unpack(wanted))
     for i, number in ipairs(wanted) do
-      if got[i] then turns[number] = strings(got[i]) end
+      if got[i] then turns[number] = cmsgpack.unpack(got[i]) end
     end
   end
   local leases, slot = {{}}, {{}}
@@ -286,25 +259,28 @@ redis.register_function('{APPEND_REGISTERED}', function(keys, args)
   local held = {{}}
   if #leases > 0 then held = redis.call('MGET', unpack(leases)) end
   local out, failed, items, last = {{}}, {{}}, {{}}, {{}}
-  for i, number in ipairs(numbers) do
+  for i = 1, #writes, 2 do
+    local head, payload = writes[i], writes[i + 1]
+    local number = math.floor(head / 2)
     local turn = turns[number]
+    local n = #out + 1
     if not turn then
-      out[i] = '?'
+      out[n] = '?'
     elseif failed[number] then
-      out[i] = '!an earlier write to this log in the same call failed'
+      out[n] = '!an earlier write to this log in the same call failed'
     elseif turn[3] ~= '' and not holds(held[slot[number]], turn[3]) then
-      out[i] = 0
+      out[n] = 0
     else
       local log = turn[1]
-      local r = xadd(redis.pcall, log, trims[i] and turn[5], payloads[i])
+      local r = xadd(redis.pcall, log, head % 2 == 1 and turn[5], payload)
       if type(r) == 'table' and r.err then
-        out[i] = '!' .. r.err
+        out[n] = '!' .. r.err
         failed[number] = true
       else
-        out[i] = r
+        out[n] = r
         local f = turn[4]
         items[f] = items[f] or {{}}
-        table.insert(items[f], item(log, r, payloads[i]))
+        table.insert(items[f], item(log, r, payload))
         last[f] = r
       end
     end
