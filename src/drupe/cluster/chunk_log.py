@@ -137,6 +137,8 @@ class _Turn:
     """A turn in the writer's registry: its number and what is registered under it."""
 
     number: int
+    fence: tuple[str, str]
+    """``(lease key, token)`` registered (empty strings: unfenced)."""
     value: bytes
     registered: bool = False
 
@@ -240,6 +242,7 @@ class RedisChunkLog:
         the registry (it is registered again on its next call)."""
         for attempt in (1, 2):
             registering: list[_Turn] = []
+            turns: list[_Turn] = []
             try:
                 blob: list[int | bytes] = []
                 for write, trim in zip(writes, trims, strict=True):
@@ -253,12 +256,14 @@ class RedisChunkLog:
                         None if part is None else numbers,
                     )
                     turn = self._turn(write)
+                    turns.append(turn)
                     if not turn.registered and turn not in registering:
                         registering.append(turn)
                     blob += [2 * turn.number + (trim != ""), payload]
                 registrations: list[int | bytes] = []
                 for t in registering:
                     registrations += [t.number, t.value]
+                dropped = len(self._gone)
                 gone = ",".join(map(str, self._gone))
                 got: Any = await self._redis.fcall(
                     APPEND_REGISTERED,
@@ -281,9 +286,9 @@ class RedisChunkLog:
                 raise
             for turn in registering:
                 turn.registered = True
-            self._gone.clear()
+            del self._gone[:dropped]
             out: list[str | FencedOut | RedisError | None] = []
-            for write, answer in zip(writes, got, strict=True):
+            for write, turn, answer in zip(writes, turns, got, strict=True):
                 if answer == 0:
                     self._unconfirm(write.key)
                     lease = write.fence and write.fence[0]
@@ -291,7 +296,7 @@ class RedisChunkLog:
                     continue
                 text = as_text(answer)
                 if text == "?":
-                    self._turns[write.key].registered = False
+                    turn.registered = False
                     self._unconfirm(write.key)  # Redis lost data: its numbers too, maybe
                     out.append(None)
                 elif text.startswith("!"):
@@ -305,7 +310,11 @@ class RedisChunkLog:
     def _turn(self, write: Append) -> _Turn:
         """The registration of ``write``'s turn as it must be now (a new number for a turn
         not seen, the registration redone when its fence changed)."""
-        lease_key, token = ("", "") if write.fence is None else self._token(write.fence)
+        fence = ("", "") if write.fence is None else self._token(write.fence)
+        turn = self._turns.get(write.key)
+        if turn is not None and turn.fence == fence:
+            return turn
+        lease_key, token = fence
         value = msgpack_array(
             [
                 write.key.encode(),
@@ -315,14 +324,13 @@ class RedisChunkLog:
                 b"%d" % self.maxlen,
             ]
         )
-        turn = self._turns.get(write.key)
         if turn is None:
             if len(self._turns) > _CACHE_BOUND:
                 self._turns.clear()  # their numbers stay in the registry until its TTL
             self._next_turn += 1
-            turn = self._turns[write.key] = _Turn(self._next_turn, value)
-        elif turn.value != value:
-            turn.value, turn.registered = value, False
+            turn = self._turns[write.key] = _Turn(self._next_turn, fence, value)
+        else:
+            turn.fence, turn.value, turn.registered = fence, value, False
         return turn
 
     async def end(
