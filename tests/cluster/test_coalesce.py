@@ -48,6 +48,7 @@ def test_a_structural_chunk_is_written_at_once_with_what_was_held_before_it() ->
         _delta("ab"),
         {"type": "text-end", "id": "t1"},
     ]
+    assert coalescer.batch_seqs == [0, 0]  # chunks pushed without a seq carry none
 
 
 def test_the_byte_bound_writes_before_the_window_ends() -> None:
@@ -117,3 +118,36 @@ def test_each_batch_chunk_carries_the_seq_of_the_last_chunk_merged_into_it() -> 
         {"type": "text-end", "id": "t1"},
     ]
     assert coalescer.batch_seqs == [3, 4, 6, 7]
+
+
+def test_the_byte_bound_counts_from_the_start_of_each_batch() -> None:
+    # After a window's end the delta that started the next batch counts toward the bound.
+    coalescer = Coalescer(window=0.025, max_bytes=10)
+    assert coalescer.push(_delta("aaaaaa"), 0.0) is None
+    assert coalescer.push(_delta("bbbbbb"), 0.03) == [_delta("aaaaaa")]
+    assert coalescer.push(_delta("cccc"), 0.031) == [_delta("bbbbbbcccc")]
+    # A flush starts the count again from nothing: 3 bytes stay under a bound of 4, a 4th
+    # reaches it.
+    coalescer = Coalescer(window=10.0, max_bytes=4)
+    assert coalescer.push(_delta("abc"), 0.0) is None
+    assert coalescer.flush() == [_delta("abc")]
+    assert coalescer.push(_delta("def"), 0.0) is None
+    assert coalescer.push(_delta("g"), 0.0) == [_delta("defg")]
+
+
+def test_a_flushed_run_carries_the_seq_of_its_last_delta() -> None:
+    coalescer = Coalescer(window=10.0)
+    for seq, text in ((4, "a"), (5, "b"), (6, "c")):
+        assert coalescer.push(_delta(text), 0.0, seq) is None
+    assert coalescer.flush() == [_delta("abc")]
+    assert coalescer.batch_seqs == [6]
+    reasoning = {"type": "reasoning-delta", "id": "r1", "delta": "x"}
+    tool = {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{"}
+    for seq, chunk in ((7, reasoning), (8, reasoning), (9, tool), (10, tool), (11, _delta("d"))):
+        assert coalescer.push(chunk, 0.0, seq) is None
+    assert coalescer.flush() == [
+        {"type": "reasoning-delta", "id": "r1", "delta": "xx"},
+        {"type": "tool-input-delta", "toolCallId": "c1", "inputTextDelta": "{{"},
+        _delta("d"),
+    ]
+    assert coalescer.batch_seqs == [8, 10, 11]

@@ -28,6 +28,8 @@ from drupe.cluster.log_encoding import (
     decode_entry,
     encode_batch,
     encode_end,
+    feed_items,
+    names_of,
     run_part,
 )
 
@@ -184,8 +186,84 @@ def test_an_unknown_execution_number_is_reported_and_the_plain_form_still_decode
     # The turn lists' entries (and any plain entry) are plain fields.
     entry = decode_entry(b"2-0", {b"e": b"1700000000000:4", b"n": b"node-a"})
     assert entry.execution_id == "1700000000000:4" and entry.chunks == ()
+    assert entry.terminal is None and entry.done is False
     plain = decode_entry("3-0", {"e": "m", "c": orjson.dumps([{"type": "finish"}]), "s": b"[7]"})
     assert plain.chunks == ({"type": "finish"},) and plain.seqs == (7,)
+
+
+def test_a_plain_terminal_decodes_every_field_and_no_execution_is_the_turn() -> None:
+    fields = {
+        b"t": b"error",
+        b"d": b"1",
+        b"x": orjson.dumps({"message": "lost"}),
+        b"r": "why 🌍".encode(),
+        b"n": b"1700000000000:2/model:a/b",
+    }
+    entry = decode_entry(b"4-1", fields)
+    assert entry == LogEntry(
+        "4-1",
+        "",
+        terminal="error",
+        done=True,
+        error={"message": "lost"},
+        reason="why 🌍",
+        retried_as=("1700000000000:2", "model:a/b"),
+    )
+    bare = decode_entry("4-2", {"t": "success", "e": "m"})
+    assert (bare.done, bare.reason, bare.retried_as, bare.error) == (False, None, None, None)
+
+
+def test_an_end_is_the_conversation_s_end_unless_told_otherwise() -> None:
+    entry = decode_entry(b"6-0", {b"p": encode_end(1, "success")}, NAMES)
+    assert entry.done is True and entry.retried_as is None
+
+
+def test_a_part_number_zero_is_never_read_as_the_turn() -> None:
+    # 0 names the turn-wide terminal's execution (""), never a part: a delta naming part 0
+    # with no such number registered is an unknown number, as any other.
+    with pytest.raises(UnknownExecution):
+        decode_entry(b"7-0", {b"p": b"d1,5,0:text"}, NAMES)
+    assert decode_entry(b"7-1", {b"p": b"d1,5,0:text"}, {**NAMES, 0: "p0"}).chunks == (
+        {"type": "text-delta", "id": "p0", "delta": "text"},
+    )
+
+
+def test_only_hash_number_fields_are_names() -> None:
+    raw = {b"#3": b"model:a", "#12": "part-1", "~feed": "1", "x12": "anchor", "#": "z", "#1a": "y"}
+    raw |= {"exec-1": "row-1"}  # an execution's row (its anchor) lives in the same hash
+    assert names_of(raw) == {3: "model:a", 12: "part-1"}
+
+
+def _item(*strings: bytes) -> bytes:
+    return b"".join(b"%d:%b" % (len(s), s) for s in strings)
+
+
+def test_a_feed_entry_splits_into_its_items_in_order() -> None:
+    payloads = [b"d1,5,2:a:b,c", "中文 🌍".encode(), b"", b"12:34"]
+    packed = b"".join(
+        _item(f"drupe:log:c{i}:t".encode(), f"{i + 1}-0".encode(), p)
+        for i, p in enumerate(payloads)
+    )
+    assert feed_items(packed) == [
+        (f"drupe:log:c{i}:t", f"{i + 1}-0", p) for i, p in enumerate(payloads)
+    ]
+    assert feed_items(b"") == []
+    whole = _item(b"k", b"1-0", b"p")
+    with pytest.raises(ValueError, match="runs past its end at byte 8"):
+        feed_items(whole[:-1])
+    with pytest.raises(ValueError, match="ends inside an item"):
+        feed_items(whole + b"3:abc")
+    for broken in (b"x:" + whole, b"-1:" + whole):
+        with pytest.raises(ValueError):
+            feed_items(broken)
+
+
+def test_a_text_reply_decodes_as_the_bytes_would() -> None:
+    # A client with decode_responses gives str fields: the same entry.
+    payload = encode_batch(1, [{"type": "text-delta", "id": "t", "delta": "中文 a:b"}], [9], PARTS)
+    assert decode_entry("8-0", {"p": payload.decode()}, NAMES) == decode_entry(
+        b"8-0", {b"p": payload}, NAMES
+    )
 
 
 # --- on a real Redis -----------------------------------------------------------------------------
