@@ -17,7 +17,7 @@ from redis.exceptions import ResponseError
 
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import Append, FencedOut, RedisChunkLog
+from drupe.cluster.chunk_log import Append, DataLost, FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.cluster.log_encoding import msgpack_array
@@ -416,3 +416,35 @@ async def test_the_calls_messagepack_is_what_redis_cmsgpack_reads_at_every_size(
     assert await redis.eval(count, 0, msgpack_array([])) == 0
     with pytest.raises(ValueError, match="negative"):
         msgpack_array([-1])
+
+
+async def test_a_tracked_turn_redis_lost_is_refused_until_restored_then_whole(
+    redis: Redis, prefix: str
+) -> None:
+    log = RedisChunkLog(redis, prefix=prefix)
+    key = log.key("conv", "t")
+    log.track(key)
+
+    def batch(seq: int, text: str) -> Append:
+        return Append(key, "model-a", [{"type": "text-delta", "id": "p", "delta": text}], [seq])
+
+    start = Append(key, "model-a", [{"type": "start"}, {"type": "text-start", "id": "p"}], [1, 2])
+    assert all(isinstance(x, str) for x in await log.append_many([start, batch(3, "a")]))
+    assert all(isinstance(x, str) for x in await log.append_many([batch(4, "b")]))
+    written = await _entries(redis, prefix, key)
+    assert await log.restore(key, None) == 0  # nothing lost: nothing written again
+
+    # Redis comes back without its data: the log, its numbers and the writer's registry
+    await redis.delete(key, anchors_key(key), log.registry)
+    got = await log.append_many([batch(5, "c")])
+    assert isinstance(got[0], DataLost)
+    assert await redis.exists(key) == 0  # nothing new landed in the empty log
+    assert await log.restore(key, None) == 3
+    assert await _entries(redis, prefix, key) == written  # a reader that never saw it
+    assert all(isinstance(x, str) for x in await log.append_many([batch(5, "c")]))
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1, 2), (3,), (4,), (5,)]
+
+    log.forget_turn(key)  # the turn ended: nothing kept, nothing to restore
+    await redis.delete(key, anchors_key(key), log.registry)
+    assert await log.restore(key, None) == 0
+    assert all(isinstance(x, str) for x in await log.append_many([batch(6, "d")]))

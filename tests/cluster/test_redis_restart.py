@@ -140,3 +140,66 @@ async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
         cluster_a = a.takeover
         assert cluster_a.ownership.recovered >= 1  # the vanished lease was taken again
         assert cluster_a.ownership.lost == 0
+
+
+async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_answer(
+    tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    """The owner writes the live turn's log again when Redis comes back without it, so a
+    subscriber that attaches afterwards (on any node) replays the answer from its start, and
+    one that was already following gets nothing twice."""
+    body = {
+        "id": "r2",
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        "models": ["scripted:lorem?words=360&rate=60"],  # 6 s: live when the last one attaches
+    }
+    owner: list[bytes] = []
+    before: list[bytes] = []
+    after: list[bytes] = []
+    speaking, following = anyio.Event(), anyio.Event()
+    async with (
+        cluster_nodes(tmp_path, "restart2", redis=private_redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+    ):
+
+        async def submit() -> None:
+            async with on_a.stream("POST", "/api/chat", json=body) as r:
+                async for chunk in r.aiter_bytes():
+                    owner.append(chunk)
+                    if b"text-delta" in chunk:
+                        speaking.set()
+
+        async def follow(into: list[bytes], seen: anyio.Event | None) -> None:
+            async with on_b.stream("GET", "/api/chat/r2/stream") as r:
+                assert r.status_code == 200
+                async for chunk in r.aiter_bytes():
+                    into.append(chunk)
+                    if seen is not None and b"text-delta" in chunk:
+                        seen.set()
+
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(submit)
+                await speaking.wait()
+                tg.start_soon(follow, before, following)
+                await following.wait()
+                private_redis.stop()
+                await anyio.sleep(0.5)
+                private_redis.start()
+                # The owner's next write finds the log gone and writes it again (a counter: no
+                # event to wait on).
+                while a.cluster.log.restored == 0:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.5)  # the answer goes on after the restore
+                tg.start_soon(follow, after, None)
+        rows = await a.runtime.db.messages.list_for_conversation("r2")
+        answer = rows[-1]
+        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
+        assert answer.status == "success"
+        for got in (owner, before, after):
+            events = sse_events(b"".join(got))
+            assert events[-1][1] == "[DONE]"
+            assert text_of(events) == stored  # from its start, nothing twice
+        assert a.cluster.log.restored == 1  # the owner wrote the lost log again, once

@@ -35,6 +35,12 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   the map back before the first entry written after it; ``forget()`` (a reader's failed read)
   drops the cached maps.
 
+* ``track(key)`` keeps every entry then written to that turn, as written, until
+  ``forget_turn(key)``. A write to a tracked turn that finds Redis without its data (the
+  registry does not know the turn, or the functions were gone) writes nothing and answers or
+  raises ``DataLost``; ``restore(key, fence)`` then writes the kept entries again, in order,
+  under the same string numbers, when the log is really gone (``restored`` counts that).
+
 The writer is the turn's owner (it holds the lease); readers never write.
 """
 
@@ -73,6 +79,7 @@ __all__ = [
     "DEFAULT_TRIM_EVERY",
     "FEED_MARK",
     "FEED_SHARDS",
+    "DataLost",
     "FencedOut",
     "RedisChunkLog",
     "anchors_key",
@@ -121,6 +128,11 @@ class FencedOut(Exception):
     """The writer's lease is gone: the write was refused."""
 
 
+class DataLost(Exception):
+    """Redis lost a tracked turn's log (it came back without its data): nothing was written,
+    so the writer can restore the turn (``restore``) before anything new lands in it."""
+
+
 @dataclass(frozen=True, slots=True)
 class Append:
     """One batch for ``RedisChunkLog.append_many``: ``append``'s arguments."""
@@ -130,6 +142,8 @@ class Append:
     chunks: list[Chunk]
     seqs: list[int] | None = None
     fence: tuple[str, str] | None = None
+    payload: bytes | None = None
+    """An entry as it was written before (``restore``): sent as it is, not recorded again."""
 
 
 @dataclass(slots=True)
@@ -169,6 +183,9 @@ class RedisChunkLog:
         self._turns: dict[str, _Turn] = {}
         self._next_turn = 0
         self._gone: list[int] = []
+        self._history: dict[str, list[bytes]] = {}
+        """Tracked turns (``track``): every entry written to each, in order, as written."""
+        self.restored = 0
         self._feed_prefix = f"{prefix}:feed:"  # every feed_key(prefix, n) starts so
 
     def key(self, conversation_id: str, turn_id: str) -> str:
@@ -205,7 +222,9 @@ class RedisChunkLog:
         strings = [s for s in (execution_id, part) if s]
         return await self._write(key, strings, payload, fence=fence, expire=False)
 
-    async def append_many(self, writes: Sequence[Append]) -> list[str | FencedOut | RedisError]:
+    async def append_many(
+        self, writes: Sequence[Append]
+    ) -> list[str | FencedOut | RedisError | DataLost]:
         """Write every batch of ``writes`` in one call, in order; one answer per write: its
         entry id, ``FencedOut`` (that write's lease is gone) or the ``RedisError`` of its own
         ``XADD``. A failure of the call itself (the connection, Redis) raises: then none or
@@ -215,7 +234,7 @@ class RedisChunkLog:
         token and feed, under a short number in this writer's registry hash) and a write names
         its number. A turn the registry lost (Redis lost its data) is registered again and
         its writes sent again, in a second call."""
-        answers: list[str | FencedOut | RedisError | None] = [None] * len(writes)
+        answers: list[str | FencedOut | RedisError | DataLost | None] = [None] * len(writes)
         trims = [self._trim(write.key) for write in writes]
         pending = list(range(len(writes)))
         for _ in range(3):
@@ -237,24 +256,28 @@ class RedisChunkLog:
 
     async def _append_registered(
         self, writes: Sequence[Append], trims: Sequence[int | str]
-    ) -> list[str | FencedOut | RedisError | None]:
+    ) -> list[str | FencedOut | RedisError | DataLost | None]:
         """One ``FCALL dl3m`` of ``writes``; ``None`` for a write whose turn was not found in
         the registry (it is registered again on its next call)."""
         for attempt in (1, 2):
             registering: list[_Turn] = []
             turns: list[_Turn] = []
+            payloads: list[bytes] = []
             try:
                 blob: list[int | bytes] = []
                 for write, trim in zip(writes, trims, strict=True):
-                    part = run_part(write.chunks, write.seqs)
-                    strings = [s for s in (write.execution_id, part) if s]
-                    numbers = await self._intern(write.key, strings)
-                    payload = encode_batch(
-                        numbers.get(write.execution_id, 0),
-                        write.chunks,
-                        write.seqs,
-                        None if part is None else numbers,
-                    )
+                    payload = write.payload
+                    if payload is None:
+                        part = run_part(write.chunks, write.seqs)
+                        strings = [s for s in (write.execution_id, part) if s]
+                        numbers = await self._intern(write.key, strings)
+                        payload = encode_batch(
+                            numbers.get(write.execution_id, 0),
+                            write.chunks,
+                            write.seqs,
+                            None if part is None else numbers,
+                        )
+                    payloads.append(payload)
                     turn = self._turn(write)
                     turns.append(turn)
                     if not turn.registered and turn not in registering:
@@ -287,8 +310,8 @@ class RedisChunkLog:
             for turn in registering:
                 turn.registered = True
             del self._gone[:dropped]
-            out: list[str | FencedOut | RedisError | None] = []
-            for write, turn, answer in zip(writes, turns, got, strict=True):
+            out: list[str | FencedOut | RedisError | DataLost | None] = []
+            for write, turn, payload, answer in zip(writes, turns, payloads, got, strict=True):
                 if answer == 0:
                     self._unconfirm(write.key)
                     lease = write.fence and write.fence[0]
@@ -298,14 +321,59 @@ class RedisChunkLog:
                 if text == "?":
                     turn.registered = False
                     self._unconfirm(write.key)  # Redis lost data: its numbers too, maybe
-                    out.append(None)
+                    if self._history.get(write.key) and write.payload is None:
+                        out.append(DataLost(f"Redis lost the log {write.key!r}"))
+                    else:
+                        out.append(None)
                 elif text.startswith("!"):
                     self._unconfirm(write.key)
                     out.append(ResponseError(text[1:]))
                 else:
                     out.append(text)
+                    self._record(write, payload)
             return out
         raise AssertionError("unreachable")
+
+    def track(self, key: str) -> None:
+        """Keep what is written to the turn ``key`` from now on, so ``restore`` can write it
+        again (its owner's writer tracks each live turn until it ends)."""
+        if len(self._history) > _CACHE_BOUND:
+            self._history.clear()  # turns end long before this many are live
+        self._history.setdefault(key, [])
+
+    def forget_turn(self, key: str) -> None:
+        """Stop tracking ``key`` (its turn ended): its entries are no longer kept here."""
+        self._history.pop(key, None)
+
+    def _record(self, write: Append, payload: bytes) -> None:
+        kept = self._history.get(write.key)
+        if kept is not None and write.payload is None:
+            kept.append(payload)
+
+    async def restore(self, key: str, fence: tuple[str, str] | None) -> int:
+        """Write the tracked turn ``key`` again, every entry in order as first written, when
+        its log is gone (Redis came back without its data); returns the entries written (0
+        when the log is there or nothing is kept). Its strings are registered again under the
+        same numbers first, so the entries decode as before. Raises ``FencedOut`` or a
+        ``RedisError`` as ``append_many`` answers them."""
+        kept = self._history.get(key)
+        if not kept or await self._redis.exists(key):
+            return 0
+        numbers = {s: n for (k, s), (n, _) in self._numbers.items() if k == key}
+        self._unconfirm(key)
+        again = await self._intern(key, list(numbers))
+        if again != numbers:
+            log.error("chunk log %s: its numbers changed (%s); not restored", key, again)
+            return 0
+        writes = [Append(key, "", [], None, fence, payload=p) for p in kept]
+        answers = await self._append_registered(writes, [""] * len(writes))
+        for answer in answers:
+            if isinstance(answer, (FencedOut, RedisError)):
+                raise answer
+            if answer is None or isinstance(answer, DataLost):
+                raise ResponseError(f"the registry lost the turn {key!r} again")
+        self.restored += 1
+        return len(writes)
 
     def _turn(self, write: Append) -> _Turn:
         """The registration of ``write``'s turn as it must be now (a new number for a turn
@@ -375,12 +443,18 @@ class RedisChunkLog:
         for attempt in (1, 2):
             try:
                 numbers = await self._intern(key, strings)
-                return await self._append(key, payload(numbers), fence, expire)
+                written = payload(numbers)
+                entry_id = await self._append(key, written, fence, expire)
+                if key in self._history:
+                    self._history[key].append(written)
+                return entry_id
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():
                     self._unconfirm(key)
                     raise
                 await self._load_functions()
+                if self._history.get(key):
+                    raise DataLost(f"Redis lost its functions, and the log {key!r}") from err
             except (FencedOut, OSError, RedisError):
                 self._unconfirm(key)
                 raise

@@ -20,6 +20,9 @@ Contract (``docs/lifecycles/cluster.md``, "Subscribers"):
   listener moves on to the new ``(turn, execution)``, whose log is followed from its start, so
   the client's one response carries the partial answer, the ``data-retry`` chunk, then the
   whole new answer and its end.
+* A chunk whose seq the listener already got for its execution is not given again (a log its
+  owner wrote again after Redis lost it, ``LogWriter``'s restore, holds the same entries with
+  new ids).
 * ``close()`` (the connection closed) unwatches everything; nothing here ever stops a stream.
 """
 
@@ -92,6 +95,8 @@ class LogFollower:
         self._unwatch: list[Callable[[], None]] = []
         self._followed: set[str] = set()
         self._closed = False
+        self._last_seq: dict[tuple[str, str], int] = {}
+        """(turn, execution) -> the newest seq given to the listener."""
 
     async def follow_turn(self, turn_id: str, *, after: int | None = None) -> None:
         if turn_id in self._followed or self._closed:
@@ -149,11 +154,17 @@ class LogFollower:
                 result = replace(result, execution_id=listener.target[1])
             listener.end_with(result)
         else:
+            slot = (turn_id, entry.execution_id)
+            last = self._last_seq.get(slot, 0)
             for chunk, seq in zip(
                 entry.chunks, entry.seqs or (0,) * len(entry.chunks), strict=True
             ):
                 if after is not None and seq <= after:
                     continue
+                if seq:
+                    if seq <= last:
+                        continue  # given already (a log its owner wrote again: a restore)
+                    last = self._last_seq[slot] = seq
                 listener.on_chunk(
                     StreamEvent(
                         conversation_id=self.conversation_id,

@@ -27,6 +27,10 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   its data, and no node took it since) is re-taken (``recover``) and the write retried.
 * A Redis error drops nothing silently: the batch is retried with a capped backoff while the
   turn is live; ``write_errors`` counts the failures.
+* Redis lost its data: the writer keeps each live turn's entries in the log (``track``, until
+  the turn ends), and when a write finds the turn gone (``DataLost``: nothing was written) it
+  restores the turn first (announcement, anchors, then ``RedisChunkLog.restore``), then writes
+  what found the loss; ``restores`` counts them.
 * Batches go out together: the batches queued when the writer gets to them, one per turn (up
   to ``MANY_BATCHES`` turns, each with its own fence), are ONE ``RedisChunkLog.append_many``
   call, one round trip. A turn's next batch goes in the next call, so a fast turn's readers get
@@ -48,7 +52,14 @@ import anyio.abc
 import orjson
 from redis.exceptions import NoScriptError, RedisError
 
-from drupe.cluster.chunk_log import FEED_MARK, Append, FencedOut, RedisChunkLog, anchors_key
+from drupe.cluster.chunk_log import (
+    FEED_MARK,
+    Append,
+    DataLost,
+    FencedOut,
+    RedisChunkLog,
+    anchors_key,
+)
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
 from drupe.lifetimes import TaskOwner
@@ -140,6 +151,12 @@ class LogWriter(TaskOwner):
         self._ops: deque[_Op] = deque()
         self._wake = anyio.Event()
         self._fenced_keys: set[str] = set()
+        self._turn_of: dict[str, tuple[str, str]] = {}
+        """Live turns' keys -> (conversation, turn), to announce again after a restore."""
+        self._anchors: dict[str, dict[str, str]] = {}
+        self._speaking: dict[str, set[str]] = {}
+        """Live turns' keys -> the executions that wrote and have not ended."""
+        self.restores = 0
         self.entries_written = 0
         self.fenced_out = 0
         self.write_errors = 0
@@ -163,7 +180,9 @@ class LogWriter(TaskOwner):
         if coalescer is None:
             coalescer = self._coalescers[slot] = Coalescer(window=self.window)
             self._conversations[slot] = event.conversation_id
+            self._speaking.setdefault(key, set()).add(event.execution_id)
             if event.anchor_message_id is not None:
+                self._anchors.setdefault(key, {})[event.execution_id] = event.anchor_message_id
                 self._queue(
                     _Op(
                         event.conversation_id,
@@ -224,6 +243,8 @@ class LogWriter(TaskOwner):
         if len(self._announced) > 100_000:  # bounded: turns end long before this many
             self._announced.clear()
         self._announced.add(key)
+        self._turn_of[key] = (conversation_id, turn_id)
+        self._log.track(key)
         op = _Op(conversation_id, key, "announce", turn_id=turn_id, written=anyio.Event())
         self._announcing[key] = op
         self._queue(op)
@@ -300,6 +321,8 @@ class LogWriter(TaskOwner):
                 try:
                     await self._write_once(op)
                     return
+                except DataLost:
+                    await self._restore(op.key)
                 except FencedOut:
                     if self._recover is not None and await self._recover(op.conversation_id):
                         continue  # the lease had vanished with Redis's data: re-taken, retry
@@ -320,6 +343,7 @@ class LogWriter(TaskOwner):
         """The turn's lease is lost for good: drop its writes from now on."""
         self.fenced_out += 1
         self._fenced_keys.add(op.key)
+        self._forget(op.key)  # another node owns the turn now
         if len(self._fenced_keys) > 10_000:
             self._fenced_keys.pop()
         log.warning("chunk log write refused: the lease of %r is lost", op.conversation_id)
@@ -353,9 +377,14 @@ class LogWriter(TaskOwner):
             retry: list[_Op] = []
             failed: BaseException | None = None
             recovered: dict[str, bool] = {}
+            lost: list[str] = []
             for op, answer in zip(pending, answers, strict=True):
                 if isinstance(answer, str):
                     self.entries_written += 1
+                elif isinstance(answer, DataLost):
+                    if op.key not in lost:
+                        lost.append(op.key)
+                    retry.append(op)
                 elif isinstance(answer, FencedOut):
                     if op.key in self._fenced_keys:
                         continue
@@ -371,6 +400,8 @@ class LogWriter(TaskOwner):
                 else:
                     failed = failed or answer
                     retry.append(op)
+            for key in lost:
+                await self._restore(key)  # before anything new lands in the empty log
             if failed is not None:
                 self.write_errors += 1
                 log.warning("chunk log write failed (%s); retrying in %.2f s", failed, backoff)
@@ -416,8 +447,51 @@ class LogWriter(TaskOwner):
         )
         self.entries_written += 1
         await self._redis.expire(anchors_key(op.key), max(1, round(self._log.ttl)))
+        speaking = self._speaking.get(op.key)
+        if speaking is not None:
+            speaking.discard(op.execution_id)
+        if result.is_conversation_done or not speaking:
+            self._forget(op.key)
         if result.is_conversation_done:
             await hdel_if_turn(self._redis, live_key(self.prefix), op.conversation_id, op.key)
+
+    def _forget(self, key: str) -> None:
+        """The turn ended: nothing of it is kept for a restore any more."""
+        self._log.forget_turn(key)
+        self._turn_of.pop(key, None)
+        self._anchors.pop(key, None)
+        self._speaking.pop(key, None)
+
+    async def _restore(self, key: str) -> None:
+        """Redis came back without the live turn ``key``: announce it again (its turn list
+        entry, the live hash, the feed mark), write its rows' anchors again, then every entry
+        written so far (``RedisChunkLog.restore``), before any new entry, so a subscriber that
+        attaches now replays the answer from its start. Retried like any write; a lease lost
+        for good drops the turn as any write does."""
+        turn = self._turn_of.get(key)
+        if turn is None:
+            return
+        conversation_id, turn_id = turn
+        self.restores += 1
+        log.warning("chunk log %s was lost with Redis's data; writing it again", key)
+        await self._write(_Op(conversation_id, key, "announce", turn_id=turn_id))
+        for execution_id, anchor in self._anchors.get(key, {}).items():
+            await self._write(_Op(conversation_id, key, "anchor", execution_id, anchor=anchor))
+        backoff = 0.05
+        while key not in self._fenced_keys:
+            try:
+                await self._log.restore(key, self._guard(conversation_id))
+                return
+            except FencedOut:
+                if self._recover is not None and await self._recover(conversation_id):
+                    continue
+                self._fence_out(_Op(conversation_id, key, "batch"))
+                return
+            except (OSError, RedisError) as err:
+                self.write_errors += 1
+                log.warning("chunk log restore failed (%s); retrying in %.2f s", err, backoff)
+                await anyio.sleep(backoff)
+                backoff = min(backoff * 2, _MAX_BACKOFF)
 
 
 _HDEL_IF: Final = """
