@@ -85,15 +85,39 @@ def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
         server.stop()
 
 
+def _chat(conversation_id: str, model: str) -> dict[str, object]:
+    return {
+        "id": conversation_id,
+        "trigger": "submit-message",
+        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
+        "models": [model],
+    }
+
+
+async def _submit(
+    client: httpx.AsyncClient, body: dict[str, object], into: list[bytes], speaking: anyio.Event
+) -> None:
+    async with client.stream("POST", "/api/chat", json=body) as r:
+        async for chunk in r.aiter_bytes():
+            into.append(chunk)
+            if b"text-delta" in chunk:
+                speaking.set()
+
+
+async def _follow(
+    client: httpx.AsyncClient, conversation_id: str, into: list[bytes], seen: anyio.Event
+) -> None:
+    async with client.stream("GET", f"/api/chat/{conversation_id}/stream") as r:
+        assert r.status_code == 200
+        async for chunk in r.aiter_bytes():
+            into.append(chunk)
+            if b"text-delta" in chunk:
+                seen.set()
+
+
 async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
     tmp_path: Path, private_redis: PrivateRedis
 ) -> None:
-    body = {
-        "id": "r1",
-        "trigger": "submit-message",
-        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
-        "models": [PACED],
-    }
     owner: list[bytes] = []
     follower: list[bytes] = []
     speaking, following = anyio.Event(), anyio.Event()
@@ -102,27 +126,11 @@ async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
         httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
         httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
     ):
-
-        async def submit() -> None:
-            async with on_a.stream("POST", "/api/chat", json=body) as r:
-                async for chunk in r.aiter_bytes():
-                    owner.append(chunk)
-                    if b"text-delta" in chunk:
-                        speaking.set()
-
-        async def follow() -> None:
-            async with on_b.stream("GET", "/api/chat/r1/stream") as r:
-                assert r.status_code == 200
-                async for chunk in r.aiter_bytes():
-                    follower.append(chunk)
-                    if b"text-delta" in chunk:
-                        following.set()
-
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(submit)
+                tg.start_soon(_submit, on_a, _chat("r1", PACED), owner, speaking)
                 await speaking.wait()
-                tg.start_soon(follow)
+                tg.start_soon(_follow, on_b, "r1", follower, following)
                 await following.wait()
                 private_redis.stop()
                 await anyio.sleep(0.5)  # the answer goes on while Redis is down
@@ -148,12 +156,7 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
     """The owner writes the live turn's log again when Redis comes back without it, so a
     subscriber that attaches afterwards (on any node) replays the answer from its start, and
     one that was already following gets nothing twice."""
-    body = {
-        "id": "r2",
-        "trigger": "submit-message",
-        "messages": [{"id": "u1", "role": "user", "parts": [{"type": "text", "text": "go"}]}],
-        "models": ["scripted:lorem?words=360&rate=60"],  # 6 s: live when the last one attaches
-    }
+    long = "scripted:lorem?words=360&rate=60"  # 6 s: still live when the last one attaches
     owner: list[bytes] = []
     before: list[bytes] = []
     after: list[bytes] = []
@@ -163,27 +166,11 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
         httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
         httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
     ):
-
-        async def submit() -> None:
-            async with on_a.stream("POST", "/api/chat", json=body) as r:
-                async for chunk in r.aiter_bytes():
-                    owner.append(chunk)
-                    if b"text-delta" in chunk:
-                        speaking.set()
-
-        async def follow(into: list[bytes], seen: anyio.Event | None) -> None:
-            async with on_b.stream("GET", "/api/chat/r2/stream") as r:
-                assert r.status_code == 200
-                async for chunk in r.aiter_bytes():
-                    into.append(chunk)
-                    if seen is not None and b"text-delta" in chunk:
-                        seen.set()
-
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
-                tg.start_soon(submit)
+                tg.start_soon(_submit, on_a, _chat("r2", long), owner, speaking)
                 await speaking.wait()
-                tg.start_soon(follow, before, following)
+                tg.start_soon(_follow, on_b, "r2", before, following)
                 await following.wait()
                 private_redis.stop()
                 await anyio.sleep(0.5)
@@ -193,7 +180,7 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
                 while a.cluster.log.restored == 0:  # noqa: ASYNC110
                     await anyio.sleep(0.05)
                 await anyio.sleep(0.5)  # the answer goes on after the restore
-                tg.start_soon(follow, after, None)
+                tg.start_soon(_follow, on_b, "r2", after, anyio.Event())
         rows = await a.runtime.db.messages.list_for_conversation("r2")
         answer = rows[-1]
         stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
