@@ -321,8 +321,9 @@ class RedisChunkLog:
                 if text == "?":
                     turn.registered = False
                     self._unconfirm(write.key)  # Redis lost data: its numbers too, maybe
-                    if self._history.get(write.key) and write.payload is None:
-                        out.append(DataLost(f"Redis lost the log {write.key!r}"))
+                    if write.key in self._history and write.payload is None:
+                        # a tracked turn: its announcement (and entries, if any) went too
+                        out.append(DataLost(f"Redis lost the turn {write.key!r}"))
                     else:
                         out.append(None)
                 elif text.startswith("!"):
@@ -453,8 +454,8 @@ class RedisChunkLog:
                     self._unconfirm(key)
                     raise
                 await self._load_functions()
-                if self._history.get(key):
-                    raise DataLost(f"Redis lost its functions, and the log {key!r}") from err
+                if key in self._history:
+                    raise DataLost(f"Redis lost its functions, and the turn {key!r}") from err
             except (FencedOut, OSError, RedisError):
                 self._unconfirm(key)
                 raise
