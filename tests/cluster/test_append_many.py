@@ -448,3 +448,31 @@ async def test_a_tracked_turn_redis_lost_is_refused_until_restored_then_whole(
     await redis.delete(key, anchors_key(key), log.registry)
     assert await log.restore(key, None) == 0
     assert all(isinstance(x, str) for x in await log.append_many([batch(6, "d")]))
+
+
+async def test_a_lost_turn_whose_lease_was_taken_again_first_is_still_found_lost(
+    redis: Redis, prefix: str
+) -> None:
+    # Redis came back empty and the node re-took the lease (a new token) before the writer's
+    # next write: registering the turn again with the new token must not hide the loss.
+    lease = RedisLease(redis, prefix=prefix)
+    log = RedisChunkLog(redis, prefix=prefix)
+    first = await lease.acquire("conv", "node-a")
+    assert first is not None
+    key = log.key("conv", "t")
+    log.track(key)
+
+    def batch(seq: int, value: str) -> Append:
+        chunk: Chunk = {"type": "text-delta", "id": "p", "delta": str(seq)}
+        return Append(key, "m", [chunk], [seq], (lease.lease_key("conv"), value))
+
+    for seq in (1, 2):
+        assert isinstance((await log.append_many([batch(seq, first.value)]))[0], str)
+    await redis.delete(key, anchors_key(key), log.registry, lease.lease_key("conv"))
+    again = await lease.acquire("conv", "node-a")
+    assert again is not None and again.value != first.value
+    got = await log.append_many([batch(3, again.value)])
+    assert isinstance(got[0], DataLost) and await redis.exists(key) == 0
+    assert await log.restore(key, (lease.lease_key("conv"), again.value)) == 2
+    assert isinstance((await log.append_many([batch(3, again.value)]))[0], str)
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,), (3,)]

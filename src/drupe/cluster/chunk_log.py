@@ -155,6 +155,8 @@ class _Turn:
     """``(lease key, token)`` registered (empty strings: unfenced)."""
     value: bytes
     registered: bool = False
+    was_registered: bool = False
+    """Registered once already: registering it again checks that its log is still there."""
 
 
 class RedisChunkLog:
@@ -183,8 +185,9 @@ class RedisChunkLog:
         self._turns: dict[str, _Turn] = {}
         self._next_turn = 0
         self._gone: list[int] = []
-        self._history: dict[str, list[bytes]] = {}
-        """Tracked turns (``track``): every entry written to each, in order, as written."""
+        self._history: dict[str, bytearray] = {}
+        """Tracked turns (``track``): every entry written to each, in order, as written, each
+        behind its length (4 bytes): ~4 bytes of memory per entry besides the entry."""
         self.restored = 0
         self._feed_prefix = f"{prefix}:feed:"  # every feed_key(prefix, n) starts so
 
@@ -261,6 +264,7 @@ class RedisChunkLog:
         the registry (it is registered again on its next call)."""
         for attempt in (1, 2):
             registering: list[_Turn] = []
+            checks: list[bool] = []
             turns: list[_Turn] = []
             payloads: list[bytes] = []
             try:
@@ -282,10 +286,18 @@ class RedisChunkLog:
                     turns.append(turn)
                     if not turn.registered and turn not in registering:
                         registering.append(turn)
+                        # A turn registered again (its fence changed, or the registry lost it)
+                        # that has entries: its log must still be there, else Redis lost it
+                        # (not when the write is the restore itself).
+                        checks.append(
+                            turn.was_registered
+                            and write.payload is None
+                            and bool(self._history.get(write.key))
+                        )
                     blob += [2 * turn.number + (trim != ""), payload]
                 registrations: list[int | bytes] = []
-                for t in registering:
-                    registrations += [t.number, t.value]
+                for t, check in zip(registering, checks, strict=True):
+                    registrations += [t.number, t.value, int(check)]
                 dropped = len(self._gone)
                 gone = ",".join(map(str, self._gone))
                 got: Any = await self._redis.fcall(
@@ -308,7 +320,7 @@ class RedisChunkLog:
                     self._unconfirm(write.key)
                 raise
             for turn in registering:
-                turn.registered = True
+                turn.registered = turn.was_registered = True
             del self._gone[:dropped]
             out: list[str | FencedOut | RedisError | DataLost | None] = []
             for write, turn, payload, answer in zip(writes, turns, payloads, got, strict=True):
@@ -340,7 +352,7 @@ class RedisChunkLog:
         again (its owner's writer tracks each live turn until it ends)."""
         if len(self._history) > _CACHE_BOUND:
             self._history.clear()  # turns end long before this many are live
-        self._history.setdefault(key, [])
+        self._history.setdefault(key, bytearray())
 
     def forget_turn(self, key: str) -> None:
         """Stop tracking ``key`` (its turn ended): its entries are no longer kept here."""
@@ -349,7 +361,7 @@ class RedisChunkLog:
     def _record(self, write: Append, payload: bytes) -> None:
         kept = self._history.get(write.key)
         if kept is not None and write.payload is None:
-            kept.append(payload)
+            kept += len(payload).to_bytes(4, "big") + payload
 
     async def restore(self, key: str, fence: tuple[str, str] | None) -> int:
         """Write the tracked turn ``key`` again, every entry in order as first written, when
@@ -360,13 +372,19 @@ class RedisChunkLog:
         kept = self._history.get(key)
         if not kept or await self._redis.exists(key):
             return 0
+        entries: list[bytes] = []
+        at = 0
+        while at < len(kept):
+            size = int.from_bytes(kept[at : at + 4], "big")
+            entries.append(bytes(kept[at + 4 : at + 4 + size]))
+            at += 4 + size
         numbers = {s: n for (k, s), (n, _) in self._numbers.items() if k == key}
         self._unconfirm(key)
         again = await self._intern(key, list(numbers))
         if again != numbers:
             log.error("chunk log %s: its numbers changed (%s); not restored", key, again)
             return 0
-        writes = [Append(key, "", [], None, fence, payload=p) for p in kept]
+        writes = [Append(key, "", [], None, fence, payload=p) for p in entries]
         answers = await self._append_registered(writes, [""] * len(writes))
         for answer in answers:
             if isinstance(answer, (FencedOut, RedisError)):
@@ -447,7 +465,7 @@ class RedisChunkLog:
                 written = payload(numbers)
                 entry_id = await self._append(key, written, fence, expire)
                 if key in self._history:
-                    self._history[key].append(written)
+                    self._history[key] += len(written).to_bytes(4, "big") + written
                 return entry_id
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():

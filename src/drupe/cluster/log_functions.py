@@ -217,25 +217,35 @@ REGISTERED_LIBRARY: Final = f"""#!lua name={REGISTERED_LIBRARY_NAME}
 -- maxlen, a MessagePack array of five strings; the lease and token empty for an unfenced log).
 -- ARGV[1]: the writes, [head, payload, head, payload, ...], head = 2 * turn number (+ 1 to
 -- trim the log to its maxlen with this write);
--- ARGV[2]: registrations first applied, [number, registry value, ...], or '';
+-- ARGV[2]: registrations first applied, [number, registry value, check, ...], or ''; with
+-- check = 1 (a turn registered again that has entries) the turn's log must exist, else the
+-- registration is not applied and its writes answer '?';
 -- ARGV[3]: turn numbers to drop from the registry after the writes, ',' separated, or ''.
 -- Returns one value per write: the entry id, 0 when fenced out, '?' when its turn is not
 -- registered, '!<error>' when not written (an earlier write to its log in this call failed,
 -- or its own XADD did).
 redis.register_function('{APPEND_REGISTERED}', function(keys, args)
-  local registry, turns = keys[1], {{}}
+  local registry, turns, asked = keys[1], {{}}, {{}}
   if args[2] ~= '' then
     local registrations, fields = cmsgpack.unpack(args[2]), {{}}
-    for i = 1, #registrations, 2 do
-      turns[registrations[i]] = cmsgpack.unpack(registrations[i + 1])
-      fields[#fields + 1] = registrations[i]
-      fields[#fields + 1] = registrations[i + 1]
+    for i = 1, #registrations, 3 do
+      local number, value = registrations[i], registrations[i + 1]
+      local turn = cmsgpack.unpack(value)
+      if registrations[i + 2] == 1 and redis.call('EXISTS', turn[1]) == 0 then
+        asked[number] = true -- its log is gone (Redis lost its data): its writes answer '?'
+      else
+        turns[number] = turn
+        fields[#fields + 1] = number
+        fields[#fields + 1] = value
+      end
     end
-    redis.call('HSET', registry, unpack(fields))
-    redis.call('EXPIRE', registry, {REGISTRY_TTL})
+    if #fields > 0 then
+      redis.call('HSET', registry, unpack(fields))
+      redis.call('EXPIRE', registry, {REGISTRY_TTL})
+    end
   end
   local writes = cmsgpack.unpack(args[1])
-  local wanted, asked = {{}}, {{}}
+  local wanted = {{}}
   for i = 1, #writes, 2 do
     local number = math.floor(writes[i] / 2)
     if not turns[number] and not asked[number] then
