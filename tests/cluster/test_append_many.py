@@ -476,3 +476,20 @@ async def test_a_lost_turn_whose_lease_was_taken_again_first_is_still_found_lost
     assert await log.restore(key, (lease.lease_key("conv"), again.value)) == 2
     assert isinstance((await log.append_many([batch(3, again.value)]))[0], str)
     assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,), (3,)]
+
+
+async def test_a_turn_whose_numbers_changed_is_not_restored_and_writing_goes_on(
+    redis: Redis, prefix: str
+) -> None:
+    log = RedisChunkLog(redis, prefix=prefix)
+    key = log.key("conv", "t")
+    log.track(key)
+    delta: Chunk = {"type": "text-delta", "id": "p", "delta": "x"}
+    assert isinstance((await log.append_many([Append(key, "m", [delta], [1])]))[0], str)
+    # The log and registry are gone, and another writer took the execution's number.
+    await redis.delete(key, anchors_key(key), log.registry)
+    await redis.hset(anchors_key(key), "#1", "another execution")
+    assert isinstance((await log.append_many([Append(key, "m", [delta], [2])]))[0], DataLost)
+    assert await log.restore(key, None) == 0  # its entries would decode wrong: not written
+    assert isinstance((await log.append_many([Append(key, "m", [delta], [2])]))[0], str)
+    assert [e for e, _, _ in await _entries(redis, prefix, key)] == ["m"]

@@ -181,6 +181,8 @@ class LogWriter(TaskOwner):
             coalescer = self._coalescers[slot] = Coalescer(window=self.window)
             self._conversations[slot] = event.conversation_id
             self._speaking.setdefault(key, set()).add(event.execution_id)
+            self._turn_of[key] = (event.conversation_id, event.turn_id)
+            self._log.track(key)  # again if a sibling's end let it go (kept from here on)
             if event.anchor_message_id is not None:
                 self._anchors.setdefault(key, {})[event.execution_id] = event.anchor_message_id
                 self._queue(
