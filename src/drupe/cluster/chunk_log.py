@@ -185,6 +185,8 @@ class RedisChunkLog:
         self._turns: dict[str, _Turn] = {}
         self._next_turn = 0
         self._gone: list[int] = []
+        self._kept_numbers: dict[str, dict[str, int]] = {}
+        """Tracked turns: the numbers their entries use (not subject to the caches' bound)."""
         self._history: dict[str, bytearray] = {}
         """Tracked turns (``track``): every entry written to each, in order, as written, each
         behind its length (4 bytes): ~4 bytes of memory per entry besides the entry."""
@@ -352,11 +354,14 @@ class RedisChunkLog:
         again (its owner's writer tracks each live turn until it ends)."""
         if len(self._history) > _CACHE_BOUND:
             self._history.clear()  # turns end long before this many are live
+            self._kept_numbers.clear()
         self._history.setdefault(key, bytearray())
+        self._kept_numbers.setdefault(key, {})
 
     def forget_turn(self, key: str) -> None:
         """Stop tracking ``key`` (its turn ended): its entries are no longer kept here."""
         self._history.pop(key, None)
+        self._kept_numbers.pop(key, None)
 
     def _record(self, write: Append, payload: bytes) -> None:
         kept = self._history.get(write.key)
@@ -378,7 +383,7 @@ class RedisChunkLog:
             size = int.from_bytes(kept[at : at + 4], "big")
             entries.append(bytes(kept[at + 4 : at + 4 + size]))
             at += 4 + size
-        numbers = {s: n for (k, s), (n, _) in self._numbers.items() if k == key}
+        numbers = dict(self._kept_numbers.get(key, {}))
         self._unconfirm(key)
         again = await self._intern(key, list(numbers))
         if again != numbers:
@@ -488,7 +493,15 @@ class RedisChunkLog:
         self._unconfirm(None)
 
     async def _intern(self, key: str, strings: list[str]) -> dict[str, int]:
-        """The numbers of ``strings`` in the turn's hash, registering those not confirmed."""
+        """The numbers of ``strings`` in the turn's hash, registering those not confirmed (a
+        tracked turn keeps every number its entries use, for ``restore``)."""
+        numbers = await self._numbers_of(key, strings)
+        kept = self._kept_numbers.get(key)
+        if kept is not None:
+            kept.update(numbers)
+        return numbers
+
+    async def _numbers_of(self, key: str, strings: list[str]) -> dict[str, int]:
         numbers: dict[str, int] = {}
         missing: list[str] = []
         for string in strings:
