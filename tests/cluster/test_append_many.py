@@ -20,7 +20,7 @@ from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import Append, DataLost, FencedOut, RedisChunkLog, anchors_key
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
-from drupe.cluster.log_encoding import msgpack_array
+from drupe.cluster.log_encoding import feed_items, msgpack_array
 from drupe.cluster.log_functions import REGISTERED_LIBRARY_NAME
 from drupe.cluster.log_writer import LogWriter, hdel_if_turn, live_key
 from drupe.streaming.listeners.base import StreamEvent, TerminalResult
@@ -493,3 +493,34 @@ async def test_a_turn_whose_numbers_changed_is_not_restored_and_writing_goes_on(
     assert await log.restore(key, None) == 0  # its entries would decode wrong: not written
     assert isinstance((await log.append_many([Append(key, "m", [delta], [2])]))[0], str)
     assert [e for e, _, _ in await _entries(redis, prefix, key)] == ["m"]
+
+
+async def test_the_functions_earlier_versions_call_append_fence_and_feed_as_before(
+    redis: Redis, prefix: str
+) -> None:
+    """``dl1`` and ``dl2m`` are no longer called by this version, but nodes of earlier versions
+    call them during a rolling upgrade (and this version's load replaces their source)."""
+    log = RedisChunkLog(redis, prefix=prefix)
+    await log.append_many([])  # nothing to write; load the libraries the way a writer does
+    await log.append(log.key("warm", "t"), "m", [{"type": "finish"}], [1])
+    lease = RedisLease(redis, prefix=prefix)
+    held = await lease.acquire("a", "node-a")
+    assert held is not None
+    token = held.value[held.value.rfind("|") :]
+    a, b = log.key("a", "t"), log.key("b", "t")
+    feed = log.feed_of(a)
+
+    # dl1: KEYS log, lease; ARGV fence, payload, maxlen, ttl
+    first = await redis.fcall("dl1", 2, a, lease.lease_key("a"), token, b"p1", "", 30)
+    assert first is not None and 0 < await redis.ttl(a) <= 30
+    assert await redis.fcall("dl1", 2, a, lease.lease_key("a"), "|999", b"px", "") is None
+    # dl2m: KEYS log_i, lease_i ..., feeds; ARGV n, then fence, payload, maxlen, feed number
+    got = await redis.fcall(
+        "dl2m", 7, a, lease.lease_key("a"), b, b, a, lease.lease_key("a"), feed, 3,
+        token, b"p2", 1000, 1, "", b"q1", "", 1, "|999", b"px", "", 1,
+    )  # fmt: skip
+    assert [type(x) for x in got] == [bytes, bytes, int] and got[2] == 0
+    assert [f[b"p"] for _, f in await redis.xrange(a)] == [b"p1", b"p2"]
+    assert [f[b"p"] for _, f in await redis.xrange(b)] == [b"q1"]
+    fed = [item for _, f in await redis.xrange(feed) for item in feed_items(f[b"f"])]
+    assert (a, got[0].decode(), b"p2") in fed and (b, got[1].decode(), b"q1") in fed

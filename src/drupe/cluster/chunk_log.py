@@ -50,7 +50,7 @@ import logging
 import secrets
 import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final
 
 from redis.exceptions import RedisError, ResponseError
@@ -146,7 +146,7 @@ class Append:
     """An entry as it was written before (``restore``): sent as it is, not recorded again."""
 
 
-@dataclass(slots=True)
+@dataclass(eq=False, slots=True)
 class _Turn:
     """A turn in the writer's registry: its number and what is registered under it."""
 
@@ -157,6 +157,24 @@ class _Turn:
     registered: bool = False
     was_registered: bool = False
     """Registered once already: registering it again checks that its log is still there."""
+
+
+@dataclass(eq=False, slots=True)
+class _Kept:
+    """A tracked turn: every entry written to it, in order, as written (each behind its length,
+    4 bytes), and the string numbers they use (not subject to the caches' bound)."""
+
+    entries: bytearray = field(default_factory=bytearray)
+    numbers: dict[str, int] = field(default_factory=dict)
+
+    def split(self) -> list[bytes]:
+        out: list[bytes] = []
+        at = 0
+        while at < len(self.entries):
+            size = int.from_bytes(self.entries[at : at + 4], "big")
+            out.append(bytes(self.entries[at + 4 : at + 4 + size]))
+            at += 4 + size
+        return out
 
 
 class RedisChunkLog:
@@ -185,11 +203,8 @@ class RedisChunkLog:
         self._turns: dict[str, _Turn] = {}
         self._next_turn = 0
         self._gone: list[int] = []
-        self._kept_numbers: dict[str, dict[str, int]] = {}
-        """Tracked turns: the numbers their entries use (not subject to the caches' bound)."""
-        self._history: dict[str, bytearray] = {}
-        """Tracked turns (``track``): every entry written to each, in order, as written, each
-        behind its length (4 bytes): ~4 bytes of memory per entry besides the entry."""
+        self._tracked: dict[str, _Kept] = {}
+        """Tracked turns (``track``): what a ``restore`` writes again."""
         self.restored = 0
         self._feed_prefix = f"{prefix}:feed:"  # every feed_key(prefix, n) starts so
 
@@ -294,7 +309,7 @@ class RedisChunkLog:
                         checks.append(
                             turn.was_registered
                             and write.payload is None
-                            and bool(self._history.get(write.key))
+                            and self._has_entries(write.key)
                         )
                     blob += [2 * turn.number + (trim != ""), payload]
                 registrations: list[int | bytes] = []
@@ -335,7 +350,7 @@ class RedisChunkLog:
                 if text == "?":
                     turn.registered = False
                     self._unconfirm(write.key)  # Redis lost data: its numbers too, maybe
-                    if write.key in self._history and write.payload is None:
+                    if write.key in self._tracked and write.payload is None:
                         # a tracked turn: its announcement (and entries, if any) went too
                         out.append(DataLost(f"Redis lost the turn {write.key!r}"))
                     else:
@@ -345,28 +360,32 @@ class RedisChunkLog:
                     out.append(ResponseError(text[1:]))
                 else:
                     out.append(text)
-                    self._record(write, payload)
+                    if write.payload is None:
+                        self._keep(write.key, payload)
             return out
         raise AssertionError("unreachable")
 
     def track(self, key: str) -> None:
         """Keep what is written to the turn ``key`` from now on, so ``restore`` can write it
         again (its owner's writer tracks each live turn until it ends)."""
-        if len(self._history) > _CACHE_BOUND:
-            self._history.clear()  # turns end long before this many are live
-            self._kept_numbers.clear()
-        self._history.setdefault(key, bytearray())
-        self._kept_numbers.setdefault(key, {})
+        if len(self._tracked) > _CACHE_BOUND:
+            self._tracked.clear()  # turns end long before this many are live
+        self._tracked.setdefault(key, _Kept())
 
     def forget_turn(self, key: str) -> None:
         """Stop tracking ``key`` (its turn ended): its entries are no longer kept here."""
-        self._history.pop(key, None)
-        self._kept_numbers.pop(key, None)
+        self._tracked.pop(key, None)
 
-    def _record(self, write: Append, payload: bytes) -> None:
-        kept = self._history.get(write.key)
-        if kept is not None and write.payload is None:
-            kept += len(payload).to_bytes(4, "big") + payload
+    def _keep(self, key: str, payload: bytes) -> None:
+        """Keep an entry just written to ``key`` when the turn is tracked."""
+        kept = self._tracked.get(key)
+        if kept is not None:
+            kept.entries += len(payload).to_bytes(4, "big")
+            kept.entries += payload
+
+    def _has_entries(self, key: str) -> bool:
+        kept = self._tracked.get(key)
+        return kept is not None and bool(kept.entries)
 
     async def restore(self, key: str, fence: tuple[str, str] | None) -> int:
         """Write the tracked turn ``key`` again, every entry in order as first written, when
@@ -374,16 +393,11 @@ class RedisChunkLog:
         when the log is there or nothing is kept). Its strings are registered again under the
         same numbers first, so the entries decode as before. Raises ``FencedOut`` or a
         ``RedisError`` as ``append_many`` answers them."""
-        kept = self._history.get(key)
-        if not kept or await self._redis.exists(key):
+        kept = self._tracked.get(key)
+        if kept is None or not kept.entries or await self._redis.exists(key):
             return 0
-        entries: list[bytes] = []
-        at = 0
-        while at < len(kept):
-            size = int.from_bytes(kept[at : at + 4], "big")
-            entries.append(bytes(kept[at + 4 : at + 4 + size]))
-            at += 4 + size
-        numbers = dict(self._kept_numbers.get(key, {}))
+        entries = kept.split()
+        numbers = dict(kept.numbers)
         self._unconfirm(key)
         again = await self._intern(key, list(numbers))
         if again != numbers:
@@ -470,15 +484,14 @@ class RedisChunkLog:
                 numbers = await self._intern(key, strings)
                 written = payload(numbers)
                 entry_id = await self._append(key, written, fence, expire)
-                if key in self._history:
-                    self._history[key] += len(written).to_bytes(4, "big") + written
+                self._keep(key, written)
                 return entry_id
             except ResponseError as err:
                 if attempt == 2 or "function not found" not in str(err).lower():
                     self._unconfirm(key)
                     raise
                 await self._load_functions()
-                if key in self._history:
+                if key in self._tracked:
                     raise DataLost(f"Redis lost its functions, and the turn {key!r}") from err
             except (FencedOut, OSError, RedisError):
                 self._unconfirm(key)
@@ -496,9 +509,9 @@ class RedisChunkLog:
         """The numbers of ``strings`` in the turn's hash, registering those not confirmed (a
         tracked turn keeps every number its entries use, for ``restore``)."""
         numbers = await self._numbers_of(key, strings)
-        kept = self._kept_numbers.get(key)
+        kept = self._tracked.get(key)
         if kept is not None:
-            kept.update(numbers)
+            kept.numbers.update(numbers)
         return numbers
 
     async def _numbers_of(self, key: str, strings: list[str]) -> dict[str, int]:

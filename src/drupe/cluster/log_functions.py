@@ -91,6 +91,17 @@ local function item(log, id, payload)
   return #log .. ':' .. log .. #id .. ':' .. id .. #payload .. ':' .. payload
 end
 
+-- One batch appended to log (trimmed when maxlen is given), its feed item queued in
+-- items[feed_key] (last[feed_key]: the newest id); returns the entry id, or '!<error>'.
+local function append_one(log, maxlen, payload, feed_key, items, last)
+  local r = xadd(redis.pcall, log, maxlen, payload)
+  if type(r) == 'table' and r.err then return '!' .. r.err end
+  items[feed_key] = items[feed_key] or {{}}
+  table.insert(items[feed_key], item(log, r, payload))
+  last[feed_key] = r
+  return r
+end
+
 -- A feed that cannot be written (never expected) fails alone: the logs hold the entries, and
 -- readers catch a turn up from its log when its feed misses them.
 local function feed(key, items, id)
@@ -185,17 +196,8 @@ redis.register_function('{APPEND_MANY}', function(keys, args)
     elseif fence ~= '' and not holds(held[slot[i]], fence) then
       out[i] = 0
     else
-      local r = xadd(redis.pcall, log, args[4 * i], payload)
-      if type(r) == 'table' and r.err then
-        out[i] = '!' .. r.err
-        failed[log] = true
-      else
-        out[i] = r
-        local f = tonumber(args[4 * i + 1])
-        items[f] = items[f] or {{}}
-        table.insert(items[f], item(log, r, payload))
-        last[f] = r
-      end
+      out[i] = append_one(log, args[4 * i], payload, tonumber(args[4 * i + 1]), items, last)
+      if string.byte(out[i], 1) == 33 then failed[log] = true end -- '!<error>'
     end
   end
   for f, list in pairs(items) do feed(keys[2 * n + f], list, last[f]) end
@@ -281,18 +283,8 @@ redis.register_function('{APPEND_REGISTERED}', function(keys, args)
     elseif turn[3] ~= '' and not holds(held[slot[number]], turn[3]) then
       out[n] = 0
     else
-      local log = turn[1]
-      local r = xadd(redis.pcall, log, head % 2 == 1 and turn[5], payload)
-      if type(r) == 'table' and r.err then
-        out[n] = '!' .. r.err
-        failed[number] = true
-      else
-        out[n] = r
-        local f = turn[4]
-        items[f] = items[f] or {{}}
-        table.insert(items[f], item(log, r, payload))
-        last[f] = r
-      end
+      out[n] = append_one(turn[1], head % 2 == 1 and turn[5], payload, turn[4], items, last)
+      if string.byte(out[n], 1) == 33 then failed[number] = true end -- '!<error>'
     end
   end
   for f, list in pairs(items) do feed(f, list, last[f]) end

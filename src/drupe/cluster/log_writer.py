@@ -109,7 +109,7 @@ class _Op:
 
     conversation_id: str
     key: str
-    kind: str  # "announce" | "anchor" | "batch" | "end"
+    kind: str  # "announce" | "anchor" | "batch" | "end" | "restore"
     execution_id: str = ""
     chunks: list[Any] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
@@ -436,6 +436,9 @@ class LogWriter(TaskOwner):
                 pipe.expire(anchors, _ANCHORS_TTL)
                 await pipe.execute()
             return
+        if op.kind == "restore":
+            await self._log.restore(op.key, guard)
+            return
         result = op.result  # "end" (``_write_batches`` writes the batches)
         assert result is not None
         await self._log.end(
@@ -468,8 +471,8 @@ class LogWriter(TaskOwner):
         """Redis came back without the live turn ``key``: announce it again (its turn list
         entry, the live hash, the feed mark), write its rows' anchors again, then every entry
         written so far (``RedisChunkLog.restore``), before any new entry, so a subscriber that
-        attaches now replays the answer from its start. Retried like any write; a lease lost
-        for good drops the turn as any write does."""
+        attaches now replays the answer from its start. Each step is a write of its own
+        (retried, fenced and dropped with a lost lease as any write)."""
         turn = self._turn_of.get(key)
         if turn is None:
             return
@@ -479,21 +482,7 @@ class LogWriter(TaskOwner):
         await self._write(_Op(conversation_id, key, "announce", turn_id=turn_id))
         for execution_id, anchor in self._anchors.get(key, {}).items():
             await self._write(_Op(conversation_id, key, "anchor", execution_id, anchor=anchor))
-        backoff = 0.05
-        while key not in self._fenced_keys:
-            try:
-                await self._log.restore(key, self._guard(conversation_id))
-                return
-            except FencedOut:
-                if self._recover is not None and await self._recover(conversation_id):
-                    continue
-                self._fence_out(_Op(conversation_id, key, "batch"))
-                return
-            except (OSError, RedisError) as err:
-                self.write_errors += 1
-                log.warning("chunk log restore failed (%s); retrying in %.2f s", err, backoff)
-                await anyio.sleep(backoff)
-                backoff = min(backoff * 2, _MAX_BACKOFF)
+        await self._write(_Op(conversation_id, key, "restore"))
 
 
 _HDEL_IF: Final = """
