@@ -17,7 +17,14 @@ from redis.exceptions import ResponseError
 
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import Append, DataLost, FencedOut, RedisChunkLog, anchors_key
+from drupe.cluster.chunk_log import (
+    FEED_MARK,
+    Append,
+    DataLost,
+    FencedOut,
+    RedisChunkLog,
+    anchors_key,
+)
 from drupe.cluster.coalesce import Coalescer
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.cluster.log_encoding import feed_items, msgpack_array
@@ -448,6 +455,59 @@ async def test_a_tracked_turn_redis_lost_is_refused_until_restored_then_whole(
     await redis.delete(key, anchors_key(key), log.registry)
     assert await log.restore(key, None) == 0
     assert all(isinstance(x, str) for x in await log.append_many([batch(6, "d")]))
+
+
+async def test_a_log_an_older_snapshot_left_short_is_found_and_written_whole_again(
+    redis: Redis, prefix: str
+) -> None:
+    """Redis came back from an older snapshot: the log and the registry are there but lack
+    the newest entries, so writes go on into a log with a hole that no write finds.
+    ``incomplete`` finds it, and ``restore`` replaces it with every entry in order."""
+    log = RedisChunkLog(redis, prefix=prefix)
+    key, other = log.key("conv", "t"), log.key("conv2", "t")
+    for k in (key, other):
+        log.track(k)
+        await redis.hset(anchors_key(k), FEED_MARK, 1)  # announced
+
+    def batch(k: str, seq: int) -> Append:
+        return Append(k, "m", [{"type": "text-delta", "id": "p", "delta": f"w{seq}"}], [seq])
+
+    for seq in (1, 2, 3, 4):
+        assert all(isinstance(x, str) for x in await log.append_many([batch(key, seq)]))
+    assert isinstance((await log.append_many([batch(other, 1)]))[0], str)
+    assert await log.incomplete([key, other]) == []
+    assert await log.restore(key, None) == 0  # whole: nothing written again
+
+    # the snapshot was taken after the second entry: the third and fourth are gone
+    ids = [entry_id for entry_id, _ in await redis.xrange(key)]
+    await redis.xdel(key, *ids[2:])
+    assert isinstance((await log.append_many([batch(key, 5)]))[0], str)  # lands after the hole
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,), (5,)]
+    await redis.hdel(anchors_key(other), FEED_MARK)  # a turn announced after the snapshot
+    assert await log.incomplete([key, other]) == [key, other]
+
+    assert await log.restore(key, None) == 5
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(i,) for i in range(1, 6)]
+    assert [c[0]["delta"] for _, c, _ in await _entries(redis, prefix, key)] == [
+        f"w{i}" for i in range(1, 6)
+    ]
+    assert await log.incomplete([key]) == []
+    assert isinstance((await log.append_many([batch(key, 6)]))[0], str)
+    assert [s for _, _, s in await _entries(redis, prefix, key)] == [(i,) for i in range(1, 7)]
+
+    # a turn kept only from the middle (tracked again after its executions had ended): its
+    # short log is never replaced by the tail, which would lose the start
+    tail = log.key("conv3", "t")
+    await redis.hset(anchors_key(tail), FEED_MARK, 1)
+    assert isinstance((await log.append_many([batch(tail, 1)]))[0], str)
+    log.track(tail, from_start=False)
+    for seq in (2, 3):
+        assert isinstance((await log.append_many([batch(tail, seq)]))[0], str)
+    ids = [entry_id for entry_id, _ in await redis.xrange(tail)]
+    await redis.xdel(tail, *ids[1:])
+    assert await log.incomplete([tail]) == [tail]  # but kept from the middle only:
+    assert await log.restore(tail, None) == 0
+    assert [s for _, _, s in await _entries(redis, prefix, tail)] == [(1,)]
 
 
 async def test_a_lost_turn_whose_lease_was_taken_again_first_is_still_found_lost(

@@ -15,7 +15,10 @@ from pathlib import Path
 import anyio
 import httpx
 import pytest
+from redis.asyncio import Redis
 
+from drupe.agent.models.script import Pause, Text
+from drupe.agent.models.script_profiles import lorem, register_script
 from tests.cluster.nodes import cluster_nodes, sse_events, text_of
 from tests.multinode.harness import free_port
 
@@ -190,3 +193,102 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
             assert events[-1][1] == "[DONE]"
             assert text_of(events) == stored  # from its start, nothing twice
         assert a.cluster.log.restored == 1  # the owner wrote the lost log again, once
+
+
+register_script("restart-idle", [[Text(lorem(20)), Pause(8.0), Text(" and the rest.")]], rate=60.0)
+
+
+async def _attach(client: httpx.AsyncClient, conversation_id: str) -> float:
+    """Ask for the conversation's live stream until it is there (``204`` until then); the
+    seconds it took."""
+    began = anyio.current_time()
+    while True:
+        async with client.stream("GET", f"/api/chat/{conversation_id}/stream") as r:
+            if r.status_code == 200:
+                return anyio.current_time() - began
+            assert r.status_code == 204
+        await anyio.sleep(0.1)
+
+
+async def test_a_turn_writing_nothing_when_redis_lost_its_data_is_restored_at_once(
+    tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    """The answer waits (a tool running, an approval awaited) when Redis comes back empty:
+    no write of the owner finds the loss, but the owner's writer sees Redis restarted and
+    restores the turn, so a subscriber on another node finds it before the answer goes on."""
+    owner: list[bytes] = []
+    speaking = anyio.Event()
+    async with (
+        cluster_nodes(tmp_path, "restart3", redis=private_redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+    ):
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_submit, on_a, _chat("r3", "scripted:restart-idle"), owner, speaking)
+                await speaking.wait()
+                await anyio.sleep(0.8)  # every word before the pause is written
+                private_redis.stop()
+                await anyio.sleep(0.3)
+                private_redis.start()
+                took = await _attach(on_b, "r3")
+                assert b"the rest" not in b"".join(owner)  # the answer is still waiting
+                after: list[bytes] = []
+                tg.start_soon(_follow, on_b, "r3", after, anyio.Event())
+        assert took < 5.0
+        rows = await a.runtime.db.messages.list_for_conversation("r3")
+        stored = "".join(p.get("text", "") for p in rows[-1].parts if p["type"] == "text")
+        assert stored == lorem(20) + " and the rest."
+        for got in (owner, after):
+            events = sse_events(b"".join(got))
+            assert events[-1][1] == "[DONE]"
+            assert text_of(events) == stored
+        assert a.cluster.log.restored == 1
+
+
+async def test_an_answer_whose_redis_came_back_from_an_older_snapshot_is_written_whole(
+    tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    """Redis is killed and comes back from a snapshot taken a second earlier (its default
+    persistence): the log is there but lacks that second's entries, and the writer's writes
+    go on into it. The owner's writer sees Redis restarted, finds the log short and writes it
+    whole again, so a subscriber attaching afterwards gets the whole answer, and the ones that
+    were following get nothing twice."""
+    long = "scripted:lorem?words=420&rate=60"  # 7 s
+    owner: list[bytes] = []
+    before: list[bytes] = []
+    after: list[bytes] = []
+    speaking, following = anyio.Event(), anyio.Event()
+    async with (
+        cluster_nodes(tmp_path, "restart4", redis=private_redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+    ):
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_submit, on_a, _chat("r4", long), owner, speaking)
+                await speaking.wait()
+                tg.start_soon(_follow, on_b, "r4", before, following)
+                await following.wait()
+                await anyio.sleep(0.5)
+                admin = Redis.from_url(private_redis.url)
+                try:
+                    await admin.save()  # the snapshot Redis will come back from
+                finally:
+                    await admin.aclose()
+                await anyio.sleep(1.0)  # a second of entries the snapshot does not hold
+                private_redis.stop()  # SIGKILL: no save at shutdown
+                private_redis.start()
+                while a.cluster.log.restored == 0:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                await anyio.sleep(0.3)
+                tg.start_soon(_follow, on_b, "r4", after, anyio.Event())
+        rows = await a.runtime.db.messages.list_for_conversation("r4")
+        answer = rows[-1]
+        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
+        assert answer.status == "success" and stored == lorem(420)
+        for got in (owner, before, after):
+            events = sse_events(b"".join(got))
+            assert events[-1][1] == "[DONE]"
+            assert text_of(events) == stored  # from its start, nothing twice
+        assert a.cluster.log.restored == 1

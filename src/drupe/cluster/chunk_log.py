@@ -39,7 +39,10 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
   ``forget_turn(key)``. A write to a tracked turn that finds Redis without its data (the
   registry does not know the turn, or the functions were gone) writes nothing and answers or
   raises ``DataLost``; ``restore(key, fence)`` then writes the kept entries again, in order,
-  under the same string numbers, when the log is really gone (``restored`` counts that).
+  under the same string numbers, when the log lacks some of them (gone, or a shorter log left
+  by an older snapshot, which it replaces; ``restored`` counts that). ``incomplete(keys)``
+  names the tracked turns whose announcement or entries Redis no longer holds (the writer asks
+  after Redis restarted, so an idle turn is restored too).
 
 The writer is the turn's owner (it holds the lease); readers never write.
 """
@@ -166,6 +169,10 @@ class _Kept:
 
     entries: bytearray = field(default_factory=bytearray)
     numbers: dict[str, int] = field(default_factory=dict)
+    count: int = 0
+    """Entries kept."""
+    whole: bool = True
+    """Kept from the turn's first entry on (a turn tracked again mid-way keeps only a tail)."""
 
     def split(self) -> list[bytes]:
         out: list[bytes] = []
@@ -365,12 +372,14 @@ class RedisChunkLog:
             return out
         raise AssertionError("unreachable")
 
-    def track(self, key: str) -> None:
+    def track(self, key: str, *, from_start: bool = True) -> None:
         """Keep what is written to the turn ``key`` from now on, so ``restore`` can write it
-        again (its owner's writer tracks each live turn until it ends)."""
+        again (its owner's writer tracks each live turn until it ends). ``from_start``: nothing
+        was written to it before (else only a tail is kept, which never replaces a log)."""
         if len(self._tracked) > _CACHE_BOUND:
             self._tracked.clear()  # turns end long before this many are live
-        self._tracked.setdefault(key, _Kept())
+        if key not in self._tracked:
+            self._tracked[key] = _Kept(whole=from_start)
 
     def forget_turn(self, key: str) -> None:
         """Stop tracking ``key`` (its turn ended): its entries are no longer kept here."""
@@ -382,29 +391,63 @@ class RedisChunkLog:
         if kept is not None:
             kept.entries += len(payload).to_bytes(4, "big")
             kept.entries += payload
+            kept.count += 1
 
     def _has_entries(self, key: str) -> bool:
         kept = self._tracked.get(key)
         return kept is not None and bool(kept.entries)
 
+    async def incomplete(self, keys: Sequence[str]) -> list[str]:
+        """Those of the tracked turns ``keys`` whose announcement (the feed mark) or some
+        entry Redis no longer holds (it restarted without its data, or from an older
+        snapshot): one round trip."""
+        async with self._redis.pipeline(transaction=False) as pipe:
+            for key in keys:
+                pipe.xlen(key)
+                pipe.hexists(anchors_key(key), FEED_MARK)
+            got: list[Any] = await pipe.execute()
+        out = []
+        for i, key in enumerate(keys):
+            kept = self._tracked.get(key)
+            count = 0 if kept is None else min(kept.count, self.maxlen)
+            if not got[2 * i + 1] or int(got[2 * i]) < count:
+                out.append(key)
+        return out
+
     async def restore(self, key: str, fence: tuple[str, str] | None) -> int:
         """Write the tracked turn ``key`` again, every entry in order as first written, when
-        its log is gone (Redis came back without its data); returns the entries written (0
-        when the log is there or nothing is kept). Its strings are registered again under the
-        same numbers first, so the entries decode as before. Raises ``FencedOut`` or a
-        ``RedisError`` as ``append_many`` answers them."""
+        its log lacks some of them (Redis came back without its data, or from an older
+        snapshot: then what is left of the log is replaced); returns the entries written (0
+        when the log is whole, or nothing is kept, or only a tail of the turn is kept and its
+        log is not empty). Its strings are registered again under the same numbers first, so
+        the entries decode as before. Raises ``FencedOut`` or a ``RedisError`` as
+        ``append_many`` answers them."""
         kept = self._tracked.get(key)
-        if kept is None or not kept.entries or await self._redis.exists(key):
+        if kept is None or not kept.entries:
+            return 0
+        length = int(await self._redis.xlen(key))
+        if length >= min(kept.count, self.maxlen):
+            return 0
+        if length and not kept.whole:
+            log.error("chunk log %s lacks entries and only a tail is kept; left as is", key)
             return 0
         entries = kept.split()
         numbers = dict(kept.numbers)
         self._unconfirm(key)
-        again = await self._intern(key, list(numbers))
+        try:
+            again = await self._intern(key, list(numbers))
+        except ResponseError as err:
+            if "function not found" not in str(err).lower():
+                raise
+            await self._load_functions()  # no write found the loss first (an idle turn)
+            again = await self._intern(key, list(numbers))
         if again != numbers:
             log.error("chunk log %s: its numbers changed (%s); not restored", key, again)
             self.forget_turn(key)  # its entries no longer decode: go on without them
             return 0
         writes = [Append(key, "", [], None, fence, payload=p) for p in entries]
+        if length:
+            await self._redis.delete(key)  # its order would be wrong with the lost ones after
         answers = await self._append_registered(writes, [""] * len(writes))
         for answer in answers:
             if isinstance(answer, (FencedOut, RedisError)):

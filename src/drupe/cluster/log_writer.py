@@ -30,7 +30,11 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 * Redis lost its data: the writer keeps each live turn's entries in the log (``track``, until
   the turn ends), and when a write finds the turn gone (``DataLost``: nothing was written) it
   restores the turn first (announcement, anchors, then ``RedisChunkLog.restore``), then writes
-  what found the loss; ``restores`` counts them.
+  what found the loss; ``restores`` counts them. A turn that writes nothing would not find the
+  loss, and a log an older snapshot left short is found by no write: so every
+  ``probe_interval`` (1 s) the writer asks Redis its run id, and after a restart checks every
+  live turn (``RedisChunkLog.incomplete``: its announcement, its log's length) and restores
+  those Redis lost.
 * Batches go out together: the batches queued when the writer gets to them, one per turn (up
   to ``MANY_BATCHES`` turns, each with its own fence), are ONE ``RedisChunkLog.append_many``
   call, one round trip. A turn's next batch goes in the next call, so a fast turn's readers get
@@ -109,7 +113,7 @@ class _Op:
 
     conversation_id: str
     key: str
-    kind: str  # "announce" | "anchor" | "batch" | "end" | "restore"
+    kind: str  # "announce" | "anchor" | "batch" | "end" | "restore" | "check"
     execution_id: str = ""
     chunks: list[Any] = field(default_factory=list)
     seqs: list[int] = field(default_factory=list)
@@ -133,6 +137,7 @@ class LogWriter(TaskOwner):
         recover: Callable[[str], Awaitable[Fence | None]] | None = None,
         window: float = DEFAULT_WINDOW,
         terminal_timeout: float = 5.0,
+        probe_interval: float = 1.0,
     ) -> None:
         self._redis = redis
         self._log = chunk_log
@@ -143,6 +148,11 @@ class LogWriter(TaskOwner):
         self._recover = recover
         self.window = window
         self.terminal_timeout = terminal_timeout
+        self.probe_interval = probe_interval
+        self._server: str | None = None
+        """The run id of the Redis server last seen (``_watch_server``)."""
+        self._check_due = False
+        """Redis restarted and its live turns were not all checked yet."""
         self._coalescers: dict[tuple[str, str], Coalescer] = {}
         self._conversations: dict[tuple[str, str], str] = {}
         self._announced: set[str] = set()
@@ -164,6 +174,44 @@ class LogWriter(TaskOwner):
 
     async def _start_tasks(self, group: anyio.abc.TaskGroup) -> None:
         group.start_soon(self._run)
+        group.start_soon(self._watch_server)
+
+    async def _watch_server(self) -> None:
+        """Every ``probe_interval``, ask Redis its run id (``INFO server``: one command per
+        node, however many turns). A new one means Redis restarted, with no data or an older
+        snapshot: the writer checks every live turn (``check``), so a turn that writes nothing
+        for a while (a tool running, an approval awaited) is restored too, not only at its next
+        write, and a log an older snapshot left short is found (no write would find it)."""
+        while True:
+            try:
+                info: Any = await self._redis.info("server")
+            except (OSError, RedisError):
+                info = None  # Redis is away: ask again
+            server = None if info is None else str(info.get("run_id", ""))
+            if server is not None:
+                if self._server is not None and server != self._server:
+                    self._check_due = True
+                self._server = server
+            if self._check_due and not any(op.kind == "check" for op in self._ops):
+                self._queue(_Op("", "", "check"))
+            await anyio.sleep(self.probe_interval)
+
+    async def _check(self) -> None:
+        """Restore each live turn Redis lost (its announcement or some entry); ask again at the
+        next probe when Redis cannot answer."""
+        keys = [
+            key
+            for key in self._turn_of
+            if key not in self._fenced_keys and key not in self._announcing
+        ]
+        try:
+            lost = await self._log.incomplete(keys) if keys else []
+        except (OSError, RedisError) as err:
+            log.warning("chunk log check after a Redis restart failed (%s); again soon", err)
+            return
+        self._check_due = False
+        for key in lost:
+            await self._restore(key)
 
     def listener(self, conversation_id: str) -> LogListener:
         return LogListener(self, conversation_id)
@@ -182,7 +230,7 @@ class LogWriter(TaskOwner):
             self._conversations[slot] = event.conversation_id
             self._speaking.setdefault(key, set()).add(event.execution_id)
             self._turn_of[key] = (event.conversation_id, event.turn_id)
-            self._log.track(key)  # again if a sibling's end let it go (kept from here on)
+            self._log.track(key, from_start=False)  # again if a sibling's end let it go
             if event.anchor_message_id is not None:
                 self._anchors.setdefault(key, {})[event.execution_id] = event.anchor_message_id
                 self._queue(
@@ -281,6 +329,9 @@ class LogWriter(TaskOwner):
                     await self._wake.wait()
                 continue
             op = self._ops.popleft()
+            if op.kind == "check":
+                await self._check()
+                continue
             if op.kind != "batch":
                 await self._write(op)
                 continue
