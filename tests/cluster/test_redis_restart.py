@@ -292,3 +292,39 @@ async def test_an_answer_whose_redis_came_back_from_an_older_snapshot_is_written
             assert events[-1][1] == "[DONE]"
             assert text_of(events) == stored  # from its start, nothing twice
         assert a.cluster.log.restored == 1
+
+
+async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
+    tmp_path: Path, private_redis: PrivateRedis
+) -> None:
+    """Redis's status counter starts again at 0 when it restarts without its data, and a node
+    skips records no newer (by ``seq``) than its own: the nodes must still take the new ones,
+    and the owner writes its records again (Redis's status hash lost them)."""
+    owner: list[bytes] = []
+    speaking = anyio.Event()
+    async with (
+        cluster_nodes(tmp_path, "restart5", redis=private_redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+    ):
+        on_b = b.membership.status
+        with anyio.fail_after(60):
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(_submit, on_a, _chat("r5", "scripted:restart-idle"), owner, speaking)
+                await speaking.wait()
+                while (seen := on_b.record("r5")) is None or seen.status != "streaming":  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
+                private_redis.stop()
+                await anyio.sleep(0.3)
+                private_redis.start()
+                admin = Redis.from_url(private_redis.url)
+                try:
+                    # the owner writes its live record again, while the answer still waits
+                    while not await admin.hget(a.membership.status.keys.hash, "r5"):  # noqa: ASYNC110
+                        await anyio.sleep(0.05)
+                finally:
+                    await admin.aclose()
+                assert b"the rest" not in b"".join(owner)
+        with anyio.fail_after(10):
+            while (seen := on_b.record("r5")) is None or seen.status != "done":  # noqa: ASYNC110
+                await anyio.sleep(0.05)
+        assert seen.node == a.membership.status.node_id  # the owner's record

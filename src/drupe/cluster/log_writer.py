@@ -66,6 +66,7 @@ from drupe.cluster.chunk_log import (
 )
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
+from drupe.cluster.redis_restarts import server_id
 from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.base import (
     BaseListener,
@@ -183,11 +184,7 @@ class LogWriter(TaskOwner):
         for a while (a tool running, an approval awaited) is restored too, not only at its next
         write, and a log an older snapshot left short is found (no write would find it)."""
         while True:
-            try:
-                info: Any = await self._redis.info("server")
-            except (OSError, RedisError):
-                info = None  # Redis is away: ask again
-            server = None if info is None else str(info.get("run_id", ""))
+            server = await server_id(self._redis)  # None: Redis is away, ask again
             if server is not None:
                 if self._server is not None and server != self._server:
                     self._check_due = True

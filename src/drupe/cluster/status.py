@@ -15,7 +15,9 @@ Contract (``docs/lifecycles/cluster.md``, "Cluster-wide status"):
   this node's refused writes) are passed to the observers (``add_observer``), which for the
   HTTP edge is its ``StatusBoard``. This node's own echoes are not passed on: its board already
   has them first hand. The view is bounded like the status book (``max_records``, live records
-  kept).
+  kept). When it subscribes again to a Redis that restarted (a new run id: its counter and hash
+  may have lost records), the view's seqs start again from 0 and the node writes its own
+  records again.
 * **Liveness.** Each node keeps a heartbeat key ``<prefix>:node:<node_id>`` with a TTL of the
   lease TTL, renewed every third of it, and its id in ``<prefix>:nodes`` (``heartbeat``'s
   ``NodeHeartbeat``, run in this task group). ``dead_nodes()`` names the nodes, known there or
@@ -43,6 +45,7 @@ import anyio.abc
 from redis.exceptions import RedisError
 
 from drupe.cluster.heartbeat import NodeHeartbeat
+from drupe.cluster.redis_restarts import server_id
 from drupe.cluster.status_record import ClusterRecord, decode_record, supersedes
 from drupe.cluster.status_writer import (
     DEFAULT_MAX_TERMINAL,
@@ -107,6 +110,8 @@ class ClusterStatus(TaskOwner):
         self._view: OrderedDict[str, _Entry] = OrderedDict()
         self._observers: list[StatusObserver] = []
         self._closed = False
+        self._server: str | None = None
+        """The Redis run id the follower last subscribed to (``_redis_restarted``)."""
 
     # --- lifetime ----------------------------------------------------------------------------
 
@@ -265,6 +270,11 @@ class ClusterStatus(TaskOwner):
                     message = await pubsub.get_message(timeout=None)
                     if message is not None and message["type"] == "subscribe":
                         break
+                server = await server_id(self._redis)
+                if server is not None:
+                    if self._server is not None and server != self._server:
+                        self._redis_restarted()
+                    self._server = server
                 await self._load_snapshot(forward=started)
                 if not started:
                     started = True
@@ -282,6 +292,18 @@ class ClusterStatus(TaskOwner):
             finally:
                 with anyio.CancelScope(shield=True):
                     await pubsub.aclose()  # type: ignore[no-untyped-call, unused-ignore]
+
+    def _redis_restarted(self) -> None:
+        """Redis restarted (a new run id), without its data or from an older snapshot: its
+        ``seq`` counter started again lower than the records this node knows, which would then
+        skip every new one, and its hash lost records. So the view's seqs start again too, and
+        this node writes its own records again (the latest it knows first hand)."""
+        log.warning("cluster status: Redis restarted; writing this node's records again")
+        now = time.time()
+        for conversation_id, entry in self._view.items():
+            entry.record = replace(entry.record, seq=0)
+            if entry.local:
+                self.writer.put(conversation_id, _status_record(entry.record), now)
 
     async def _load_snapshot(self, *, forward: bool) -> None:
         raw: Any = await self._redis.hgetall(self.keys.hash)
