@@ -16,9 +16,14 @@ import anyio
 import httpx
 import pytest
 from redis.asyncio import Redis
+from redis.exceptions import ConnectionError as RedisConnectionError
 
 from drupe.agent.models.script import Pause, Text
 from drupe.agent.models.script_profiles import lorem, register_script
+from drupe.cluster.chunk_log import RedisChunkLog
+from drupe.cluster.lease import Fence, RedisLease
+from drupe.cluster.log_writer import LogWriter, live_key
+from drupe.cluster.ownership import LeaseOwnership
 from tests.cluster.nodes import cluster_nodes, sse_events, text_of
 from tests.multinode.harness import free_port
 
@@ -328,3 +333,51 @@ async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
             while (seen := on_b.record("r5")) is None or seen.status != "done":  # noqa: ASYNC110
                 await anyio.sleep(0.05)
         assert seen.node == a.membership.status.node_id  # the owner's record
+
+
+async def test_a_lost_turn_takes_its_lease_back_before_it_is_announced_again(
+    private_redis: PrivateRedis,
+) -> None:
+    """Redis restarted empty while two admitted turns wait for their model (nothing written
+    yet). The writer's check announces a lost turn again only once its lease is this node's
+    again (else another node's sweep would find it live, its lease free and its owner's
+    heartbeat gone, and take it over), and a turn whose lease another node took meanwhile is
+    not announced again: it is fenced out."""
+    redis = Redis.from_url(private_redis.url)
+    lease = RedisLease(redis, prefix="rl", ttl=30)
+    try:
+        async with LeaseOwnership(lease, "node-a", busy=lambda _: True) as ownership:
+            writer = LogWriter(
+                redis,
+                RedisChunkLog(redis, prefix="rl"),
+                node_id="node-a",
+                fence_of=ownership.fence,
+                lease_key=lease.lease_key,
+                recover=ownership.recover,
+                probe_interval=2.0,  # its first look at start, the next well after the restart
+            )
+            async with writer:
+                for conversation in ("kept", "taken"):
+                    await ownership.claim(conversation)
+                    await writer.announce(conversation, "t1")
+                private_redis.stop()
+                private_redis.start()
+                with anyio.fail_after(1):
+                    while True:  # the client's first command after the restart may fail
+                        try:
+                            await redis.set(lease.lease_key("taken"), "node-b|7")  # taken over
+                            break
+                        except RedisConnectionError:
+                            await anyio.sleep(0.01)
+                assert writer.restores == writer.fenced_out == 0  # not checked yet
+                with anyio.fail_after(10):
+                    while writer.restores + writer.fenced_out < 2:  # noqa: ASYNC110
+                        await anyio.sleep(0.05)
+                live = await redis.hgetall(live_key("rl"))
+                assert set(live) == {b"kept"}  # the one taken over is not announced again
+                held = await lease.holder("kept")
+                assert held is not None and held.node_id == "node-a"  # taken back
+                assert writer.restores == 1 and writer.fenced_out == 1
+                assert await lease.holder("taken") == Fence("taken", "node-b", 7)
+    finally:
+        await redis.aclose()

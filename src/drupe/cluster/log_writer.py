@@ -30,7 +30,9 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 * Redis lost its data: the writer keeps each live turn's entries in the log (``track``, until
   the turn ends), and when a write finds the turn gone (``DataLost``: nothing was written) it
   restores the turn first (announcement, anchors, then ``RedisChunkLog.restore``), then writes
-  what found the loss; ``restores`` counts them. A turn that writes nothing would not find the
+  what found the loss; ``restores`` counts them. The turn's lease comes first: taken again
+  when it vanished, and a turn whose lease another node holds is fenced out, not announced
+  again (``_hold_lease``). A turn that writes nothing would not find the
   loss, and a log an older snapshot left short is found by no write: so every
   ``probe_interval`` (1 s) the writer asks Redis its run id, and after a restart checks every
   live turn (``RedisChunkLog.incomplete``: its announcement, its log's length) and restores
@@ -66,6 +68,7 @@ from drupe.cluster.chunk_log import (
 )
 from drupe.cluster.coalesce import DEFAULT_WINDOW, Coalescer
 from drupe.cluster.lease import Fence
+from drupe.cluster.log_encoding import as_text
 from drupe.cluster.redis_restarts import server_id
 from drupe.lifetimes import TaskOwner
 from drupe.streaming.listeners.base import (
@@ -525,12 +528,42 @@ class LogWriter(TaskOwner):
         if turn is None:
             return
         conversation_id, turn_id = turn
+        if not await self._hold_lease(conversation_id, key):
+            return
         self.restores += 1
         log.warning("chunk log %s was lost with Redis's data; writing it again", key)
         await self._write(_Op(conversation_id, key, "announce", turn_id=turn_id))
         for execution_id, anchor in self._anchors.get(key, {}).items():
             await self._write(_Op(conversation_id, key, "anchor", execution_id, anchor=anchor))
         await self._write(_Op(conversation_id, key, "restore"))
+
+    async def _hold_lease(self, conversation_id: str, key: str) -> bool:
+        """Before a lost turn is announced again: its lease must be this node's, taken again
+        first when it vanished with Redis's data. Else another node's takeover sweep would
+        find the turn live, its lease free and its owner's heartbeat gone (Redis lost it too,
+        until the next beat), and take over a turn that is still running here. False: not
+        restored now (the lease is another node's: the turn is fenced out; or Redis cannot
+        answer: the next write or check finds the loss again)."""
+        fence = self._fence_of(conversation_id)
+        if fence is None:
+            return True  # an unfenced writer (tests, a single node's log)
+        try:
+            held: Any = await self._redis.get(self._lease_key(conversation_id))
+            if held is None and self._recover is not None:
+                return await self._recover(conversation_id) is not None or self._lost(key)
+        except (OSError, RedisError) as err:
+            log.warning("chunk log restore of %s waits: %s", key, err)
+            self._check_due = True
+            return False
+        if held is not None and as_text(held) == fence.value:
+            return True
+        return self._lost(key)
+
+    def _lost(self, key: str) -> bool:
+        turn = self._turn_of.get(key)
+        if turn is not None:
+            self._fence_out(_Op(turn[0], key, "restore"))
+        return False
 
 
 _HDEL_IF: Final = """
