@@ -91,3 +91,19 @@ async def test_tokens_above_the_clock_floor_stay_exact_integers(redis: Redis, pr
     fence = await lease.acquire("c1", "node-a")
     assert fence is not None and fence.token == ahead + 1
     assert await lease.holder("c1") == fence
+
+
+async def test_holders_reads_many_leases_at_once_as_holder_reads_each(
+    redis: Redis, prefix: str
+) -> None:
+    lease = RedisLease(redis, prefix=prefix, ttl=30)
+    held: dict[str, Fence] = {}
+    for i in range(0, 2_500, 3):  # past one MGET's 1,000 keys
+        fence = await lease.acquire(f"c{i}", f"node-{i % 4}")
+        assert fence is not None
+        held[f"c{i}"] = fence
+    ids = [f"c{i}" for i in range(2_500)]
+    got = await lease.holders(ids)
+    assert got == [held.get(c) for c in ids]
+    assert got[:50] == [await lease.holder(c) for c in ids[:50]]
+    assert await lease.holders([]) == []

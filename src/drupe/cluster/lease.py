@@ -14,7 +14,8 @@ Contract (``docs/lifecycles/cluster.md``):
   AND no node acquired one since (the counter is missing, as after Redis lost its data, or not
   above the fence's token). A takeover (which raised the counter) is never undone. A lease the
   same node already took again (two callers racing) is returned as it is.
-* ``holder(conversation)`` reads the current fence, for routing and takeover.
+* ``holder(conversation)`` reads the current fence, for routing and takeover; ``holders`` reads
+  many in one ``MGET`` (the takeover sweep's check of every other node's live turn).
 
 Fencing builds on ``Fence.token``: rows store the token of their last writer and refuse a lower
 one (``messages.fence``), and chunk-log writes check the lease value in the same Lua call.
@@ -23,8 +24,9 @@ one (``messages.fence``), and chunk-log writes check the lease value in the same
 from __future__ import annotations
 
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Final
+from typing import TYPE_CHECKING, Any, Final
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -160,9 +162,25 @@ class RedisLease:
 
     async def holder(self, conversation_id: str) -> Fence | None:
         """The fence that holds the conversation's lease now, if any."""
-        value = await self._redis.get(self._keys(conversation_id)[0])
-        if value is None:
-            return None
-        text = value.decode() if isinstance(value, bytes) else str(value)
-        node_id, _, token = text.rpartition("|")
-        return Fence(conversation_id, node_id, int(token))
+        return _fence(conversation_id, await self._redis.get(self._keys(conversation_id)[0]))
+
+    async def holders(self, conversation_ids: Sequence[str]) -> list[Fence | None]:
+        """``holder`` of each conversation, in order: one ``MGET`` per 1,000 of them."""
+        out: list[Fence | None] = []
+        for at in range(0, len(conversation_ids), _MGET_KEYS):
+            ids = conversation_ids[at : at + _MGET_KEYS]
+            values: Any = await self._redis.mget([self._keys(c)[0] for c in ids])
+            out += [_fence(c, v) for c, v in zip(ids, values, strict=True)]
+        return out
+
+
+_MGET_KEYS: Final = 1_000
+
+
+def _fence(conversation_id: str, value: Any) -> Fence | None:
+    """The fence a lease's value ``<node>|<token>`` names (``None``: no lease)."""
+    if value is None:
+        return None
+    text = value.decode() if isinstance(value, bytes) else str(value)
+    node_id, _, token = text.rpartition("|")
+    return Fence(conversation_id, node_id, int(token))

@@ -154,11 +154,18 @@ class Takeover(TaskOwner):
         seen = self._orphans
         self._orphans = {}
         taken = 0
-        for conversation_id, (key, owner, turn_id) in candidates.items():
-            if self.ownership.owns(conversation_id) or self.manager.get(conversation_id):
+        others = [
+            conversation_id
+            for conversation_id in candidates
+            if not (self.ownership.owns(conversation_id) or self.manager.get(conversation_id))
+        ]
+        # One MGET for every lease (a node sees every other node's live turns each sweep); a
+        # lease taken after it is read is found by ``take_over``, which acquires it.
+        holders = await self.node.lease.holders(others)
+        for conversation_id, holder in zip(others, holders, strict=True):
+            if holder is not None:
                 continue
-            if await self.node.lease.holder(conversation_id) is not None:
-                continue
+            key, owner, turn_id = candidates[conversation_id]
             owner_alive = owner is None or bool(await redis.exists(f"{prefix}:node:{owner}"))
             since = seen.get(conversation_id, now)
             if owner_alive and now - since < self.node.settings.lease_ttl:
