@@ -18,7 +18,7 @@ from redis.exceptions import ResponseError
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import (
-    FEED_MARK,
+    FEED_NAMED,
     Append,
     DataLost,
     FencedOut,
@@ -467,7 +467,7 @@ async def test_a_log_an_older_snapshot_left_short_is_found_and_written_whole_aga
     key, other = log.key("conv", "t"), log.key("conv2", "t")
     for k in (key, other):
         log.track(k)
-        await redis.hset(anchors_key(k), FEED_MARK, 1)  # announced
+        await redis.hset(anchors_key(k), FEED_NAMED, log.feed)  # announced
 
     def batch(k: str, seq: int) -> Append:
         return Append(k, "m", [{"type": "text-delta", "id": "p", "delta": f"w{seq}"}], [seq])
@@ -483,7 +483,7 @@ async def test_a_log_an_older_snapshot_left_short_is_found_and_written_whole_aga
     await redis.xdel(key, *ids[2:])
     assert isinstance((await log.append_many([batch(key, 5)]))[0], str)  # lands after the hole
     assert [s for _, _, s in await _entries(redis, prefix, key)] == [(1,), (2,), (5,)]
-    await redis.hdel(anchors_key(other), FEED_MARK)  # a turn announced after the snapshot
+    await redis.hdel(anchors_key(other), FEED_NAMED)  # a turn announced after the snapshot
     assert await log.incomplete([key, other]) == [key, other]
 
     assert await log.restore(key, None) == 5
@@ -498,7 +498,7 @@ async def test_a_log_an_older_snapshot_left_short_is_found_and_written_whole_aga
     # a turn kept only from the middle (tracked again after its executions had ended): its
     # short log is never replaced by the tail, which would lose the start
     tail = log.key("conv3", "t")
-    await redis.hset(anchors_key(tail), FEED_MARK, 1)
+    await redis.hset(anchors_key(tail), FEED_NAMED, log.feed)
     assert isinstance((await log.append_many([batch(tail, 1)]))[0], str)
     log.track(tail, from_start=False)
     for seq in (2, 3):
@@ -568,7 +568,7 @@ async def test_the_functions_earlier_versions_call_append_fence_and_feed_as_befo
     assert held is not None
     token = held.value[held.value.rfind("|") :]
     a, b = log.key("a", "t"), log.key("b", "t")
-    feed = log.feed_of(a)
+    feed = log.shard_feed_of(a)
 
     # dl1: KEYS log, lease; ARGV fence, payload, maxlen, ttl
     first = await redis.fcall("dl1", 2, a, lease.lease_key("a"), token, b"p1", "", 30)

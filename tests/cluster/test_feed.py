@@ -1,5 +1,5 @@
-"""The feeds: every log write also feeds its entry, and a node follows fed turns through at most
-``FEED_SHARDS`` feeds instead of one key per turn, on a real Redis.
+"""The feeds: every log write also feeds its entry to its writer's feed, and a node follows fed
+turns through one feed per writer instead of one key per turn, on a real Redis.
 
 The expectation is the turns' logs themselves (``XRANGE``): what a watcher gets through a feed
 must be exactly the log's entries, with the log's ids as cursors, once each, in order.
@@ -15,7 +15,14 @@ from redis.asyncio import Redis
 
 from drupe.chunks.accumulate import accumulate
 from drupe.chunks.types import Chunk
-from drupe.cluster.chunk_log import FEED_MARK, FEED_SHARDS, Append, RedisChunkLog, anchors_key
+from drupe.cluster.chunk_log import (
+    FEED_MARK,
+    FEED_NAMED,
+    Append,
+    RedisChunkLog,
+    anchors_key,
+    feed_key,
+)
 from drupe.cluster.log_encoding import LogEntry, as_text, feed_items
 from drupe.cluster.log_functions import APPEND
 from drupe.cluster.log_writer import LogWriter
@@ -27,9 +34,9 @@ def _delta(text: str) -> Chunk:
     return {"type": "text-delta", "id": "t", "delta": text}
 
 
-async def _mark(redis: Redis, key: str) -> None:
-    """What a writer of this version does when it announces the turn."""
-    await redis.hset(anchors_key(key), FEED_MARK, 1)
+async def _mark(redis: Redis, log: RedisChunkLog, key: str) -> None:
+    """What a writer of this version does when it announces the turn: it names its feed."""
+    await redis.hset(anchors_key(key), FEED_NAMED, log.feed)
 
 
 async def test_every_write_feeds_its_entry_as_the_log_holds_it(redis: Redis, prefix: str) -> None:
@@ -40,11 +47,9 @@ async def test_every_write_feeds_its_entry_as_the_log_holds_it(redis: Redis, pre
     await log.end(keys[1], "m", "success")
 
     fed: list[tuple[str, str, bytes]] = []
-    feeds = {log.feed_of(k) for k in keys}
-    assert len(feeds) > 1 and all(f.startswith(f"{prefix}:feed:") for f in feeds)
-    for feed in sorted(feeds):
-        for _, fields in await redis.xrange(feed):
-            fed += feed_items(fields[b"f"])
+    assert log.feed.startswith(f"{prefix}:feed:") and log.is_feed(log.feed)
+    for _, fields in await redis.xrange(log.feed):
+        fed += feed_items(fields[b"f"])
     logged = [
         (key, as_text(entry_id), fields[b"p"])
         for key in keys
@@ -52,8 +57,9 @@ async def test_every_write_feeds_its_entry_as_the_log_holds_it(redis: Redis, pre
     ]
     assert sorted(fed) == sorted(logged)
     assert len(logged) == 1 + len(keys) + 1
-    # One feed entry per feed for the call of many, not one per write.
-    assert sum([await redis.xlen(f) for f in feeds]) < len(logged)
+    # One feed entry per call (3), not one per write (14).
+    assert await redis.xlen(log.feed) == 3
+    assert await log.fed(keys[0]) is None  # not announced: no mark, read directly
 
 
 def test_feed_items_refuses_a_truncated_entry() -> None:
@@ -71,13 +77,13 @@ async def test_a_node_follows_many_fed_turns_through_the_feeds_and_each_gets_its
     redis: Redis, reader_connection: Redis, prefix: str
 ) -> None:
     """40 fed turns written concurrently, watchers joining at random moments on one node: the
-    loop reads at most FEED_SHARDS keys, and every watcher gets exactly its log after its
+    loop reads the writer's feed alone, and every watcher gets exactly its log after its
     cursor."""
     rng = random.Random(5)
     log = RedisChunkLog(redis, prefix=prefix)
     keys = [log.key(f"c{i}", "t") for i in range(40)]
     for key in keys:
-        await _mark(redis, key)
+        await _mark(redis, log, key)
     got: dict[int, list[LogEntry]] = {}
     starts: dict[int, str] = {}
     done = anyio.Event()
@@ -119,7 +125,7 @@ async def test_a_node_follows_many_fed_turns_through_the_feeds_and_each_gets_its
             await done.wait()
         read_keys = reader.read_keys
         assert reader.caught_up == 0  # the feeds delivered everything
-    assert read_keys and len(read_keys) <= FEED_SHARDS
+    assert read_keys == [log.feed]
     assert all(":feed:" in k for k in read_keys)
     for n, key in watchers:
         everything = await log.read(key)
@@ -162,7 +168,7 @@ async def test_a_write_that_did_not_feed_is_caught_up_from_the_log(
     ``dl1``, which does not feed; the reader's reconcile finds it in the log."""
     log = RedisChunkLog(redis, prefix=prefix)
     key = log.key("conv", "t")
-    await _mark(redis, key)
+    await _mark(redis, log, key)
     await log.append(key, "m", [_delta("fed")], [1])
     got: list[LogEntry] = []
     ended = anyio.Event()
@@ -247,7 +253,7 @@ class _CountingLog(RedisChunkLog):
 
     asked = 0
 
-    async def fed(self, key: str) -> bool:
+    async def fed(self, key: str) -> str | None:
         self.asked += 1
         return await super().fed(key)
 
@@ -256,9 +262,10 @@ async def test_many_watchers_joining_at_once_ask_redis_once_and_all_get_everythi
     redis: Redis, reader_connection: Redis, prefix: str
 ) -> None:
     log = _CountingLog(redis, prefix=prefix)
+    writer = RedisChunkLog(redis, prefix=prefix)  # the owner's (its own lookups not counted)
     key = log.key("conv", "t")
-    await _mark(redis, key)
-    await log.append(key, "m", [_delta("before ")], [1])
+    await _mark(redis, writer, key)
+    await writer.append(key, "m", [_delta("before ")], [1])
     got: dict[int, list[LogEntry]] = {i: [] for i in range(80)}
     ended: set[int] = set()
     all_ended = anyio.Event()
@@ -277,10 +284,59 @@ async def test_many_watchers_joining_at_once_ask_redis_once_and_all_get_everythi
         async with anyio.create_task_group() as group:
             for i in range(80):  # below the client pool's 100 connections: one replay each
                 group.start_soon(reader.watch, key, "0", collect(i))
-        await log.append(key, "m", [_delta("after")], [2])
-        await log.end(key, "m", "success")
+        await writer.append(key, "m", [_delta("after")], [2])
+        await writer.end(key, "m", "success")
         with anyio.fail_after(5):
             await all_ended.wait()
     assert log.asked == 1
     everything = [e.cursor for e in await log.read(key)]
     assert all([e.cursor for e in entries] == everything for entries in got.values())
+
+
+async def test_an_earlier_versions_turn_is_followed_through_its_shard_feed(
+    redis: Redis, reader_connection: Redis, prefix: str
+) -> None:
+    """A writer of an earlier version marks its turns with ``FEED_MARK`` and feeds each to its
+    shard's feed (``crc32 % 8``): a reader of this version follows it there."""
+    log = RedisChunkLog(redis, prefix=prefix)
+    key = log.key("old", "t")
+    shard = log.shard_feed_of(key)
+    assert shard.startswith(f"{prefix}:feed:") and shard != log.feed
+    await redis.hset(anchors_key(key), FEED_MARK, 1)
+    assert await log.fed(key) == shard
+    got: list[LogEntry] = []
+    ended = anyio.Event()
+
+    def deliver(entry: LogEntry) -> None:
+        got.append(entry)
+        if entry.terminal:
+            ended.set()
+
+    async with NodeReader(redis, reader_connection, log, reconcile_every=60) as reader:
+        await reader.watch(key, "0", deliver)
+        assert reader.read_keys == [shard]
+        for payload in (b"d1,1,0:hi", b'e1:{"t":"success","d":1}'):  # dl2, as it calls it
+            await redis.fcall("dl2", 3, key, key, shard, "", payload, "", "")
+        with anyio.fail_after(5):  # through the feed: the reconcile (60 s) would be too late
+            await ended.wait()
+    assert [e.cursor for e in got] == [e.cursor for e in await log.read(key)]
+
+
+async def test_a_write_to_another_writers_turn_feeds_the_feed_the_turn_named(
+    redis: Redis, prefix: str
+) -> None:
+    """A takeover writes the terminal of another node's turn: into the feed that turn's
+    announcement named (its followers read that one), not the taking node's own, and that
+    feed, maybe gone with its writer, gets a TTL."""
+    owner = RedisChunkLog(redis, prefix=prefix)
+    taking = RedisChunkLog(redis, prefix=prefix)
+    key = owner.key("conv", "t")
+    await _mark(redis, owner, key)
+    await owner.append(key, "m", [_delta("partial")], [1])
+    await redis.persist(owner.feed)
+    await taking.end(key, "", "error")
+    fed = [i for _, f in await redis.xrange(owner.feed) for i in feed_items(f[b"f"])]
+    assert [(k, p[:2]) for k, _, p in fed] == [(key, b"d1"), (key, b"e0")]
+    assert not await redis.exists(taking.feed)
+    assert 0 < await redis.ttl(owner.feed) <= 60
+    assert feed_key(prefix, "w1") == f"{prefix}:feed:w1"

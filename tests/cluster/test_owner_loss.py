@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from drupe.cluster.chunk_log import FEED_MARK
+from drupe.cluster.chunk_log import FEED_MARK, FEED_NAMED
 from drupe.cluster.log_encoding import LogEntry
 from drupe.cluster.owner_loss import (
     Ending,
@@ -65,7 +65,8 @@ def test_only_the_newest_user_messages_answers_are_retried() -> None:
 def test_anchors_leave_out_the_logs_numbering_and_marks() -> None:
     assert row_anchors({"m1": "b1", "#1": "m1", "#2": "text-1"}) == {"m1": "b1"}
     # The feed mark the announcement writes is not an execution's row.
-    assert row_anchors({"m1": "b1", FEED_MARK: "1", "m2": "b2"}) == {"m1": "b1", "m2": "b2"}
+    marks = {FEED_MARK: "1", FEED_NAMED: "p:feed:w1"}
+    assert row_anchors({"m1": "b1", **marks, "m2": "b2"}) == {"m1": "b1", "m2": "b2"}
 
 
 def entries() -> list[LogEntry]:

@@ -81,6 +81,7 @@ __all__ = [
     "DEFAULT_MAXLEN",
     "DEFAULT_TRIM_EVERY",
     "FEED_MARK",
+    "FEED_NAMED",
     "FEED_SHARDS",
     "DataLost",
     "FencedOut",
@@ -104,11 +105,20 @@ DEFAULT_LOG_TTL: Final = 300.0
 _CACHE_BOUND: Final = 10_000
 
 FEED_SHARDS: Final = 8
-"""Feeds per prefix: a log's entries are fed to ``feed_key(prefix, crc32(log key) % 8)``."""
+"""Earlier versions' feeds: a log's entries fed to ``feed_key(prefix, crc32(log key) % 8)``."""
 
 FEED_MARK: Final = "~feed"
-"""The field of a turn's hash (``<log key>:anchors``) that says its writer feeds every entry
-(written with the turn's announcement): a reader follows such a turn through its feed."""
+"""Earlier versions' mark: the field of a turn's hash (``<log key>:anchors``) that says its
+writer feeds every entry to its shard's feed (``shard_feed_of``)."""
+
+FEED_NAMED: Final = "~fd"
+"""This version's mark: the field of a turn's hash whose value is the feed its writer feeds
+every entry to (the writer's own, ``RedisChunkLog.feed``), written with the turn's
+announcement: a reader follows such a turn through that feed. (A writer of this version does
+not set ``FEED_MARK``: a reader of an earlier version reads its turns' logs directly.)"""
+
+FEED_TTL: Final = 60
+"""Seconds a writer's feed outlives the writer's last look at it (``keep_feed``)."""
 
 
 def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
@@ -116,8 +126,9 @@ def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
     return f"{prefix}:log:{conversation_id}:{turn_id}"
 
 
-def feed_key(prefix: str, shard: int) -> str:
-    """The Redis key of one feed: every entry of the logs of its shard, as written."""
+def feed_key(prefix: str, shard: int | str) -> str:
+    """The Redis key of one feed: every entry of the logs of its shard (earlier versions) or
+    of its writer (``w<writer id>``), as written."""
     return f"{prefix}:feed:{shard}"
 
 
@@ -205,8 +216,13 @@ class RedisChunkLog:
         """(key, string) -> (its number, registered since the last failed write)."""
         self._names: dict[str, dict[int, str]] = {}
         self._appends: dict[str, int] = {}
-        self.registry = f"{prefix}:writer:{secrets.token_hex(8)}"
+        writer_id = secrets.token_hex(8)
+        self.registry = f"{prefix}:writer:{writer_id}"
         """This writer's registry of turns (``append_many``)."""
+        self.feed = feed_key(prefix, f"w{writer_id}")
+        """This writer's feed: every entry it writes to its own turns, one feed entry per call."""
+        self._feeds: dict[str, str] = {}
+        """Other writers' turns -> their feeds (``_feed_for``: single writes, as a takeover's)."""
         self._turns: dict[str, _Turn] = {}
         self._next_turn = 0
         self._gone: list[int] = []
@@ -218,17 +234,40 @@ class RedisChunkLog:
     def key(self, conversation_id: str, turn_id: str) -> str:
         return log_key(self.prefix, conversation_id, turn_id)
 
-    def feed_of(self, key: str) -> str:
-        """The feed that carries the entries of the log ``key``."""
+    def shard_feed_of(self, key: str) -> str:
+        """The feed an earlier version's writer feeds the entries of the log ``key`` to."""
         return feed_key(self.prefix, zlib.crc32(key.encode()) % FEED_SHARDS)
 
     def is_feed(self, key: str) -> bool:
         """Whether ``key`` names one of this prefix's feeds."""
         return key.startswith(self._feed_prefix)
 
-    async def fed(self, key: str) -> bool:
-        """Whether the turn's writer feeds its entries (its announcement set ``FEED_MARK``)."""
-        return bool(await self._redis.hexists(anchors_key(key), FEED_MARK))
+    async def fed(self, key: str) -> str | None:
+        """The feed the turn's writer feeds its entries to: the one its announcement named
+        (``FEED_NAMED``), its shard's for an earlier version's writer (``FEED_MARK``), or
+        ``None`` (not fed: read the log itself)."""
+        named, marked = await self._redis.hmget(anchors_key(key), [FEED_NAMED, FEED_MARK])
+        if named:
+            return as_text(named)
+        return self.shard_feed_of(key) if marked else None
+
+    async def keep_feed(self) -> None:
+        """Give this writer's feed its TTL again (``FEED_TTL``): its writer calls it at least
+        every ``FEED_TTL / 3`` seconds while it writes, so a feed whose writer is gone expires."""
+        await self._redis.expire(self.feed, FEED_TTL)
+
+    async def _feed_for(self, key: str) -> str:
+        """The feed a single write to ``key`` feeds: this writer's for its own turns, else the
+        one the turn's announcement named (a takeover writing another node's turn)."""
+        if key in self._turns or key in self._tracked:
+            return self.feed
+        feed = self._feeds.get(key)
+        if feed is None:
+            feed = await self.fed(key) or self.feed
+            if len(self._feeds) > _CACHE_BOUND:
+                self._feeds.clear()
+            self._feeds[key] = feed
+        return feed
 
     async def append(
         self,
@@ -404,7 +443,7 @@ class RedisChunkLog:
         async with self._redis.pipeline(transaction=False) as pipe:
             for key in keys:
                 pipe.xlen(key)
-                pipe.hexists(anchors_key(key), FEED_MARK)
+                pipe.hexists(anchors_key(key), FEED_NAMED)
             got: list[Any] = await pipe.execute()
         out = []
         for i, key in enumerate(keys):
@@ -470,7 +509,7 @@ class RedisChunkLog:
                 write.key.encode(),
                 lease_key.encode(),
                 token.encode(),
-                self.feed_of(write.key).encode(),
+                self.feed.encode(),
                 b"%d" % self.maxlen,
             ]
         )
@@ -593,9 +632,12 @@ class RedisChunkLog:
         if fence is not None:
             lease_key, token = self._token(fence)
         ttl = max(1, round(self.ttl)) if expire else ""
-        keys = [key, lease_key, self.feed_of(key)]
+        feed = await self._feed_for(key)
+        keys = [key, lease_key, feed]
         args = [token, payload, self._trim(key), ttl]
         result: Any = await self._redis.fcall(APPEND_FED, len(keys), *keys, *args)
+        if feed != self.feed:  # another writer's feed, which may be gone: not kept for ever
+            await self._redis.expire(feed, FEED_TTL, nx=True)
         if result is None:
             raise FencedOut(f"the lease {lease_key!r} is no longer {fence and fence[1]!r}")
         return as_text(result)

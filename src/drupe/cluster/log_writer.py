@@ -9,9 +9,11 @@ Contract (``docs/lifecycles/cluster.md``, "The chunk log"):
 * Before a turn's first entry, the writer announces the turn: an entry ``{e: turn, n: node}`` in
   the conversation's turn list ``<prefix>:turns:<conversation>`` (a capped Redis Stream
   followers of "the next turn" watch), the field ``<conversation>`` of the hash
-  ``<prefix>:live`` (the takeover sweep's list of live turns), and the field ``FEED_MARK`` of
-  the turn's hash (every write of this version feeds: readers follow the turn through its
-  feed). ``announce(conversation, turn)``, called when a turn is admitted, queues that
+  ``<prefix>:live`` (the takeover sweep's list of live turns), and the field ``FEED_NAMED`` of
+  the turn's hash, whose value is this writer's feed (every write of this version feeds the
+  writer's own feed, ``RedisChunkLog.feed``, one feed entry per call: readers follow the turn
+  through it; the writer gives it its TTL again every ``FEED_TTL / 3`` seconds while it
+  writes). ``announce(conversation, turn)``, called when a turn is admitted, queues that
   announcement at once and waits until it is written, so every node finds the turn live from
   the moment its submit is acknowledged. A conversation's field leaves ``live`` when
   a terminal says the conversation is done. Each execution's row (its ``anchor_message_id``) is
@@ -59,7 +61,8 @@ import orjson
 from redis.exceptions import NoScriptError, RedisError
 
 from drupe.cluster.chunk_log import (
-    FEED_MARK,
+    FEED_NAMED,
+    FEED_TTL,
     Append,
     DataLost,
     FencedOut,
@@ -157,6 +160,7 @@ class LogWriter(TaskOwner):
         """The run id of the Redis server last seen (``_watch_server``)."""
         self._check_due = False
         """Redis restarted and its live turns were not all checked yet."""
+        self._feed_kept_until = 0.0
         self._coalescers: dict[tuple[str, str], Coalescer] = {}
         self._conversations: dict[tuple[str, str], str] = {}
         self._announced: set[str] = set()
@@ -420,6 +424,9 @@ class LogWriter(TaskOwner):
             ]
             self.batch_calls += 1
             try:
+                if anyio.current_time() >= self._feed_kept_until:
+                    await self._log.keep_feed()  # the feed expires once this writer is gone
+                    self._feed_kept_until = anyio.current_time() + FEED_TTL / 3
                 answers = await self._log.append_many(writes)
             except (OSError, RedisError) as err:
                 self.write_errors += 1
@@ -469,7 +476,7 @@ class LogWriter(TaskOwner):
             payload = orjson.dumps({"node": self.node_id, "turn": turn_id, "key": op.key})
             anchors = anchors_key(op.key)
             async with self._redis.pipeline(transaction=True) as pipe:
-                pipe.hset(anchors, FEED_MARK, 1)  # before any node can find the turn
+                pipe.hset(anchors, FEED_NAMED, self._log.feed)  # before any node finds the turn
                 pipe.expire(anchors, _ANCHORS_TTL)
                 pipe.xadd(
                     turns_key(self.prefix, op.conversation_id),

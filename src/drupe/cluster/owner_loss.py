@@ -9,8 +9,8 @@ Contract (``docs/lifecycles/cluster.md``, the ``on_owner_loss`` rows; ``chat.py`
   retries of that message including this one) is above ``limit``.
 * ``lost_parent(rows)``: that user message's id, or None (the shell counts attempts per message).
 * ``row_anchors(raw)``: a turn's anchors hash as execution id -> row id; the fields ``#<n>``
-  (the log's numbering of ids, ``chunk_log.py``) and ``~<mark>`` (marks such as ``~feed``,
-  ``chunk_log.FEED_MARK``) are not anchors.
+  (the log's numbering of ids, ``chunk_log.py``) and ``~<mark>`` (marks such as ``~fd``,
+  ``chunk_log.FEED_NAMED``, and earlier versions' ``~feed``) are not anchors.
 * ``log_endings(entries, anchors, retried)``: every execution that wrote to the log without a
   terminal, in order of first appearance, then the turn-wide end (execution ``""``), each as an
   ``Ending``. An execution whose row is in ``retried`` (row id -> ``(turn, execution)``) points

@@ -22,16 +22,17 @@ Contract (``docs/lifecycles/cluster.md``; the design rule of ``deps-lab.md`` §6
   keys the node follows (``read_window``): 10 ms with one key, 25 ms (the stated bound on the
   latency it adds) from ``WINDOW_FULL_AT`` (64) keys on (bench/README.md, "Issue 24 §4").
   ``NodeReader(window=...)`` fixes it instead.
-* A turn whose writer feeds (its announcement set ``FEED_MARK``: every node of this version)
-  is followed through its feed, not its log: every write to a log also appends, in the same
-  Redis function call, an item (the log key, the entry id, the payload) to one of
-  ``FEED_SHARDS`` feeds (``RedisChunkLog.feed_of``), so the loop's ``XREAD`` names at most
-  that many feeds however many turns the node follows, instead of every turn's log (at scale,
-  the reads' own bytes were most of what Redis received). The watchers see the same entries
-  with the same cursors (the log's entry ids). The feed's position is taken (its newest id)
-  before a watcher's replay is read, so an entry is either in the replay or read from the feed
-  after it. A turn without the mark (a writer of an earlier version, a turn list) is read
-  directly, as before.
+* A turn whose writer feeds (its announcement named its feed, ``FEED_NAMED``: every node of
+  this version; or set ``FEED_MARK``: an earlier version's, fed to one of ``FEED_SHARDS``
+  feeds) is followed through its feed, not its log (``RedisChunkLog.fed``): every write to a
+  log also appends, in the same Redis function call, an item (the log key, the entry id, the
+  payload) to the feed of its writer (one per node process), so the loop's ``XREAD`` names one
+  feed per writer whose turns the node follows, however many turns, instead of every turn's
+  log (at scale, the reads' own bytes were most of what Redis received). The watchers see the
+  same entries with the same cursors (the log's entry ids). The feed's position is taken (its
+  newest id) before a watcher's replay is read, so an entry is either in the replay or read
+  from the feed after it. A turn without a mark (a turn list; a writer of an earlier version
+  that did not feed) is read directly, as before.
 * A feed keeps ``FEED_KEEP_MS`` (8 s) of entries. A feed the loop has not read to its end for
   half of that (a Redis outage, a stalled process) is caught up from its turns' logs
   (``XRANGE`` after each turn's oldest watcher cursor), and every ``reconcile_every`` seconds
@@ -198,8 +199,8 @@ class NodeReader(TaskOwner):
                 continue
             deciding = self._deciding[key] = anyio.Event()
             try:
-                if ":log:" in key and await self._log.fed(key):
-                    feed = self._log.feed_of(key)
+                feed = await self._log.fed(key) if ":log:" in key else None
+                if feed is not None:
                     self._fed[key] = feed
                     self._fed_keys.setdefault(feed, set()).add(key)
                 else:
