@@ -20,6 +20,7 @@ from drupe.persistence.reconcile import RESTART_ERROR
 from drupe.persistence.records import NewMessage, NewPlaceholder, TerminalStatus
 from drupe.streaming.checkpoints import Checkpointer, CheckpointPolicy
 from drupe.streaming.config import StreamConfig
+from drupe.streaming.listeners.base import TerminalResult
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
@@ -327,3 +328,30 @@ async def test_rejected_chunk_is_recorded_and_later_chunks_are_persisted(db: Dat
     assert errors[0]["data"]["name"] == "AccumulateError"
     assert errors[0]["data"]["rejectedChunks"] == 1
     assert tab.chunks() == chunks  # every chunk still went out
+
+
+# --- terminal work past its bound -----------------------------------------------------------
+
+
+class _HangingEnd(RecordingListener):
+    """A subscriber whose terminal callback never returns (a dead socket, a stuck store)."""
+
+    async def on_done(self, result: TerminalResult) -> None:
+        await anyio.sleep(3600)
+
+
+async def test_terminal_work_past_its_bound_is_cut_and_the_manager_goes_on() -> None:
+    """A listener's terminal callback that hangs past ``terminal_timeout`` is cut off and
+    logged; the execution still settles, the other listeners got their terminal, and the
+    manager goes on streaming other conversations."""
+    async with StreamManager(StreamConfig(terminal_timeout=0.2)) as manager:
+        first, hanging = RecordingListener("first"), _HangingEnd("hang")
+        _send(manager, "c1", "row1", Source(text_chunks("row1", ["one"])), first, hanging)
+        with anyio.fail_after(10):
+            await manager.wait_settled("c1")
+        assert [t.status for t in first.terminals] == ["success"]
+        tab = RecordingListener("tab")
+        _send(manager, "c2", "row2", Source(text_chunks("row2", ["two"])), tab)
+        with anyio.fail_after(10):
+            await manager.wait_settled("c2")
+        assert [t.status for t in tab.terminals] == ["success"]

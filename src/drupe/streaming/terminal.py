@@ -107,19 +107,22 @@ async def run_terminal(
 
     Records the terminal the subscribers received in ``execution.notified`` (a resume during
     the grace period ends with it). Returns whether the final save failed; the execution then
-    keeps the error in ``save_error``.
+    keeps the error in ``save_error``. A dispatch cut off at ``limit`` (a listener's callback
+    that hangs) is logged and ends here: ``notified`` stays unset and the save is not counted
+    as failed (whether it finished is not known); the execution settles as always.
     """
     save_failed = False
     stream.terminal_inflight += 1
     if stream.terminal_inflight == 1:
         stream.terminal_idle = LazyEvent()
     try:
+        notified: TerminalResult | None = None
         with anyio.move_on_after(limit, shield=True) as bound:
             notified = execution.notified = await dispatch_terminal(stream, result)
-        if notified is not result:
+        if notified is not None and notified is not result:
             save_failed = True
             execution.save_error = notified.error
-        if bound.cancelled_caught:
+        if bound.cancelled_caught:  # cut off: the listeners after the slow one got nothing
             log.error(
                 "terminal work of %r (execution %r) exceeded %.0f s",
                 stream.conversation_id,
