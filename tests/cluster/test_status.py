@@ -9,6 +9,7 @@ from __future__ import annotations
 import subprocess
 import sys
 import textwrap
+import time
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 
@@ -352,3 +353,31 @@ async def test_changes_made_while_leaving_are_written_before_the_node_goes(
             a.observe(f"c{i}", StatusRecord("aborted", "9:1"))  # a shutdown's aborts
     held = await stored(redis, prefix)
     assert len(held) == 30 and {v["status"] for v in held.values()} == {"aborted"}
+
+
+async def test_the_script_writes_each_record_as_json_whatever_its_ids(
+    redis: Redis, prefix: str
+) -> None:
+    """The status script builds the record's JSON from its fields: ids with quotes,
+    backslashes, slashes, control characters and any Unicode come back as they were."""
+    ids = ["plain", 'quo"te', "back\\slash", "sl/ash", "ünï 中文 🙂", "tab\tnew\nline"]
+    before = time.time()
+    async with cluster_status(prefix, "n1") as status:
+        for i, cid in enumerate(ids):
+            completed = None if i % 2 else 1_700_000_000.25
+            status.observe(cid, StatusRecord("streaming", f"{i}:1", completed))
+        status.observe("done-one", StatusRecord("done", "9:1", 1e22))
+        await status.flush()
+    got = await stored(redis, prefix)
+    assert set(got) == {*ids, "done-one"}
+    for i, cid in enumerate(ids):
+        record = got[cid]
+        assert record.pop("at") >= before and record.pop("seq") >= 1
+        assert record == {
+            "conversationId": cid,
+            "status": "streaming",
+            "turnId": f"{i}:1",
+            "node": "n1",
+            "lastCompletedAt": None if i % 2 else 1_700_000_000.25,
+        }
+    assert got["done-one"]["lastCompletedAt"] == 1e22 and got["done-one"]["status"] == "done"

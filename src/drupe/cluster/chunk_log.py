@@ -128,7 +128,7 @@ def log_key(prefix: str, conversation_id: str, turn_id: str) -> str:
 
 def feed_key(prefix: str, shard: int | str) -> str:
     """The Redis key of one feed: every entry of the logs of its shard (earlier versions) or
-    of its writer (``w<writer id>``), as written."""
+    of its writer (``w<4 random hex digits>``), as written."""
     return f"{prefix}:feed:{shard}"
 
 
@@ -216,11 +216,12 @@ class RedisChunkLog:
         """(key, string) -> (its number, registered since the last failed write)."""
         self._names: dict[str, dict[int, str]] = {}
         self._appends: dict[str, int] = {}
-        writer_id = secrets.token_hex(8)
-        self.registry = f"{prefix}:writer:{writer_id}"
+        self.registry = f"{prefix}:writer:{secrets.token_hex(8)}"
         """This writer's registry of turns (``append_many``)."""
-        self.feed = feed_key(prefix, f"w{writer_id}")
-        """This writer's feed: every entry it writes to its own turns, one feed entry per call."""
+        self.feed = feed_key(prefix, f"w{secrets.token_hex(2)}")
+        """This writer's feed: every entry it writes to its own turns, one feed entry per call.
+        Its name is short (every read of it names it); two writers that drew the same one share
+        it, which only costs their readers the other's items (a feed item names its log)."""
         self._feeds: dict[str, str] = {}
         """Other writers' turns -> their feeds (``_feed_for``: single writes, as a takeover's)."""
         self._turns: dict[str, _Turn] = {}

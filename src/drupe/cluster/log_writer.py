@@ -475,7 +475,10 @@ class LogWriter(TaskOwner):
             turn_id = op.turn_id
             payload = orjson.dumps({"node": self.node_id, "turn": turn_id, "key": op.key})
             anchors = anchors_key(op.key)
-            async with self._redis.pipeline(transaction=True) as pipe:
+            # One round trip; no MULTI/EXEC (two more commands): Redis runs a connection's
+            # commands in order, so the mark is set before any node can find the turn, and a
+            # write that failed half way is written whole again.
+            async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.hset(anchors, FEED_NAMED, self._log.feed)  # before any node finds the turn
                 pipe.expire(anchors, _ANCHORS_TTL)
                 pipe.xadd(
@@ -489,7 +492,7 @@ class LogWriter(TaskOwner):
             return
         if op.kind == "anchor":
             anchors = anchors_key(op.key)
-            async with self._redis.pipeline(transaction=True) as pipe:
+            async with self._redis.pipeline(transaction=False) as pipe:
                 pipe.hset(anchors, op.execution_id, op.anchor)
                 pipe.expire(anchors, _ANCHORS_TTL)
                 await pipe.execute()

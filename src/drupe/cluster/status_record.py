@@ -31,7 +31,6 @@ __all__ = [
     "LIVE_STATUSES",
     "ClusterRecord",
     "decode_record",
-    "encode_unsequenced",
     "supersedes",
     "turn_order",
 ]
@@ -71,22 +70,6 @@ def supersedes(current: ClusterRecord | None, incoming: ClusterRecord) -> bool:
         return True
     before, after = turn_order(current.turn_id), turn_order(incoming.turn_id)
     return before is None or after is None or after > before
-
-
-def encode_unsequenced(record: ClusterRecord) -> bytes:
-    """The record's JSON without its closing brace; Redis appends ``,"seq":N}`` when it
-    accepts the write (the sequence number exists only inside the script)."""
-    body = orjson.dumps(
-        {
-            "conversationId": record.conversation_id,
-            "status": record.status,
-            "turnId": record.turn_id,
-            "node": record.node,
-            "lastCompletedAt": record.last_completed_at,
-            "at": record.at,
-        }
-    )
-    return body[:-1]
 
 
 def decode_record(raw: bytes | str) -> ClusterRecord:

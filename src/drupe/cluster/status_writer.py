@@ -26,6 +26,7 @@ Contract (``docs/lifecycles/cluster.md``, "Cluster-wide status"):
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final
@@ -34,7 +35,7 @@ import anyio
 from redis.exceptions import RedisError
 
 from drupe.cluster.heartbeat import heartbeat_key, nodes_key
-from drupe.cluster.status_record import ClusterRecord, decode_record, encode_unsequenced
+from drupe.cluster.status_record import LIVE_STATUSES, ClusterRecord, decode_record
 from drupe.streaming.contracts import StatusRecord
 
 if TYPE_CHECKING:
@@ -72,7 +73,12 @@ if stored then
   end
 end
 local seq = redis.call('INCR', KEYS[3])
-local value = ARGV[2] .. ',"seq":' .. seq .. '}'
+local completed = ARGV[9]
+if completed == '' then completed = 'null' end
+local value = '{"conversationId":' .. cjson.encode(ARGV[1]) .. ',"status":' ..
+  cjson.encode(ARGV[2]) .. ',"turnId":' .. cjson.encode(ARGV[3]) .. ',"node":' ..
+  cjson.encode(ARGV[8]) .. ',"lastCompletedAt":' .. completed .. ',"at":' .. ARGV[5] ..
+  ',"seq":' .. seq .. '}'
 redis.call('HSET', KEYS[1], ARGV[1], value)
 if ARGV[4] == '1' then
   redis.call('ZREM', KEYS[2], ARGV[1])
@@ -263,20 +269,25 @@ class StatusWriter:
             self._on_result(conversation_id, stored.seq, stored)
 
     def _args(self, conversation_id: str, record: StatusRecord, at: float) -> list[Any]:
-        shared = ClusterRecord(
-            conversation_id=conversation_id,
-            status=record.status,
-            turn_id=record.turn_id,
-            node=self.node_id,
-            at=at,
-            last_completed_at=record.last_completed_at,  # read now: stamped after the change
-        )
+        """The script's arguments: the record's fields, each once (the script writes the
+        record's JSON, ``status_record.decode_record``'s form, from them)."""
+        completed = record.last_completed_at  # read now: stamped after the change
         return [
             conversation_id,
-            encode_unsequenced(shared),
+            record.status,
             record.turn_id,
-            "1" if shared.live else "0",
-            at,
+            "1" if record.status in LIVE_STATUSES else "0",
+            _number(at),
             self.max_terminal,
             self.keys.channel,
+            self.node_id,
+            "" if completed is None else _number(completed),
         ]
+
+
+def _number(value: float) -> str:
+    """A JSON number (the script writes it into the record as it is)."""
+    number = float(value)
+    if not math.isfinite(number):
+        raise ValueError(f"not a finite number: {value!r}")
+    return repr(number)
