@@ -354,7 +354,7 @@ async def test_a_lost_turn_takes_its_lease_back_before_it_is_announced_again(
                 fence_of=ownership.fence,
                 lease_key=lease.lease_key,
                 recover=ownership.recover,
-                probe_interval=2.0,  # its first look at start, the next well after the restart
+                probe_interval=5.0,  # its first look at start, the next well after the restart
             )
             async with writer:
                 for conversation in ("kept", "taken"):
@@ -370,7 +370,7 @@ async def test_a_lost_turn_takes_its_lease_back_before_it_is_announced_again(
                         except RedisConnectionError:
                             await anyio.sleep(0.01)
                 assert writer.restores == writer.fenced_out == 0  # not checked yet
-                with anyio.fail_after(10):
+                with anyio.fail_after(20):
                     while writer.restores + writer.fenced_out < 2:  # noqa: ASYNC110
                         await anyio.sleep(0.05)
                 live = await redis.hgetall(live_key("rl"))
