@@ -9,7 +9,8 @@ from __future__ import annotations
 import shutil
 import socket
 import subprocess
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 import anyio
@@ -24,7 +25,7 @@ from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.cluster.log_writer import LogWriter, live_key
 from drupe.cluster.ownership import LeaseOwnership
-from tests.cluster.nodes import cluster_nodes, sse_events, text_of
+from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
 from tests.multinode.harness import free_port
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
@@ -102,6 +103,35 @@ def _chat(conversation_id: str, model: str) -> dict[str, object]:
     }
 
 
+@asynccontextmanager
+async def _two_nodes(
+    tmp_path: Path, name: str, redis: PrivateRedis
+) -> AsyncIterator[tuple[Node, Node, httpx.AsyncClient, httpx.AsyncClient]]:
+    """Two cluster nodes on the private Redis (lease TTL 3 s), and a client of each."""
+    async with (
+        cluster_nodes(tmp_path, name, redis=redis.url, lease_ttl=3.0) as (a, b),
+        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
+        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
+    ):
+        yield a, b, on_a, on_b
+
+
+async def _stored(node: Node, conversation_id: str) -> tuple[str, str]:
+    """The conversation's last answer as stored: its status and its text."""
+    rows = await node.runtime.db.messages.list_for_conversation(conversation_id)
+    answer = rows[-1]
+    return answer.status, "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
+
+
+def _assert_whole(streams: Sequence[list[bytes]], text: str) -> None:
+    """Each SSE stream ended (``[DONE]``) and carried exactly ``text``: from its start,
+    nothing twice."""
+    for got in streams:
+        events = sse_events(b"".join(got))
+        assert events[-1][1] == "[DONE]"
+        assert text_of(events) == text
+
+
 async def _submit(
     client: httpx.AsyncClient, body: dict[str, object], into: list[bytes], speaking: anyio.Event
 ) -> None:
@@ -129,11 +159,7 @@ async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
     owner: list[bytes] = []
     follower: list[bytes] = []
     speaking, following = anyio.Event(), anyio.Event()
-    async with (
-        cluster_nodes(tmp_path, "restart", redis=private_redis.url, lease_ttl=3.0) as (a, b),
-        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
-        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
-    ):
+    async with _two_nodes(tmp_path, "restart", private_redis) as (a, _, on_a, on_b):
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_submit, on_a, _chat("r1", PACED), owner, speaking)
@@ -143,16 +169,11 @@ async def test_an_answer_survives_a_redis_restart_and_ends_for_every_subscriber(
                 private_redis.stop()
                 await anyio.sleep(0.5)  # the answer goes on while Redis is down
                 private_redis.start()
-        for body_bytes in (owner, follower):
-            events = sse_events(b"".join(body_bytes))
-            assert events[-1][1] == "[DONE]"
         rows = await a.runtime.db.messages.list_for_conversation("r1")
         assert all(r.status != "pending" for r in rows)
-        answer = rows[-1]
-        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
-        assert answer.status == "success"
-        assert text_of(sse_events(b"".join(owner))) == stored
-        assert text_of(sse_events(b"".join(follower))) == stored
+        status, stored = await _stored(a, "r1")
+        assert status == "success"
+        _assert_whole([owner, follower], stored)
         cluster_a = a.takeover
         assert cluster_a.ownership.recovered >= 1  # the vanished lease was taken again
         assert cluster_a.ownership.lost == 0
@@ -169,11 +190,7 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
     before: list[bytes] = []
     after: list[bytes] = []
     speaking, following = anyio.Event(), anyio.Event()
-    async with (
-        cluster_nodes(tmp_path, "restart2", redis=private_redis.url, lease_ttl=3.0) as (a, b),
-        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
-        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
-    ):
+    async with _two_nodes(tmp_path, "restart2", private_redis) as (a, _, on_a, on_b):
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_submit, on_a, _chat("r2", long), owner, speaking)
@@ -189,14 +206,9 @@ async def test_a_subscriber_joining_after_redis_lost_its_data_gets_the_whole_ans
                     await anyio.sleep(0.05)
                 await anyio.sleep(0.5)  # the answer goes on after the restore
                 tg.start_soon(_follow, on_b, "r2", after, anyio.Event())
-        rows = await a.runtime.db.messages.list_for_conversation("r2")
-        answer = rows[-1]
-        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
-        assert answer.status == "success"
-        for got in (owner, before, after):
-            events = sse_events(b"".join(got))
-            assert events[-1][1] == "[DONE]"
-            assert text_of(events) == stored  # from its start, nothing twice
+        status, stored = await _stored(a, "r2")
+        assert status == "success"
+        _assert_whole([owner, before, after], stored)
         assert a.cluster.log.restored == 1  # the owner wrote the lost log again, once
 
 
@@ -223,11 +235,7 @@ async def test_a_turn_writing_nothing_when_redis_lost_its_data_is_restored_at_on
     restores the turn, so a subscriber on another node finds it before the answer goes on."""
     owner: list[bytes] = []
     speaking = anyio.Event()
-    async with (
-        cluster_nodes(tmp_path, "restart3", redis=private_redis.url, lease_ttl=3.0) as (a, b),
-        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
-        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
-    ):
+    async with _two_nodes(tmp_path, "restart3", private_redis) as (a, _, on_a, on_b):
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_submit, on_a, _chat("r3", "scripted:restart-idle"), owner, speaking)
@@ -241,13 +249,8 @@ async def test_a_turn_writing_nothing_when_redis_lost_its_data_is_restored_at_on
                 after: list[bytes] = []
                 tg.start_soon(_follow, on_b, "r3", after, anyio.Event())
         assert took < 5.0
-        rows = await a.runtime.db.messages.list_for_conversation("r3")
-        stored = "".join(p.get("text", "") for p in rows[-1].parts if p["type"] == "text")
-        assert stored == lorem(20) + " and the rest."
-        for got in (owner, after):
-            events = sse_events(b"".join(got))
-            assert events[-1][1] == "[DONE]"
-            assert text_of(events) == stored
+        assert await _stored(a, "r3") == ("success", lorem(20) + " and the rest.")
+        _assert_whole([owner, after], lorem(20) + " and the rest.")
         assert a.cluster.log.restored == 1
 
 
@@ -264,11 +267,7 @@ async def test_an_answer_whose_redis_came_back_from_an_older_snapshot_is_written
     before: list[bytes] = []
     after: list[bytes] = []
     speaking, following = anyio.Event(), anyio.Event()
-    async with (
-        cluster_nodes(tmp_path, "restart4", redis=private_redis.url, lease_ttl=3.0) as (a, b),
-        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
-        httpx.AsyncClient(base_url=b.url, timeout=60) as on_b,
-    ):
+    async with _two_nodes(tmp_path, "restart4", private_redis) as (a, _, on_a, on_b):
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
                 tg.start_soon(_submit, on_a, _chat("r4", long), owner, speaking)
@@ -288,14 +287,8 @@ async def test_an_answer_whose_redis_came_back_from_an_older_snapshot_is_written
                     await anyio.sleep(0.05)
                 await anyio.sleep(0.3)
                 tg.start_soon(_follow, on_b, "r4", after, anyio.Event())
-        rows = await a.runtime.db.messages.list_for_conversation("r4")
-        answer = rows[-1]
-        stored = "".join(p.get("text", "") for p in answer.parts if p["type"] == "text")
-        assert answer.status == "success" and stored == lorem(420)
-        for got in (owner, before, after):
-            events = sse_events(b"".join(got))
-            assert events[-1][1] == "[DONE]"
-            assert text_of(events) == stored  # from its start, nothing twice
+        assert await _stored(a, "r4") == ("success", lorem(420))
+        _assert_whole([owner, before, after], lorem(420))
         assert a.cluster.log.restored == 1
 
 
@@ -307,10 +300,7 @@ async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
     and the owner writes its records again (Redis's status hash lost them)."""
     owner: list[bytes] = []
     speaking = anyio.Event()
-    async with (
-        cluster_nodes(tmp_path, "restart5", redis=private_redis.url, lease_ttl=3.0) as (a, b),
-        httpx.AsyncClient(base_url=a.url, timeout=60) as on_a,
-    ):
+    async with _two_nodes(tmp_path, "restart5", private_redis) as (a, b, on_a, _):
         on_b = b.membership.status
         with anyio.fail_after(60):
             async with anyio.create_task_group() as tg:
