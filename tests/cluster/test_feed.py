@@ -18,6 +18,7 @@ from drupe.chunks.types import Chunk
 from drupe.cluster.chunk_log import (
     FEED_MARK,
     FEED_NAMED,
+    FEED_TTL,
     Append,
     RedisChunkLog,
     anchors_key,
@@ -241,7 +242,8 @@ async def test_the_writer_marks_its_turns_and_followers_read_them_through_feeds(
             await anyio.sleep(0.002)
         with anyio.fail_after(10):
             await all_finished.wait()
-        assert all(":feed:" in k for k in reader.read_keys)
+        assert reader.read_keys == [log.feed]  # one feed for the writer's 20 turns
+    assert 0 < await redis.ttl(log.feed) <= FEED_TTL  # it expires once its writer is gone
     for conversation, entries in got.items():
         logged = await log.read(log.key(conversation, "t"))
         assert [e.cursor for e in entries] == [e.cursor for e in logged]

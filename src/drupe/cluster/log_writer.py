@@ -424,9 +424,6 @@ class LogWriter(TaskOwner):
             ]
             self.batch_calls += 1
             try:
-                if anyio.current_time() >= self._feed_kept_until:
-                    await self._log.keep_feed()  # the feed expires once this writer is gone
-                    self._feed_kept_until = anyio.current_time() + FEED_TTL / 3
                 answers = await self._log.append_many(writes)
             except (OSError, RedisError) as err:
                 self.write_errors += 1
@@ -434,6 +431,7 @@ class LogWriter(TaskOwner):
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
                 continue
+            await self._keep_feed()
             retry: list[_Op] = []
             failed: BaseException | None = None
             recovered: dict[str, bool] = {}
@@ -468,6 +466,18 @@ class LogWriter(TaskOwner):
                 await anyio.sleep(backoff)
                 backoff = min(backoff * 2, _MAX_BACKOFF)
             pending = retry
+
+    async def _keep_feed(self) -> None:
+        """Give this writer's feed its TTL again when due (after a write, so the feed exists):
+        it expires once this writer is gone. A failure waits for the next write."""
+        if anyio.current_time() < self._feed_kept_until:
+            return
+        try:
+            await self._log.keep_feed()
+        except (OSError, RedisError) as err:
+            log.warning("could not give the chunk log's feed its TTL: %s", err)
+            return
+        self._feed_kept_until = anyio.current_time() + FEED_TTL / 3
 
     async def _write_once(self, op: _Op) -> None:
         guard = self._guard(op.conversation_id)
