@@ -23,6 +23,7 @@ from drupe.streaming.config import StreamConfig
 from drupe.streaming.listeners.base import TerminalResult
 from drupe.streaming.listeners.persistence import PersistenceListener
 from drupe.streaming.manager import ExecutionSpec, SendInput, StreamManager
+from drupe.streaming.terminal import SAVE_FAILED
 from drupe.streaming.terminal_writes import TerminalWriteRetrier, WritePolicy
 from drupe.testing.recording import RecordingListener
 from tests.streaming.sources import Source, text_chunks
@@ -342,16 +343,36 @@ class _HangingEnd(RecordingListener):
 
 async def test_terminal_work_past_its_bound_is_cut_and_the_manager_goes_on() -> None:
     """A listener's terminal callback that hangs past ``terminal_timeout`` is cut off and
-    logged; the execution still settles, the other listeners got their terminal, and the
+    logged; the listeners after it still get their terminal, the execution settles, and the
     manager goes on streaming other conversations."""
     async with StreamManager(StreamConfig(terminal_timeout=0.2)) as manager:
-        first, hanging = RecordingListener("first"), _HangingEnd("hang")
-        _send(manager, "c1", "row1", Source(text_chunks("row1", ["one"])), first, hanging)
+        first, hanging, last = (
+            RecordingListener("first"),
+            _HangingEnd("hang"),
+            RecordingListener("last"),
+        )
+        source = Source(text_chunks("row1", ["one"]))
+        _send(manager, "c1", "row1", source, first, hanging, last)
         with anyio.fail_after(10):
             await manager.wait_settled("c1")
         assert [t.status for t in first.terminals] == ["success"]
+        assert [t.status for t in last.terminals] == ["success"]  # heard its end too
+        assert manager.save_failures == 0
         tab = RecordingListener("tab")
         _send(manager, "c2", "row2", Source(text_chunks("row2", ["two"])), tab)
         with anyio.fail_after(10):
             await manager.wait_settled("c2")
         assert [t.status for t in tab.terminals] == ["success"]
+
+
+async def test_a_final_save_cut_off_at_the_bound_is_told_to_subscribers_as_failed() -> None:
+    """The persistence listener's final save hangs past the bound: the subscribers hear that
+    the answer could not be saved (as for a save that failed), not nothing."""
+    async with StreamManager(StreamConfig(terminal_timeout=0.2)) as manager:
+        saving = _HangingEnd("save", terminal_phase="persistence")
+        tab = RecordingListener("tab")
+        _send(manager, "c1", "row1", Source(text_chunks("row1", ["one"])), saving, tab)
+        with anyio.fail_after(10):
+            await manager.wait_settled("c1")
+        assert [(t.status, t.error) for t in tab.terminals] == [("error", SAVE_FAILED)]
+        assert manager.save_failures == 1

@@ -10,7 +10,9 @@ Order: persistence-phase listeners, then unphased ones, then cleanup-phase ones,
 Dead listeners are removed, throws are isolated and logged with the listener id, and a
 ``TerminalPersistenceError`` from a persistence-phase listener (the final save failed) turns
 the terminal the unphased (notification) listeners receive into an ``error`` saying the answer
-could not be saved: subscribers always hear an end. ``run_terminal`` shields and bounds it.
+could not be saved: subscribers always hear an end. ``run_terminal`` shields and bounds it; a
+dispatch cut off at the bound inside one listener's callback goes on past that listener, each
+later one bounded on its own (a persistence listener cut off counts as a failed save).
 """
 
 from __future__ import annotations
@@ -18,8 +20,8 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import replace
-from typing import Literal
+from dataclasses import dataclass, field, replace
+from typing import Final, Literal
 
 import anyio
 
@@ -31,6 +33,7 @@ from drupe.streaming.status import ExecutionTerminal
 
 __all__ = [
     "SAVE_FAILED",
+    "Dispatch",
     "TerminalStatus",
     "deliver_terminal",
     "dispatch_terminal",
@@ -108,27 +111,29 @@ async def run_terminal(
     Records the terminal the subscribers received in ``execution.notified`` (a resume during
     the grace period ends with it). Returns whether the final save failed; the execution then
     keeps the error in ``save_error``. A dispatch cut off at ``limit`` (a listener's callback
-    that hangs) is logged and ends here: ``notified`` stays unset and the save is not counted
-    as failed (whether it finished is not known); the execution settles as always.
+    that hangs) is logged, and every listener after the stuck one still gets its terminal
+    (``_finish_cut_off``; a stuck persistence listener counts as a failed save).
     """
-    save_failed = False
     stream.terminal_inflight += 1
     if stream.terminal_inflight == 1:
         stream.terminal_idle = LazyEvent()
     try:
-        notified: TerminalResult | None = None
+        progress = Dispatch(result)
         with anyio.move_on_after(limit, shield=True) as bound:
-            notified = execution.notified = await dispatch_terminal(stream, result)
-        if notified is not None and notified is not result:
-            save_failed = True
-            execution.save_error = notified.error
-        if bound.cancelled_caught:  # cut off: the listeners after the slow one got nothing
+            await dispatch_terminal(stream, result, progress)
+        if bound.cancelled_caught:
             log.error(
-                "terminal work of %r (execution %r) exceeded %.0f s",
+                "terminal work of %r (execution %r) exceeded %.0f s; listener %r cut off",
                 stream.conversation_id,
                 execution.execution_id,
                 limit,
+                progress.current and progress.current.listener_id,
             )
+            await _finish_cut_off(stream, result, progress)
+        notified = execution.notified = progress.notified
+        save_failed = notified is not result
+        if save_failed:
+            execution.save_error = notified.error
     finally:
         stream.terminal_inflight -= 1
         if stream.terminal_inflight == 0:
@@ -159,31 +164,73 @@ SAVE_FAILED: SerializedError = {
 """The error subscribers receive when the final save of their answer failed."""
 
 
-async def dispatch_terminal(stream: LiveStream, result: TerminalResult) -> TerminalResult:
+@dataclass(slots=True)
+class Dispatch:
+    """How far a terminal dispatch got: what the notification listeners receive, the
+    listeners done, and the one being called (``run_terminal`` finishes a cut-off one)."""
+
+    notified: TerminalResult
+    done: set[str] = field(default_factory=set)
+    current: Listener | None = None
+
+
+async def dispatch_terminal(
+    stream: LiveStream, result: TerminalResult, progress: Dispatch | None = None
+) -> TerminalResult:
     """Run every listener's terminal callback for ``result``, in phase order.
 
     When a persistence-phase listener raises ``TerminalPersistenceError`` (the final save
     failed), the notification listeners get an ``error`` terminal saying the answer could not
     be saved instead of ``result``, so every subscriber still hears the end. Returns the
-    terminal the notification listeners received.
+    terminal the notification listeners received (``progress`` records it as it goes).
     """
-    save_failed = False
-    notified = result
+    progress = Dispatch(result) if progress is None else progress
     for listener in stream.ordered_listeners():
         if not listener.is_alive():
             stream.remove_listener(listener.listener_id)
             continue
-        target = notified if listener.terminal_phase is None else result
-        try:
-            await _handler(listener, target)(target)
-        except TerminalPersistenceError:
-            log.exception("terminal persistence failed for %r", listener.listener_id)
-            if listener.terminal_phase == "persistence" and not save_failed:
-                save_failed = True
-                notified = replace(result, status="error", error=dict(SAVE_FAILED))
-        except Exception:  # isolation boundary: terminal listener dispatch
-            log.exception("listener %r raised in its terminal callback", listener.listener_id)
-    return notified
+        progress.current = listener
+        await _call(listener, result, progress)
+        progress.done.add(listener.listener_id)
+    progress.current = None
+    return progress.notified
+
+
+async def _call(listener: Listener, result: TerminalResult, progress: Dispatch) -> None:
+    target = progress.notified if listener.terminal_phase is None else result
+    try:
+        await _handler(listener, target)(target)
+    except TerminalPersistenceError:
+        log.exception("terminal persistence failed for %r", listener.listener_id)
+        if listener.terminal_phase == "persistence" and progress.notified is result:
+            progress.notified = _save_failed(result)
+    except Exception:  # isolation boundary: terminal listener dispatch
+        log.exception("listener %r raised in its terminal callback", listener.listener_id)
+
+
+def _save_failed(result: TerminalResult) -> TerminalResult:
+    return replace(result, status="error", error=dict(SAVE_FAILED))
+
+
+_AFTER_CUT_OFF: Final = 1.0
+"""Seconds each listener after a cut-off one gets for its terminal callback."""
+
+
+async def _finish_cut_off(stream: LiveStream, result: TerminalResult, progress: Dispatch) -> None:
+    """The dispatch was cut off at its bound inside one listener's callback: every listener
+    after it still gets its terminal (each bounded by ``_AFTER_CUT_OFF``), so subscribers hear
+    an end. A persistence listener cut off did not finish the save: the notification listeners
+    hear that it failed."""
+    stuck = progress.current
+    if stuck is not None and stuck.terminal_phase == "persistence" and progress.notified is result:
+        progress.notified = _save_failed(result)
+    for listener in stream.ordered_listeners():
+        if listener is stuck or listener.listener_id in progress.done or not listener.is_alive():
+            continue
+        with anyio.move_on_after(_AFTER_CUT_OFF, shield=True) as bound:
+            await _call(listener, result, progress)
+        if bound.cancelled_caught:
+            log.error("listener %r cut off after the terminal bound", listener.listener_id)
 
 
 async def notify_listeners(
