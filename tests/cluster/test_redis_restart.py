@@ -25,6 +25,7 @@ from drupe.cluster.chunk_log import RedisChunkLog
 from drupe.cluster.lease import Fence, RedisLease
 from drupe.cluster.log_writer import LogWriter, live_key
 from drupe.cluster.ownership import LeaseOwnership
+from drupe.cluster.status_record import decode_record
 from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
 from tests.multinode.harness import free_port
 
@@ -314,11 +315,17 @@ async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
                 admin = Redis.from_url(private_redis.url)
                 try:
                     # the owner writes its live record again, while the answer still waits
-                    while not await admin.hget(a.membership.status.keys.hash, "r5"):  # noqa: ASYNC110
+                    while not (again := await admin.hget(a.membership.status.keys.hash, "r5")):  # noqa: ASYNC110
                         await anyio.sleep(0.05)
                 finally:
                     await admin.aclose()
                 assert b"the rest" not in b"".join(owner)
+                record = decode_record(again)
+                assert (record.status, record.turn_id, record.at) == (
+                    seen.status,
+                    seen.turn_id,
+                    seen.at,  # as it was: the time of the change, not of the restart
+                )
         with anyio.fail_after(10):
             while (seen := on_b.record("r5")) is None or seen.status != "done":  # noqa: ASYNC110
                 await anyio.sleep(0.05)

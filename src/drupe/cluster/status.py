@@ -299,11 +299,10 @@ class ClusterStatus(TaskOwner):
         skip every new one, and its hash lost records. So the view's seqs start again too, and
         this node writes its own records again (the latest it knows first hand)."""
         log.warning("cluster status: Redis restarted; writing this node's records again")
-        now = time.time()
         for conversation_id, entry in self._view.items():
             entry.record = replace(entry.record, seq=0)
-            if entry.local:
-                self.writer.put(conversation_id, _status_record(entry.record), now)
+            if entry.local:  # as it was, with the time of its change
+                self.writer.put(conversation_id, _status_record(entry.record), entry.record.at)
 
     async def _load_snapshot(self, *, forward: bool) -> None:
         raw: Any = await self._redis.hgetall(self.keys.hash)
