@@ -8,6 +8,8 @@ import traceback
 import pytest
 from hypothesis import Phase, settings
 
+from tests.private_redis import private_redis  # noqa: F401  (a fixture for every test)
+
 # Deterministic property tests: the same examples on every run (CI must never flake), no
 # example database written into the tree.
 settings.register_profile("drupe", derandomize=True, database=None, print_blob=True)

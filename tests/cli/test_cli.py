@@ -12,6 +12,8 @@ import pytest
 from typer.testing import CliRunner
 
 from drupe.cli.main import app
+from tests.multinode.harness import free_port
+from tests.private_redis import PrivateRedis
 
 runner = CliRunner()
 
@@ -234,3 +236,26 @@ def test_serve_with_workers_but_no_cluster_says_what_to_add(tmp_path: Path) -> N
     flat = " ".join(result.output.split())
     assert "--workers 2 runs 2 processes" in flat
     assert "add --database-url postgresql+asyncpg://" in flat and "--redis-url redis://" in flat
+
+
+def test_doctor_checks_cluster_modes_redis(tmp_path: Path) -> None:
+    """With ``DRUPE_REDIS_URL`` set, doctor checks Redis: its version (functions need 7.0),
+    its eviction policy, its persistence; an unreachable one fails the command."""
+    config = tmp_path / "config.toml"
+    config.write_text('default_model = "scripted:echo"\n')
+    args = ["doctor", "--data-dir", str(tmp_path), "--config", str(config)]
+    evicting = PrivateRedis(free_port(), tmp_path, "--maxmemory-policy", "allkeys-lru")
+    evicting.start()
+    try:
+        result = runner.invoke(app, args, env={"DRUPE_REDIS_URL": evicting.url})
+    finally:
+        evicting.stop()
+    assert result.exit_code == 0, result.output  # a warning, not a failure
+    output = " ".join(result.output.split())
+    assert f"ok redis: redis://127.0.0.1:{evicting.port}/0: Redis 7." in output
+    assert "warn redis eviction: maxmemory-policy allkeys-lru" in output
+    assert "ok redis persistence: no AOF" in output
+
+    gone = runner.invoke(app, args, env={"DRUPE_REDIS_URL": f"redis://127.0.0.1:{free_port()}/0"})
+    assert gone.exit_code == 1
+    assert "FAIL redis: redis://127.0.0.1:" in " ".join(gone.output.split())

@@ -1,15 +1,13 @@
 """Redis restarted (without its data) in the middle of an answer: the nodes reconnect, the
 answer completes, every subscriber gets its end, and nothing is left pending.
 
-A private ``redis-server`` on its own port, so the shared one of the other tests is untouched.
+A private ``redis-server`` on its own port (``tests/private_redis.py``), so the shared one of
+the other tests is untouched.
 """
 
 from __future__ import annotations
 
-import shutil
-import socket
-import subprocess
-from collections.abc import AsyncIterator, Iterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
 from pathlib import Path
 
@@ -27,72 +25,11 @@ from drupe.cluster.log_writer import LogWriter, live_key
 from drupe.cluster.ownership import LeaseOwnership
 from drupe.cluster.status_record import decode_record
 from tests.cluster.nodes import Node, cluster_nodes, sse_events, text_of
-from tests.multinode.harness import free_port
+from tests.private_redis import PrivateRedis
 
 pytestmark = [pytest.mark.redis, pytest.mark.postgres]
 
 PACED = "scripted:lorem?words=150&rate=60"
-
-
-def _free_port() -> int:
-    # Below the ephemeral range: while Redis is down, the nodes' reconnects must not be able to
-    # take its port as their local port (or connect to themselves on it).
-    return free_port()
-
-
-class PrivateRedis:
-    def __init__(self, port: int, directory: Path) -> None:
-        self.port = port
-        self.directory = directory
-        self.process: subprocess.Popen[bytes] | None = None
-
-    @property
-    def url(self) -> str:
-        return f"redis://127.0.0.1:{self.port}/0"
-
-    def start(self) -> None:
-        binary = shutil.which("redis-server")
-        if binary is None:
-            pytest.fail("redis-server is not installed (apt-get install redis-server)")
-        self.process = subprocess.Popen(
-            [
-                binary,
-                "--port",
-                str(self.port),
-                "--bind",
-                "127.0.0.1",
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                str(self.directory),
-            ],
-            stdout=subprocess.DEVNULL,
-            stderr=subprocess.DEVNULL,
-        )
-        for _ in range(200):
-            with socket.socket() as sock:
-                if sock.connect_ex(("127.0.0.1", self.port)) == 0:
-                    return
-            subprocess.run(["sleep", "0.02"], check=True)
-        pytest.fail("the private redis-server did not start")
-
-    def stop(self) -> None:
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
-
-@pytest.fixture
-def private_redis(tmp_path: Path) -> Iterator[PrivateRedis]:
-    server = PrivateRedis(_free_port(), tmp_path)
-    server.start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 def _chat(conversation_id: str, model: str) -> dict[str, object]:

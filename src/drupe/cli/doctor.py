@@ -240,6 +240,101 @@ def _channel_checks(settings: Settings) -> list[Check]:
     return checks
 
 
+REDIS_SECONDS = 5.0
+_REDIS_MIN = (7, 0)
+
+
+async def _redis_checks(settings: Settings) -> list[Check]:
+    """Cluster mode's Redis (``DRUPE_REDIS_URL``): reachable, 7.0 or later (the chunk log's
+    writes are Redis functions), no eviction, ``INFO`` allowed (each node asks Redis its run id
+    to notice a restart), and what its persistence keeps (docs/deploy.md)."""
+    url = settings.cluster.redis_url
+    if url is None:
+        return []
+    from redis.asyncio import Redis
+    from redis.exceptions import RedisError
+
+    shown = _without_secrets(url)
+    client = Redis.from_url(url, socket_timeout=REDIS_SECONDS, socket_connect_timeout=REDIS_SECONDS)
+    try:
+        try:
+            await client.ping()
+        except (OSError, RedisError) as err:
+            return [
+                Check(
+                    "redis",
+                    "fail",
+                    f"{shown}: {err}",
+                    "start Redis 7 or later, or fix DRUPE_REDIS_URL",
+                )
+            ]
+        try:
+            server = await client.info("server")
+            persistence = await client.info("persistence")
+        except (OSError, RedisError) as err:
+            return [
+                Check("redis", "ok", f"{shown} answers"),
+                Check(
+                    "redis restarts",
+                    "warn",
+                    f"INFO is not allowed ({err}): the nodes cannot notice that Redis restarted "
+                    "until each live answer's next write, and its version is not known",
+                    "allow INFO for Drupe's Redis user (and use Redis 7.0 or later)",
+                ),
+            ]
+        version = str(server.get("redis_version", "0"))
+        numbers = tuple(int(n) for n in version.split(".")[:2] if n.isdigit())
+        if numbers < _REDIS_MIN:
+            return [
+                Check(
+                    "redis",
+                    "fail",
+                    f"{shown}: Redis {version}; cluster mode needs 7.0 or later (Redis functions)",
+                    "upgrade Redis",
+                )
+            ]
+        checks = [Check("redis", "ok", f"{shown}: Redis {version}")]
+        try:
+            policy = str((await client.config_get("maxmemory-policy")).get("maxmemory-policy"))
+        except (OSError, RedisError):
+            checks.append(
+                Check(
+                    "redis eviction",
+                    "warn",
+                    "CONFIG GET is not allowed: cannot tell whether Redis may evict keys",
+                    "make sure its maxmemory-policy is noeviction",
+                )
+            )
+        else:
+            if policy == "noeviction":
+                checks.append(Check("redis eviction", "ok", "maxmemory-policy noeviction"))
+            else:
+                checks.append(
+                    Check(
+                        "redis eviction",
+                        "warn",
+                        f"maxmemory-policy {policy}: a full Redis may evict a lease, a log or a "
+                        "turn's hash, which breaks ownership or a resume",
+                        "set maxmemory-policy noeviction (a full Redis then fails writes visibly)",
+                    )
+                )
+        aof = str(persistence.get("aof_enabled", "0")) == "1"
+        checks.append(
+            Check(
+                "redis persistence",
+                "ok",
+                "AOF on"
+                if aof
+                else "no AOF: after a Redis restart the nodes write their live answers again; "
+                "finished answers' logs (kept 5 minutes for late subscribers) are not restored, "
+                "the answers themselves are in the database",
+            )
+        )
+        return checks
+    finally:
+        await client.aclose()
+
+
 async def run_checks(settings: Settings) -> list[Check]:
     """Every check, in the order they are shown."""
     checks = _config_checks(settings)
@@ -249,5 +344,6 @@ async def run_checks(settings: Settings) -> list[Check]:
         # A provider stored in the database serves models: not "only the local models".
         checks = [c for c in checks if c.name != "providers"]
     checks.extend(database)
+    checks.extend(await _redis_checks(settings))
     checks.extend(await _mcp_checks(settings))
     return checks

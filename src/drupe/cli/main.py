@@ -346,7 +346,8 @@ def keys_revoke(
 def doctor(
     data_dir: DataDir = None, database_url: DatabaseUrl = None, config: ConfigPath = None
 ) -> None:
-    """Check the config, providers, database and MCP servers; say what is wrong and how to fix."""
+    """Check the config, providers, database, cluster Redis and MCP servers; say what is wrong
+    and how to fix it."""
     from drupe.cli.doctor import run_checks
 
     settings = settings_from_options(data_dir=data_dir, database_url=database_url, config=config)
