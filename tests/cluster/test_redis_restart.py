@@ -246,6 +246,11 @@ async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
                 await speaking.wait()
                 while (seen := on_b.record("r5")) is None or seen.status != "streaming":  # noqa: ASYNC110
                     await anyio.sleep(0.05)
+                heard: list[str] = []  # what node B's observers are told of r5
+                on_b.add_observer(
+                    lambda cid, rec: heard.append(rec.status) if cid == "r5" else None
+                )
+                assert heard == ["streaming"]  # the view's record, given to a new observer
                 private_redis.stop()
                 await anyio.sleep(0.3)
                 private_redis.start()
@@ -263,6 +268,9 @@ async def test_statuses_written_after_redis_lost_its_data_reach_every_node(
                     seen.turn_id,
                     seen.at,  # as it was: the time of the change, not of the restart
                 )
+                # the first record written after the restart (seq 1) reaches node B too
+                while heard.count("streaming") < 2:  # noqa: ASYNC110
+                    await anyio.sleep(0.05)
         with anyio.fail_after(10):
             while (seen := on_b.record("r5")) is None or seen.status != "done":  # noqa: ASYNC110
                 await anyio.sleep(0.05)
